@@ -1,0 +1,186 @@
+"""Kernel roles from ordered TOML rules (first match wins).
+
+Rules are data: the default file ships in the package
+(``traceattr/rules/kernel_roles.toml``); a user file is tried before it.
+Matching is vectorised: name conditions run once per distinct name triple,
+range conditions once per distinct range, never once per op in Python.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Literal, get_args
+
+import polars as pl
+
+from traceattr.errors import RulesError
+from traceattr.trace.schema import OP_KINDS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+Role = Literal["attention", "reduce", "schedule", "flush", "copy", "other"]
+ROLES: tuple[str, ...] = get_args(Role)
+RoleEnum = pl.Enum(list(ROLES))
+NAME_LEVELS = ("name", "mangled_name", "short_name")  # tried in this order
+
+
+@dataclass(frozen=True)
+class RoleRule:
+    role: str
+    family: str
+    pattern: str | None  # regex on the op's name; None = any name
+    kinds: frozenset[str]  # empty = every kind
+    range: str | None  # regex on the innermost range's name; None = any
+    origin: str  # "file.toml rule 3", for messages
+
+
+@dataclass(frozen=True)
+class RoleRules:
+    rules: tuple[RoleRule, ...]
+
+    @classmethod
+    def default(cls) -> RoleRules:
+        text = resources.files("traceattr").joinpath("rules/kernel_roles.toml").read_text(encoding="utf-8")
+        return cls(tuple(_parse(text, "kernel_roles.toml (built in)")))
+
+    @classmethod
+    def load(cls, user_file: str | Path | None = None) -> RoleRules:
+        """The built-in rules, preceded by *user_file*'s when one is given."""
+        builtin = cls.default().rules
+        if user_file is None:
+            return cls(builtin)
+        path = Path(user_file)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as err:
+            raise RulesError(f"{path}: cannot read rules file ({err.strerror})") from None
+        return cls(tuple(_parse(text, str(path))) + builtin)
+
+    def classify(self, ops: pl.DataFrame, names: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
+        """Add ``role`` and ``family`` to *ops* (``name_key``, ``range_id``).
+
+        *names*: one row per ``name_key`` with ``kind`` and the three name
+        levels; *ranges*: ``range_id, range_name``. Regexes run over these
+        small distinct tables; ops only take part in integer joins.
+        """
+        n = len(self.rules)
+        ranged = [i for i, r in enumerate(self.rules) if r.range is not None]
+        name_exprs = []
+        for level in NAME_LEVELS:
+            name_exprs.append(_first_rule(self.rules, level).alias(f"_first_{level}"))
+            name_exprs += [_name_cond(self.rules[i], level).alias(f"_r{i}_{level}") for i in ranged]
+        names = names.select("name_key", *name_exprs)
+        ranges = ranges.select(
+            "range_id", *[_range_cond(self.rules[i]).alias(f"_rr{i}") for i in ranged]
+        )
+        out = ops.join(names, on="name_key", how="left").join(ranges, on="range_id", how="left")
+        # At each name level the lowest matching rule index; the first level that matched wins.
+        per_level = []
+        for level in NAME_LEVELS:
+            candidates = [pl.col(f"_first_{level}")] + [
+                pl.when(pl.col(f"_r{i}_{level}") & pl.col(f"_rr{i}").fill_null(False)).then(pl.lit(i, pl.Int32))
+                for i in ranged
+            ]
+            per_level.append(pl.min_horizontal(candidates))
+        table = pl.DataFrame(
+            {
+                "_rule": pl.Series(range(n + 1), dtype=pl.Int32),
+                "role": pl.Series([r.role for r in self.rules] + ["other"], dtype=RoleEnum),
+                "family": pl.Series([r.family for r in self.rules] + [None], dtype=pl.String),
+            }
+        )
+        out = out.with_columns(pl.coalesce(per_level).fill_null(n).cast(pl.Int32).alias("_rule"))
+        return out.join(table, on="_rule", how="left").select([*ops.columns, "role", "family"])
+
+    def classify_names(self, names: Sequence[str], kind: str = "kernel", range_name: str | None = None) -> list[str]:
+        """Role of each kernel name (for tests, docs and quick checks)."""
+        keys = list(range(len(names)))
+        table = pl.DataFrame(
+            {
+                "name_key": keys,
+                "kind": pl.Series([kind] * len(names), dtype=pl.Enum(list(OP_KINDS))),
+                "name": pl.Series(list(names), dtype=pl.String),
+                "mangled_name": pl.Series([None] * len(names), dtype=pl.String),
+                "short_name": pl.Series([None] * len(names), dtype=pl.String),
+            }
+        )
+        ops = pl.DataFrame({"name_key": keys, "range_id": [0] * len(names)})
+        ranges = pl.DataFrame({"range_id": [0], "range_name": pl.Series([range_name], dtype=pl.String)})
+        return self.classify(ops, table, ranges)["role"].cast(pl.String).to_list()
+
+
+def _name_cond(rule: RoleRule, level: str) -> pl.Expr:
+    cond = pl.lit(True)
+    if rule.kinds:
+        cond = cond & pl.col("kind").cast(pl.String).is_in(sorted(rule.kinds))
+    if rule.pattern is not None:
+        cond = cond & pl.col(level).str.contains(rule.pattern).fill_null(False)
+    elif level != NAME_LEVELS[0]:
+        cond = pl.lit(False)  # a name-less rule is decided at the first level
+    return cond
+
+
+def _range_cond(rule: RoleRule) -> pl.Expr:
+    assert rule.range is not None
+    return pl.col("range_name").str.contains(rule.range).fill_null(False)
+
+
+def _first_rule(rules: Sequence[RoleRule], level: str) -> pl.Expr:
+    """Index of the first rule without a range condition that accepts the name."""
+    chain = None
+    for i, rule in enumerate(rules):
+        if rule.range is not None:
+            continue
+        cond = _name_cond(rule, level)
+        chain = pl.when(cond).then(pl.lit(i, pl.Int32)) if chain is None else chain.when(cond).then(pl.lit(i, pl.Int32))
+    return chain.otherwise(pl.lit(None, pl.Int32)) if chain is not None else pl.lit(None, pl.Int32)
+
+
+_RULE_KEYS = {"role", "family", "pattern", "kinds", "range"}
+
+
+def _parse(text: str, origin: str) -> list[RoleRule]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise RulesError(f"{origin}: not valid TOML ({err})") from None
+    raw = data.get("rule", [])
+    if not isinstance(raw, list) or not raw:
+        raise RulesError(f"{origin}: expected one or more [[rule]] tables")
+    rules = []
+    for n, item in enumerate(raw, 1):
+        where = f"{origin} rule {n}"
+        unknown = set(item) - _RULE_KEYS
+        if unknown:
+            raise RulesError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(_RULE_KEYS)}")
+        role = item.get("role")
+        if role not in ROLES:
+            raise RulesError(f"{where}: role must be one of {list(ROLES)}, got {role!r}")
+        kinds = item.get("kinds", [])
+        if not isinstance(kinds, list) or not set(kinds) <= set(OP_KINDS):
+            raise RulesError(f"{where}: kinds must be a list drawn from {list(OP_KINDS)}, got {kinds!r}")
+        pattern, rng = item.get("pattern"), item.get("range")
+        if pattern is None and rng is None and not kinds:
+            raise RulesError(f"{where}: needs at least one of pattern, range, kinds")
+        for key, value in (("pattern", pattern), ("range", rng)):
+            if value is not None:
+                _check_regex(value, f"{where} {key}")
+        rules.append(RoleRule(role, str(item.get("family", role)), pattern, frozenset(kinds), rng, where))
+    return rules
+
+
+def _check_regex(pattern: object, where: str) -> None:
+    if not isinstance(pattern, str):
+        raise RulesError(f"{where}: must be a string, got {pattern!r}")
+    try:
+        pl.Series([""]).str.contains(pattern)
+    except pl.exceptions.PolarsError as err:
+        first = str(err).strip().splitlines()[0]
+        raise RulesError(f"{where}: invalid regular expression {pattern!r} ({first})") from None

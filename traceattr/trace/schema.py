@@ -1,0 +1,160 @@
+"""Facts about the nsys SQLite export schema (2.9.1 → 3.25.0) and the typed
+frames traceattr builds from it. Constants only; no I/O.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+# NVTX_EVENTS.eventType (ENUM_NSYS_EVENT_TYPE)
+NVTX_MARK = 34
+NVTX_PUSHPOP = 59
+NVTX_STARTEND = 60
+NVTXT_PUSHPOP = 70  # NVTX emitted through the nvtxt text API
+NVTXT_STARTEND = 71
+NVTX_DOMAIN_CREATE = 75
+RANGE_EVENT_TYPES = (NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND)
+PUSHPOP_EVENT_TYPES = (NVTX_PUSHPOP, NVTXT_PUSHPOP)
+
+# globalTid = <HW:8><VM:8><PID:24><TID:24>; kernels carry globalPid = globalTid with TID zeroed.
+_TID_BITS = 24
+_ID_MASK = 0xFFFFFF
+GLOBAL_PID_MASK = ~_ID_MASK  # as a signed int64 mask: keeps HW, VM and PID
+
+
+def pid_from_global(col: str | pl.Expr) -> pl.Expr:
+    expr = pl.col(col) if isinstance(col, str) else col
+    return ((expr // (1 << _TID_BITS)) & _ID_MASK).cast(pl.Int64)  # floor division = arithmetic shift
+
+
+def tid_from_global(col: str | pl.Expr) -> pl.Expr:
+    expr = pl.col(col) if isinstance(col, str) else col
+    return (expr & _ID_MASK).cast(pl.Int64)
+
+
+def global_pid_from_tid(col: str | pl.Expr) -> pl.Expr:
+    expr = pl.col(col) if isinstance(col, str) else col
+    return (expr & GLOBAL_PID_MASK).cast(pl.Int64)
+
+
+# Tables (the first name found wins where a table was renamed between versions).
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+NVTX = "NVTX_EVENTS"
+STRINGS = "StringIds"
+GPU_INFO = "TARGET_INFO_GPU"
+EXPORT_META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+CAPTURE_META = "META_DATA_CAPTURE"
+COPY_KIND_ENUM = "ENUM_CUDA_MEMCPY_OPER"
+
+# GPU operation kinds, in the order they are unioned.
+OP_KINDS = ("kernel", "memcpy", "memset", "graph")
+OpKind = pl.Enum(list(OP_KINDS))
+RangeStyle = pl.Enum(["PushPop", "StartEnd"])
+
+GPU_OPS_SCHEMA: dict[str, pl.DataType] = {
+    "op_id": pl.Int64,  # row number in the union, stable across runs
+    "kind": OpKind,
+    "start": pl.Int64,
+    "end": pl.Int64,
+    "device_id": pl.Int64,
+    "context_id": pl.Int64,
+    "stream_id": pl.Int64,
+    "correlation_id": pl.Int64,
+    "global_pid": pl.Int64,
+    "pid": pl.Int64,
+    "name_id": pl.Int64,  # StringIds id of demangledName (kernels only)
+    "short_name_id": pl.Int64,
+    "mangled_name_id": pl.Int64,
+    "grid_x": pl.Int64,
+    "grid_y": pl.Int64,
+    "grid_z": pl.Int64,
+    "block_x": pl.Int64,
+    "block_y": pl.Int64,
+    "block_z": pl.Int64,
+    "registers_per_thread": pl.Int64,
+    "static_smem": pl.Int64,
+    "dynamic_smem": pl.Int64,
+    "bytes": pl.Int64,  # memcpy / memset only
+    "copy_kind": pl.Int64,  # memcpy only (ENUM_CUDA_MEMCPY_OPER)
+    "graph_node_id": pl.Int64,
+    "graph_id": pl.Int64,
+}
+
+API_SCHEMA: dict[str, pl.DataType] = {
+    "api_id": pl.Int64,
+    "start": pl.Int64,
+    "end": pl.Int64,
+    "event_class": pl.Int64,
+    "global_tid": pl.Int64,
+    "global_pid": pl.Int64,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "correlation_id": pl.Int64,
+    "name_id": pl.Int64,
+    "return_value": pl.Int64,
+}
+
+RANGES_SCHEMA: dict[str, pl.DataType] = {
+    "range_id": pl.Int64,  # NVTX_EVENTS rowid, as nsys's RangeId
+    "style": RangeStyle,
+    "start": pl.Int64,
+    "end": pl.Int64,  # an unclosed range ends at the last NVTX timestamp (nsys)
+    "closed": pl.Boolean,
+    "global_tid": pl.Int64,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "end_global_tid": pl.Int64,  # set when a start/end range ended on another thread
+    "domain_id": pl.Int64,
+    "domain": pl.String,
+    "message": pl.String,
+    "name": pl.String,  # as nsys displays it: "domain:message", or message
+    "category": pl.Int64,
+    "color": pl.Int64,
+    "payload": pl.Int64,
+}
+
+MARKS_SCHEMA: dict[str, pl.DataType] = {
+    "mark_id": pl.Int64,
+    "time": pl.Int64,
+    "global_tid": pl.Int64,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "domain": pl.String,
+    "name": pl.String,
+}
+
+DEVICES_SCHEMA: dict[str, pl.DataType] = {
+    "device_id": pl.Int64,
+    "name": pl.String,
+    "chip": pl.String,
+    "sm_count": pl.Int64,
+    "l2_bytes": pl.Int64,
+    "memory_bytes": pl.Int64,
+    "memory_bandwidth": pl.Int64,  # bytes/s as nsys reports it
+    "clock_hz": pl.Int64,
+    "cc_major": pl.Int64,
+    "cc_minor": pl.Int64,
+    "bus": pl.String,
+}
+
+# CUpti_ActivityMemcpyKind labels, as nsys names memcpy rows: "[CUDA memcpy <label>]".
+MEMCPY_LABELS = {
+    0: "Unknown",
+    1: "Host-to-Device",
+    2: "Device-to-Host",
+    3: "Host-to-Array",
+    4: "Array-to-Host",
+    5: "Array-to-Array",
+    6: "Array-to-Device",
+    7: "Device-to-Array",
+    8: "Device-to-Device",
+    9: "Host-to-Host",
+    10: "Peer-to-Peer",
+    11: "Unified Host-to-Device",
+    12: "Unified Device-to-Host",
+    13: "Unified Device-to-Device",
+}
