@@ -11,16 +11,16 @@ sliced capture) form ``[no launch record]``, which nsys silently omits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal, get_args
 
 import polars as pl
 
-from traceattr.attribution.intervals import contained_pairs, union_length
-from traceattr.attribution.range_tree import range_tree
+from traceattr.attribution.intervals import RangeIndex, union_length
 from traceattr.attribution.roles import ROLES, RoleEnum, RoleRules
+from traceattr.trace import schema as S
 from traceattr.trace.loader import Trace, TraceMeta
-from traceattr.trace.schema import MEMCPY_LABELS
 
 Mode = Literal["nsys", "innermost"]
 MODES: tuple[str, ...] = get_args(Mode)
@@ -63,13 +63,45 @@ class RangeFilter:
 
 @dataclass(frozen=True)
 class Attribution:
-    """The answer: one row per range (plus buckets) and one row per GPU op."""
+    """The answer: one row per range (plus the buckets) and one row per GPU op.
+
+    ``placement`` is the lean per-op result (role, innermost range, launch);
+    ``ops`` joins it with the trace into the wide per-op table, lazily
+    (``ops_lazy()``) so a writer can stream it instead of holding it whole.
+    """
 
     ranges: pl.DataFrame
-    ops: pl.DataFrame
+    placement: pl.DataFrame
     mode: str
-    meta: TraceMeta
     notes: tuple[str, ...]
+    trace: Trace = field(repr=False)
+    names: pl.DataFrame = field(repr=False)
+
+    @property
+    def meta(self) -> TraceMeta:
+        return self.trace.meta
+
+    def ops_lazy(self) -> pl.LazyFrame:
+        range_names = self.ranges.lazy().filter(pl.col("range_id").is_not_null()).select("range_id", "name")
+        return (
+            self.trace.gpu_ops.lazy()
+            .join(self.placement.lazy(), on="op_id", how="left")
+            .join(self.names.lazy().select("name_key", "name", "short_name", "mangled_name"), on="name_key", how="left")
+            .join(range_names.rename({"name": "range_name"}), on="range_id", how="left")
+            .join(range_names.rename({"range_id": "outer_range_id", "name": "outer_range_name"}), on="outer_range_id", how="left")
+            .with_columns(
+                pl.col("start").alias("start_ns"),
+                pl.col("end").alias("end_ns"),
+                (pl.col("end") - pl.col("start")).alias("duration_ns"),
+                S.pid_from_global("global_pid").cast(pl.Int32).alias("pid"),
+            )
+            .select(OP_COLUMNS)
+            .sort("start_ns", "op_id")
+        )
+
+    @cached_property
+    def ops(self) -> pl.DataFrame:
+        return self.ops_lazy().collect()
 
 
 def attribute(
@@ -86,23 +118,26 @@ def attribute(
     ranges, dropped = _usable_ranges(trace.ranges, select or RangeFilter())
     if dropped:
         notes.append(f"{dropped} start/end ranges ended on another thread: not projected (nsys drops them too)")
-    tree = range_tree(ranges)
-    ranges = ranges.join(tree, on="range_id", how="left")
+    index = RangeIndex(ranges)
+    ranges = ranges.join(index.tree(), on="range_id", how="left")
 
     launches = _launches(trace.gpu_ops, trace.api)
-    pairs = _op_range_pairs(launches, ranges)
-    ops = _op_table(trace, launches, pairs, ranges, rules)
-    orphans = ops.filter(pl.col("api_start_ns").is_null()).height
+    every, deepest = _locate(index, launches, dedupe=trace.meta.duplicate_api_rows > 0)
+    del index
+    keyed, names = _name_keys(trace)
+    placement = _placement(keyed, launches, deepest, ranges, names, rules)
+    del launches, deepest
+    orphans = placement.filter(pl.col("api_start_ns").is_null()).height
     if orphans:
         notes.append(f"{orphans} GPU ops have no launch record in the trace (sliced capture): listed as {NO_LAUNCH}")
 
     if mode == "nsys":
-        assign = pairs
+        assign = every
     else:
-        assign = ops.filter(pl.col("range_id").is_not_null()).select(
+        assign = placement.filter(pl.col("range_id").is_not_null()).select(
             "op_id", "range_id", pl.col("api_start_ns").alias("api_start")
         )
-    buckets = ops.filter(pl.col("range_id").is_null()).select(
+    buckets = placement.filter(pl.col("range_id").is_null()).select(
         "op_id",
         pl.when(pl.col("api_start_ns").is_null())
         .then(pl.lit(_NO_LAUNCH_ID, pl.Int64))
@@ -110,9 +145,13 @@ def attribute(
         .alias("range_id"),
         pl.col("api_start_ns").alias("api_start"),
     )
-    metrics = _metrics(pl.concat([assign, buckets]), ops)
-    table = _range_table(ranges, metrics, mode)
-    return Attribution(table, ops.select(OP_COLUMNS).sort("start_ns", "op_id"), mode, trace.meta, tuple(notes))
+    facts = keyed.select("op_id", "kind", "start", "end", "global_pid", "correlation_id", "device_id", "stream_id").join(
+        placement.select("op_id", "role"), on="op_id"
+    )
+    metrics = _metrics(pl.concat([assign, buckets]), facts)
+    del assign, every, facts
+    table = _range_table(ranges, metrics)
+    return Attribution(table, placement, mode, tuple(notes), trace, names)
 
 
 def _usable_ranges(ranges: pl.DataFrame, select: RangeFilter) -> tuple[pl.DataFrame, int]:
@@ -132,37 +171,49 @@ def _launches(gpu_ops: pl.DataFrame, api: pl.DataFrame) -> pl.DataFrame:
     if gpu_ops.height and gpu_ops["global_pid"].null_count() == gpu_ops.height:
         keys = ["correlation_id"]
     calls = api.select(
-        *keys, "api_id", pl.col("start").alias("api_start"), pl.col("end").alias("api_end"), "global_tid", "tid"
+        S.global_pid_from_tid("global_tid").alias("global_pid"),
+        "correlation_id",
+        "api_id",
+        pl.col("start").alias("api_start"),
+        pl.col("end").alias("api_end"),
+        "global_tid",
     )
-    return gpu_ops.select("op_id", *keys).join(calls, on=keys, how="inner").drop(keys)
+    return gpu_ops.select("op_id", *keys).join(calls.select(*keys, *calls.columns[2:]), on=keys, how="inner").drop(keys)
 
 
-def _op_range_pairs(launches: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
-    """(op_id, range_id, api_start): every range holding an op's launch call."""
-    calls = launches.select("api_id", "global_tid", pl.col("api_start").alias("start"), pl.col("api_end").alias("end"))
-    calls = calls.unique("api_id")
-    inside = contained_pairs(
-        calls, ranges.select("range_id", "global_tid", "start", "end"), inner_id="api_id", outer_id="range_id"
-    )
-    return (
-        launches.select("op_id", "api_id", "api_start")
-        .join(inside, on="api_id", how="inner")
-        .group_by("op_id", "range_id")
-        .agg(pl.col("api_start").min())
-    )
+def _locate(index: RangeIndex, launches: pl.DataFrame, *, dedupe: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(op_id, range_id, api_start) for every holding range, and for the deepest one.
+
+    An op launched by a call logged twice (old exports) can reach a range
+    through either row; *dedupe* merges those, keeping the earlier call start.
+    """
+    calls = launches.select(
+        pl.col("api_id").alias("call_id"), "global_tid", pl.col("api_start").alias("start"), pl.col("api_end").alias("end")
+    ).unique("call_id")
+    every, deepest = index.locate(calls)
+    out = []
+    for located in (every, deepest):
+        pairs = launches.select("op_id", pl.col("api_id").alias("call_id"), "api_start").join(
+            located, on="call_id", how="inner"
+        )
+        if dedupe:
+            pairs = pairs.group_by("op_id", "range_id").agg(pl.col("api_start").min())
+        out.append(pairs.select("op_id", "range_id", "api_start"))
+    return out[0], out[1]
 
 
-def _names(trace: Trace, gpu_ops: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _name_keys(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Give each distinct op identity a ``name_key`` and resolve its names once."""
+    gpu_ops = trace.gpu_ops
     ident = ["kind", "name_id", "short_name_id", "mangled_name_id", "copy_kind", "graph_id"]
     names = gpu_ops.select(ident).unique().sort(ident, nulls_last=True).with_row_index("name_key")
-    names = names.with_columns(pl.col("name_key").cast(pl.Int64))
-    strings = trace.strings
+    names = names.with_columns(pl.col("name_key").cast(pl.Int32))
+    strings = trace.strings.with_columns(pl.col("id").cast(pl.Int32))
     for col, out in (("name_id", "name"), ("short_name_id", "short_name"), ("mangled_name_id", "mangled_name")):
         names = names.join(strings.rename({"id": col, "value": out}), on=col, how="left")
     labels = pl.DataFrame(
-        {"copy_kind": list(MEMCPY_LABELS), "_label": list(MEMCPY_LABELS.values())},
-        schema={"copy_kind": pl.Int64, "_label": pl.String},
+        {"copy_kind": list(S.MEMCPY_LABELS), "_label": list(S.MEMCPY_LABELS.values())},
+        schema={"copy_kind": pl.Int32, "_label": pl.String},
     )
     names = names.join(labels, on="copy_kind", how="left").with_columns(
         pl.when(pl.col("kind") == "memcpy")
@@ -178,60 +229,61 @@ def _names(trace: Trace, gpu_ops: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFr
     return keyed, names.select("name_key", "kind", "name", "short_name", "mangled_name")
 
 
-def _op_table(
-    trace: Trace, launches: pl.DataFrame, pairs: pl.DataFrame, ranges: pl.DataFrame, rules: RoleRules
+def _placement(
+    keyed: pl.DataFrame,
+    launches: pl.DataFrame,
+    deepest: pl.DataFrame,
+    ranges: pl.DataFrame,
+    names: pl.DataFrame,
+    rules: RoleRules,
 ) -> pl.DataFrame:
-    """One row per GPU op: names, role, launch call and its innermost/outermost range."""
-    depth = ranges.select("range_id", "level", pl.col("name").alias("range_name"))
-    placed = pairs.join(depth, on="range_id", how="left")
-    inner = placed.sort("op_id", "level", "range_id", descending=[False, True, True]).unique("op_id", keep="first")
-    outer = placed.sort("op_id", "level", "range_id").unique("op_id", keep="first")
+    """Per op: role, family, innermost range and its root, launching thread and call start."""
+    depth = ranges.select("range_id", "level", "root_id")
+    inner = deepest.join(depth, on="range_id", how="left")
+    if inner.height != inner["op_id"].n_unique():  # a call logged twice can reach two ranges
+        inner = inner.sort("op_id", "level", "range_id", descending=[False, True, True]).unique("op_id", keep="first")
     # The launch row shown per op: the innermost of duplicated runtime rows (latest start).
-    launch = launches.sort("op_id", "api_start", descending=[False, True]).unique("op_id", keep="first")
-    ops, names = _names(trace, trace.gpu_ops)
-    ops = (
-        ops.join(launch.select("op_id", pl.col("api_start").alias("api_start_ns"), "tid"), on="op_id", how="left")
-        .join(inner.select("op_id", "range_id", "range_name"), on="op_id", how="left")
-        .join(
-            outer.select("op_id", pl.col("range_id").alias("outer_range_id"), pl.col("range_name").alias("outer_range_name")),
-            on="op_id",
-            how="left",
+    launch = launches.select("op_id", "api_start", "global_tid")
+    if launch.height != launch["op_id"].n_unique():
+        launch = launch.sort("op_id", "api_start", descending=[False, True]).unique("op_id", keep="first")
+    placed = (
+        keyed.select("op_id", "name_key")
+        .join(launch.select("op_id", pl.col("api_start").alias("api_start_ns"),
+                            S.tid_from_global("global_tid").cast(pl.Int32).alias("tid")), on="op_id", how="left")
+        .join(inner.select("op_id", "range_id", pl.col("root_id").alias("outer_range_id")), on="op_id", how="left")
+    )  # fmt: skip
+    return rules.classify(placed, names, ranges.select("range_id", pl.col("name").alias("range_name")))
+
+
+def _metrics(assign: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
+    """Per range_id: projection, op counts, kernel/busy/gap time, latency, role sums."""
+    # nsys's NumGPUOps counts launch calls (a graph launch of 5 kernels is 1);
+    # correlation ids repeat across processes, so count (process, id) keys.
+    procs = facts.select(pl.col("global_pid").unique()).with_row_index("_proc")
+    rows = (
+        assign.join(facts, on="op_id", how="inner")
+        .join(procs, on="global_pid", how="left", nulls_equal=True)
+        .with_columns(
+            (pl.col("end") - pl.col("start")).alias("dur"),
+            (pl.col("_proc").cast(pl.Int64) * (1 << 40) + pl.col("correlation_id")).alias("_launch"),
+            (pl.col("device_id").cast(pl.Int64) * (1 << 32) + pl.col("stream_id")).alias("_stream"),
         )
     )
-    ops = rules.classify(ops, names, depth.select("range_id", "range_name"))
-    return ops.join(names.select("name_key", "name", "short_name", "mangled_name"), on="name_key", how="left").with_columns(
-        pl.col("start").alias("start_ns"),
-        pl.col("end").alias("end_ns"),
-        (pl.col("end") - pl.col("start")).alias("duration_ns"),
-    )
-
-
-def _metrics(assign: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
-    """Per range_id: projection, op counts, kernel/busy/gap time, latency, role sums."""
-    rows = assign.join(
-        ops.select("op_id", "kind", "role", "start_ns", "end_ns", "duration_ns", "correlation_id", "pid", "stream_id", "device_id"),
-        on="op_id",
-        how="inner",
-    )
     is_kernel = pl.col("kind") == "kernel"
-    role_sums = [
-        pl.col("duration_ns").filter(pl.col("role") == role).sum().alias(f"{role}_ns") for role in ROLES
-    ]
     agg = rows.group_by("range_id").agg(
-        pl.col("start_ns").min().alias("gpu_start_ns"),
-        pl.col("end_ns").max().alias("gpu_end_ns"),
-        # nsys's NumGPUOps counts launch calls: a graph launch with 5 kernels is 1
-        pl.struct("pid", "correlation_id").n_unique().alias("gpu_ops"),
-        pl.len().alias("op_records"),
-        is_kernel.sum().alias("kernels"),
-        pl.col("duration_ns").filter(is_kernel).sum().alias("kernel_sum_ns"),
-        pl.col("duration_ns").sum().alias("gpu_sum_ns"),
+        pl.col("start").min().alias("gpu_start_ns"),
+        pl.col("end").max().alias("gpu_end_ns"),
+        pl.col("_launch").n_unique().cast(pl.Int64).alias("gpu_ops"),
+        pl.len().cast(pl.Int64).alias("op_records"),
+        is_kernel.sum().cast(pl.Int64).alias("kernels"),
+        pl.col("dur").filter(is_kernel).sum().alias("kernel_sum_ns"),
+        pl.col("dur").sum().alias("gpu_sum_ns"),
         pl.col("api_start").min().alias("_first_api"),
-        *role_sums,
-        pl.struct("device_id", "stream_id").n_unique().alias("streams"),
-        pl.col("device_id").n_unique().alias("devices"),
+        pl.col("_stream").n_unique().cast(pl.Int64).alias("streams"),
+        pl.col("device_id").n_unique().cast(pl.Int64).alias("devices"),
+        *[pl.col("dur").filter(pl.col("role") == role).sum().alias(f"{role}_ns") for role in ROLES],
     )
-    busy = union_length(rows.select("range_id", pl.col("start_ns").alias("start"), pl.col("end_ns").alias("end")), "range_id")
+    busy = union_length(rows.select("range_id", "start", "end"), "range_id")
     return (
         agg.join(busy, on="range_id", how="left")
         .with_columns((pl.col("gpu_end_ns") - pl.col("gpu_start_ns")).alias("gpu_span_ns"))
@@ -243,7 +295,7 @@ def _metrics(assign: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _range_table(ranges: pl.DataFrame, metrics: pl.DataFrame, mode: str) -> pl.DataFrame:
+def _range_table(ranges: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
     has_ops = metrics.filter(pl.col("range_id") >= 0).select("range_id")
     # nsys's NumChild counts children that have GPU ops themselves
     children = (
@@ -264,14 +316,17 @@ def _range_table(ranges: pl.DataFrame, metrics: pl.DataFrame, mode: str) -> pl.D
         pl.lit(None, pl.Int64).alias("range_id"),
     )
     table = pl.concat([named.with_columns(pl.lit(0, pl.Int64).alias("_bucket")), bucket_rows], how="diagonal_relaxed")
-    counts = ["gpu_ops", "op_records", "kernels", "num_child", "streams", "devices"]
-    sums = ["kernel_sum_ns", "gpu_sum_ns", "busy_ns", *ROLE_COLUMNS]
-    table = table.with_columns([pl.col(c).fill_null(0) for c in counts + sums])
+    zero_when_empty = ["gpu_ops", "op_records", "kernels", "num_child", "streams", "devices",
+                       "kernel_sum_ns", "gpu_sum_ns", "busy_ns", *ROLE_COLUMNS]  # fmt: skip
     return (
-        table.sort(["_bucket", "gpu_start_ns", "start_ns", "range_id"], descending=[True, False, False, False], nulls_last=True)
+        table.with_columns([pl.col(c).fill_null(0) for c in zero_when_empty])
+        .sort(["_bucket", "gpu_start_ns", "start_ns", "range_id"], descending=[True, False, False, False], nulls_last=True)
         .select(RANGE_COLUMNS)
         .with_columns(pl.col("style").cast(pl.String))
     )
 
 
-__all__ = ["MODES", "NO_LAUNCH", "ROLE_COLUMNS", "UNATTRIBUTED", "Attribution", "Mode", "RangeFilter", "attribute", "RoleEnum"]
+__all__ = [
+    "MODES", "NO_LAUNCH", "OP_COLUMNS", "RANGE_COLUMNS", "ROLE_COLUMNS", "UNATTRIBUTED",
+    "Attribution", "Mode", "RangeFilter", "RoleEnum", "attribute",
+]  # fmt: skip

@@ -1,11 +1,25 @@
 """Interval algebra on polars frames: same-thread containment and unions.
 
 Containment is nsys's rule: ``outer.start <= inner.start`` and
-``inner.end <= outer.end`` on the same thread, bounds inclusive. The thread
-equality is folded into the coordinates (thread rank × span + time), so the
-join is a pure two-inequality ``join_where`` (an IEJoin, O(n log n + output))
-rather than a hash join on the thread followed by a per-thread cross product,
-which is quadratic when one thread holds every call (the usual profile).
+``inner.end <= outer.end`` on the same thread, bounds inclusive.
+
+Two algorithms give the same answer:
+
+* **Laminar threads** (every two ranges are nested or disjoint as closed
+  intervals, which push/pop ranges always are): ranges sorted by
+  ``(start, end desc, id)`` are a preorder walk of their nesting forest. A
+  range's level is the number of ranges still open when it starts (a binary
+  search over sorted ends), its parent the last range before it one level up
+  (an as-of join), and a call's ranges are found from the last range started
+  before it, climbing parents while they end too early. O(n log n), no
+  pairwise work.
+* **Other threads** (overlapping start/end ranges, touching boundaries): a
+  two-inequality ``join_where`` (IEJoin) on keys that fold the thread into
+  the time axis (thread rank × span + time), so the thread equality costs
+  nothing and nothing is compared across threads.
+
+``RangeIndex`` checks laminarity per thread and routes each thread to one of
+them; the property tests hold both to a brute-force reference.
 """
 
 from __future__ import annotations
@@ -15,72 +29,288 @@ import polars as pl
 _MAX_KEY = 1 << 62
 
 
-def _thread_keys(inner: pl.DataFrame, outer: pl.DataFrame, thread: str) -> tuple[pl.DataFrame, pl.DataFrame] | None:
-    """Add ``_ks``/``_ke`` keys that order (thread, time) lexicographically."""
-    both = pl.concat([inner.select(thread, "start", "end"), outer.select(thread, "start", "end")])
-    t0 = both["start"].min()
-    t1 = max(both["end"].max(), both["start"].max())
-    span = int(t1 - t0) + 1
-    threads = both.select(pl.col(thread).unique().sort()).with_row_index("_rank").with_columns(
-        pl.col("_rank").cast(pl.Int64)
+class RangeIndex:
+    """Ranges of many threads (``range_id, global_tid, start, end``), indexed."""
+
+    def __init__(self, ranges: pl.DataFrame) -> None:
+        self.ranges = ranges.select("range_id", "global_tid", "start", "end").filter(pl.col("global_tid").is_not_null())
+        self._forest, self._general = _split_laminar(self.ranges)
+        self._tree: pl.DataFrame | None = None
+
+    @property
+    def laminar_threads(self) -> int:
+        return self._forest["global_tid"].n_unique() if self._forest.height else 0
+
+    def tree(self) -> pl.DataFrame:
+        """``range_id, parent_id, level, root_id`` by nsys's tightest-container rule."""
+        if self._tree is None:
+            parts = [self._forest.select("range_id", "parent_id")]
+            if self._general.height:
+                parts.append(_general_parents(self._general))
+            tree = pl.concat(parts, how="vertical_relaxed").cast({"range_id": pl.Int64, "parent_id": pl.Int64})
+            self._tree = tree.join(_levels(tree), on="range_id", how="left")
+        return self._tree
+
+    def locate(self, calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Ranges holding each call (``call_id, global_tid, start, end``).
+
+        Returns ``(every, deepest)``: all (call_id, range_id) pairs, and the
+        single deepest holding range per call.
+        """
+        schema = {"call_id": calls.schema["call_id"], "range_id": pl.Int64}
+        calls = calls.select("call_id", "global_tid", "start", "end").filter(pl.col("global_tid").is_not_null())
+        every, deepest = [pl.DataFrame(schema=schema)], [pl.DataFrame(schema=schema)]
+        if self._forest.height:
+            lam = calls.join(self._forest.select("global_tid").unique(), on="global_tid", how="semi")
+            inner = _forest_deepest(self._forest, lam)
+            deepest.append(inner)
+            every.append(_with_ancestors(inner, self._forest))
+        if self._general.height:
+            gen = calls.join(self._general.select("global_tid").unique(), on="global_tid", how="semi")
+            pairs = contained_pairs(gen, self._general, inner_id="call_id", outer_id="range_id")
+            every.append(pairs)
+            deepest.append(
+                pairs.join(self.tree().select("range_id", "level"), on="range_id")
+                .sort("call_id", "level", "range_id", descending=[False, True, True])
+                .unique("call_id", keep="first")
+                .select("call_id", "range_id")
+            )
+        return (
+            pl.concat(every, how="vertical_relaxed").cast(schema),
+            pl.concat(deepest, how="vertical_relaxed").cast(schema),
+        )
+
+
+# -- laminar threads ------------------------------------------------------------------
+
+
+def _fold(df: pl.DataFrame, threads: pl.DataFrame, t0: int, span: int) -> pl.DataFrame:
+    return df.join(threads, on="global_tid", how="inner").with_columns(
+        (pl.col("_rank") * span + (pl.col("start") - t0)).alias("ks"),
+        (pl.col("_rank") * span + (pl.col("end") - t0)).alias("ke"),
+    )
+
+
+def _axis(*frames: pl.DataFrame) -> tuple[pl.DataFrame, int, int] | None:
+    """Thread ranks, origin and span of a folded (thread, time) axis; None if it overflows."""
+    both = pl.concat([f.select("global_tid", "start", "end") for f in frames])
+    if both.height == 0:
+        return None
+    t0 = int(both["start"].min())
+    span = int(max(both["end"].max(), both["start"].max())) - t0 + 1
+    threads = (
+        both.select(pl.col("global_tid").unique().sort())
+        .with_row_index("_rank")
+        .with_columns(pl.col("_rank").cast(pl.Int64))
     )
     if threads.height * span >= _MAX_KEY:
         return None
+    return threads, t0, span
 
-    def keyed(df: pl.DataFrame) -> pl.DataFrame:
-        return df.join(threads, on=thread, how="left").with_columns(
-            (pl.col("_rank") * span + (pl.col("start") - t0)).alias("_ks"),
-            (pl.col("_rank") * span + (pl.col("end") - t0)).alias("_ke"),
+
+def _preorder(ranges: pl.DataFrame) -> pl.DataFrame:
+    """Nesting forest of *ranges*: preorder index, level, parent, laminar flag per thread."""
+    axis = _axis(ranges)
+    if axis is None:
+        return ranges.with_columns(
+            pl.lit(None, pl.Int64).alias("parent_id"), pl.lit(None, pl.Int64).alias("level"), pl.lit(False).alias("ok")
         )
+    threads, t0, span = axis
+    nodes = (
+        _fold(ranges, threads, t0, span)
+        .sort(["ks", "ke", "range_id"], descending=[False, True, False])
+        .with_row_index("pre")
+        .with_columns(pl.col("pre").cast(pl.Int64))
+    )
+    ends = nodes["ke"].sort()
+    # ranges open at a range's start = earlier in preorder and not ended before it
+    closed_before = ends.search_sorted(nodes["ks"], side="left").cast(pl.Int64)
+    nodes = nodes.with_columns((pl.col("pre") - closed_before).alias("level"))
+    n = nodes.height + 1
+    left = nodes.select("pre", ((pl.col("level") - 1) * n + pl.col("pre")).alias("_k")).sort("_k")
+    right = nodes.select(
+        pl.col("range_id").alias("parent_id"),
+        pl.col("global_tid").alias("_ptid"),
+        pl.col("ke").alias("_pke"),
+        (pl.col("level") * n + pl.col("pre")).alias("_k"),
+        pl.col("level").alias("_plevel"),
+    ).sort("_k")
+    parents = left.join_asof(right, on="_k", strategy="backward", allow_exact_matches=False).select(
+        "pre", "parent_id", "_ptid", "_pke", "_plevel"
+    )
+    nodes = nodes.join(parents, on="pre", how="left")
+    valid = (pl.col("level") == 0) | (
+        (pl.col("_plevel") == pl.col("level") - 1) & (pl.col("_ptid") == pl.col("global_tid")) & (pl.col("_pke") >= pl.col("ke"))
+    )
+    nodes = nodes.with_columns(
+        pl.when(pl.col("level") == 0).then(None).otherwise(pl.col("parent_id")).alias("parent_id"),
+        valid.fill_null(False).all().over("global_tid").alias("ok"),
+    )
+    return nodes.drop("_ptid", "_pke", "_plevel", "_rank")
 
-    return keyed(inner), keyed(outer)
+
+def _split_laminar(ranges: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(forest nodes of laminar threads, plain ranges of the other threads)."""
+    if ranges.height == 0:
+        empty = {c: pl.Int64 for c in ("range_id", "global_tid", "start", "end", "parent_id", "level", "pre")}
+        return pl.DataFrame(schema=empty), ranges
+    nodes = _preorder(ranges)
+    forest = nodes.filter(pl.col("ok")).drop("ok")
+    general = ranges.join(nodes.filter(~pl.col("ok")).select("range_id"), on="range_id", how="semi")
+    return forest, general
+
+
+def _forest_deepest(forest: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """(call_id, range_id) of the deepest forest range holding each call."""
+    schema = {"call_id": calls.schema["call_id"], "range_id": pl.Int64}
+    axis = _axis(forest, calls)
+    if calls.height == 0 or axis is None:
+        if calls.height == 0:
+            return pl.DataFrame(schema=schema)
+        pairs = contained_pairs(calls, forest, inner_id="call_id", outer_id="range_id")
+        return (
+            pairs.join(forest.select("range_id", "level"), on="range_id")
+            .sort("call_id", "level", descending=[False, True])
+            .unique("call_id", keep="first")
+            .select("call_id", "range_id")
+        )
+    threads, t0, span = axis
+    nodes = _fold(forest.select("range_id", "global_tid", "start", "end", "parent_id", "pre"), threads, t0, span)
+    q = _fold(calls, threads, t0, span).select("call_id", "ks", "ke", "global_tid").sort("ks")
+    # the last range, in preorder, that started at or before the call ...
+    starts = (
+        nodes.sort("pre")
+        .unique("ks", keep="last", maintain_order=True)
+        .select("ks", pl.col("range_id").alias("cand"), pl.col("global_tid").alias("_ctid"))
+    )
+    hit = q.join_asof(starts, on="ks", strategy="backward").filter(pl.col("_ctid") == pl.col("global_tid"))
+    # ... or the nearest of its ancestors that has not ended before the call ends
+    up = nodes.select(pl.col("range_id").alias("cand"), pl.col("ke").alias("_cke"), pl.col("parent_id").alias("_up"))
+    found = [pl.DataFrame(schema=schema)]
+    todo = hit.select("call_id", "ke", "cand")
+    while todo.height:
+        todo = todo.join(up, on="cand", how="inner")
+        ok = pl.col("_cke") >= pl.col("ke")
+        found.append(todo.filter(ok).select("call_id", pl.col("cand").alias("range_id")))
+        todo = todo.filter(~ok & pl.col("_up").is_not_null()).select("call_id", "ke", pl.col("_up").alias("cand"))
+    return pl.concat(found, how="vertical_relaxed").cast(schema)
+
+
+def _with_ancestors(pairs: pl.DataFrame, forest: pl.DataFrame) -> pl.DataFrame:
+    """Expand (call, deepest range) to (call, every range up to the root)."""
+    parent = forest.select("range_id", "parent_id")
+    level = pairs.select("call_id", "range_id")
+    out = [level]
+    while level.height:
+        level = level.join(parent, on="range_id", how="inner").filter(pl.col("parent_id").is_not_null())
+        level = level.select("call_id", pl.col("parent_id").alias("range_id"))
+        out.append(level)
+    return pl.concat(out)
+
+
+# -- general threads ---------------------------------------------------------------------
 
 
 def contained_pairs(
     inner: pl.DataFrame, outer: pl.DataFrame, *, inner_id: str, outer_id: str, thread: str = "global_tid"
 ) -> pl.DataFrame:
-    """All (inner_id, outer_id) with inner inside outer on the same thread.
-
-    Both frames need ``start``, ``end`` and *thread*; ids must differ in name.
-    """
+    """All (inner_id, outer_id) with inner inside outer on the same thread (IEJoin)."""
     schema = {inner_id: inner.schema[inner_id], outer_id: outer.schema[outer_id]}
     inner = inner.filter(pl.col(thread).is_not_null())
     outer = outer.filter(pl.col(thread).is_not_null())
     if inner.height == 0 or outer.height == 0:
         return pl.DataFrame(schema=schema)
-    keyed = _thread_keys(inner, outer, thread)
-    if keyed is None:  # timestamps too far apart to fold: join thread by thread
+    rename = {thread: "global_tid"} if thread != "global_tid" else {}
+    axis = _axis(inner.rename(rename), outer.rename(rename))
+    if axis is None:  # timestamps too far apart to fold: join thread by thread
         parts = [
-            contained_pairs(
-                inner.filter(pl.col(thread) == t), outer.filter(pl.col(thread) == t),
-                inner_id=inner_id, outer_id=outer_id, thread=thread,
-            )
+            contained_pairs(inner.filter(pl.col(thread) == t), outer.filter(pl.col(thread) == t),
+                            inner_id=inner_id, outer_id=outer_id, thread=thread)
             for t in outer[thread].unique().to_list()
-        ]
+        ]  # fmt: skip
         return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
-    ki, ko = keyed
-    left = ki.select(pl.col(inner_id), pl.col("_ks").alias("_is"), pl.col("_ke").alias("_ie"))
-    right = ko.select(pl.col(outer_id), pl.col("_ks").alias("_os"), pl.col("_ke").alias("_oe"))
-    return left.join_where(right, pl.col("_is") >= pl.col("_os"), pl.col("_ie") <= pl.col("_oe")).select(
-        inner_id, outer_id
+    threads, t0, span = axis
+    left = _fold(inner.rename(rename), threads, t0, span).select(inner_id, pl.col("ks").alias("_is"), pl.col("ke").alias("_ie"))
+    right = _fold(outer.rename(rename), threads, t0, span).select(outer_id, pl.col("ks").alias("_os"), pl.col("ke").alias("_oe"))
+    return left.join_where(right, pl.col("_is") >= pl.col("_os"), pl.col("_ie") <= pl.col("_oe")).select(inner_id, outer_id)
+
+
+def _general_parents(ranges: pl.DataFrame) -> pl.DataFrame:
+    """Tightest container per range (nsys's rule), by an all-pairs join.
+
+    nsys leaves ties to SQLite's scan order (identical intervals become each
+    other's parent and fall out of its tree); here of identical intervals the
+    lower range_id is the outer one, and among equally tight containers the
+    higher range_id wins, which is what the laminar walk gives too.
+    """
+    base = ranges.select("range_id", "global_tid", "start", "end")
+    pairs = contained_pairs(
+        base.rename({"range_id": "child_id"}), base.rename({"range_id": "parent_id"}),
+        inner_id="child_id", outer_id="parent_id",
+    )  # fmt: skip
+    bounds = base.select("range_id", "start", "end")
+    same = (pl.col("cs") == pl.col("ps")) & (pl.col("ce") == pl.col("pe"))
+    parents = (
+        pairs.filter(pl.col("child_id") != pl.col("parent_id"))
+        .join(bounds.rename({"range_id": "child_id", "start": "cs", "end": "ce"}), on="child_id")
+        .join(bounds.rename({"range_id": "parent_id", "start": "ps", "end": "pe"}), on="parent_id")
+        .filter(~(same & (pl.col("parent_id") > pl.col("child_id"))))
+        .with_columns(((pl.col("cs") - pl.col("ps")) + (pl.col("pe") - pl.col("ce"))).alias("tightness"))
+        .sort("child_id", "tightness", "parent_id", descending=[False, False, True])
+        .unique("child_id", keep="first")
+        .select(pl.col("child_id").alias("range_id"), "parent_id")
     )
+    return base.select("range_id").join(parents, on="range_id", how="left")
+
+
+def _levels(tree: pl.DataFrame) -> pl.DataFrame:
+    """Depth and root of each node by pointer doubling: O(log depth) joins, not O(depth)."""
+    state = tree.select(
+        "range_id",
+        pl.col("parent_id").alias("jump"),
+        pl.when(pl.col("parent_id").is_null()).then(0).otherwise(1).cast(pl.Int64).alias("hops"),
+        pl.coalesce("parent_id", "range_id").alias("root_id"),
+    )
+    for _ in range(64):  # 2**64 levels: a loop past this means a parent cycle
+        if state["jump"].is_null().all():
+            break
+        ahead = state.select(
+            pl.col("range_id").alias("jump"), pl.col("jump").alias("next"), pl.col("hops").alias("more"),
+            pl.col("root_id").alias("_root"),
+        )  # fmt: skip
+        state = state.join(ahead, on="jump", how="left").select(
+            "range_id",
+            pl.col("next").alias("jump"),
+            (pl.col("hops") + pl.col("more").fill_null(0)).alias("hops"),
+            pl.coalesce("_root", "root_id").alias("root_id"),
+        )
+    else:
+        raise AssertionError("NVTX range parents form a cycle")
+    return state.select("range_id", pl.col("hops").alias("level"), "root_id")
 
 
 def union_length(df: pl.DataFrame, group: str, start: str = "start", end: str = "end") -> pl.DataFrame:
-    """Per *group*, the total length covered by the union of its intervals.
+    """Per integer *group*, the total length covered by the union of its intervals.
 
     Sorted by start, an interval adds only what reaches past the furthest end
-    seen before it in its group: ``max(0, end - max(start, prior max end))``.
+    seen before it: ``max(0, end - max(start, prior max end))``. Groups are
+    laid end to end on one axis (group offset × span + time) so one global
+    running maximum serves every group, instead of a window per group.
     """
-    prior_end = pl.col(end).cum_max().shift(1).over(group)
-    return (
-        df.select(group, start, end)
-        .sort(group, start)
-        .with_columns(
-            (pl.col(end) - pl.max_horizontal(pl.col(start), prior_end.fill_null(pl.col(start))))
-            .clip(lower_bound=0)
-            .alias("_covered")
-        )
-        .group_by(group)
-        .agg(pl.col("_covered").sum().alias("busy_ns"))
-    )
+    out_schema = {group: df.schema[group], "busy_ns": pl.Int64}
+    if df.height == 0:
+        return pl.DataFrame(schema=out_schema)
+    t0, t1 = df[start].min(), df[end].max()
+    g0, g1 = df[group].min(), df[group].max()
+    span = int(max(t1, df[start].max())) - int(t0) + 1
+    if (int(g1) - int(g0) + 1) * span < _MAX_KEY:
+        offset = (pl.col(group) - g0).cast(pl.Int64) * span - t0
+        ordered = df.select(group, (pl.col(start) + offset).alias("_s"), (pl.col(end) + offset).alias("_e")).sort("_s")
+        prior_end = pl.col("_e").cum_max().shift(1)
+    else:  # too wide to lay out on one axis: a running maximum per group
+        ordered = df.select(group, pl.col(start).alias("_s"), pl.col(end).alias("_e")).sort(group, "_s")
+        prior_end = pl.col("_e").cum_max().shift(1).over(group)
+    covered = (pl.col("_e") - pl.max_horizontal(pl.col("_s"), prior_end.fill_null(pl.col("_s")))).clip(lower_bound=0)
+    # the running maximum must see the whole ordered column: compute it before grouping
+    ordered = ordered.with_columns(covered.alias("_covered"))
+    return ordered.group_by(group).agg(pl.col("_covered").sum().alias("busy_ns")).cast(out_schema)

@@ -55,46 +55,44 @@ OP_KINDS = ("kernel", "memcpy", "memset", "graph")
 OpKind = pl.Enum(list(OP_KINDS))
 RangeStyle = pl.Enum(["PushPop", "StartEnd"])
 
+# Narrow types where values are small (dims, registers, string ids): a trace
+# of millions of ops must fit in a few times its file size.
 GPU_OPS_SCHEMA: dict[str, pl.DataType] = {
     "op_id": pl.Int64,  # row number in the union, stable across runs
     "kind": OpKind,
     "start": pl.Int64,
     "end": pl.Int64,
-    "device_id": pl.Int64,
-    "context_id": pl.Int64,
-    "stream_id": pl.Int64,
+    "device_id": pl.Int32,
+    "context_id": pl.Int32,
+    "stream_id": pl.Int32,
     "correlation_id": pl.Int64,
     "global_pid": pl.Int64,
-    "pid": pl.Int64,
-    "name_id": pl.Int64,  # StringIds id of demangledName (kernels only)
-    "short_name_id": pl.Int64,
-    "mangled_name_id": pl.Int64,
-    "grid_x": pl.Int64,
-    "grid_y": pl.Int64,
-    "grid_z": pl.Int64,
-    "block_x": pl.Int64,
-    "block_y": pl.Int64,
-    "block_z": pl.Int64,
-    "registers_per_thread": pl.Int64,
-    "static_smem": pl.Int64,
-    "dynamic_smem": pl.Int64,
+    "name_id": pl.Int32,  # StringIds id of demangledName (kernels only)
+    "short_name_id": pl.Int32,
+    "mangled_name_id": pl.Int32,
+    "grid_x": pl.Int32,
+    "grid_y": pl.Int32,
+    "grid_z": pl.Int32,
+    "block_x": pl.Int32,
+    "block_y": pl.Int32,
+    "block_z": pl.Int32,
+    "registers_per_thread": pl.Int32,
+    "static_smem": pl.Int32,
+    "dynamic_smem": pl.Int32,
     "bytes": pl.Int64,  # memcpy / memset only
-    "copy_kind": pl.Int64,  # memcpy only (ENUM_CUDA_MEMCPY_OPER)
+    "copy_kind": pl.Int32,  # memcpy only (ENUM_CUDA_MEMCPY_OPER)
     "graph_node_id": pl.Int64,
-    "graph_id": pl.Int64,
+    "graph_id": pl.Int32,
 }
 
 API_SCHEMA: dict[str, pl.DataType] = {
     "api_id": pl.Int64,
     "start": pl.Int64,
     "end": pl.Int64,
-    "event_class": pl.Int64,
+    "event_class": pl.Int32,
     "global_tid": pl.Int64,
-    "global_pid": pl.Int64,
-    "pid": pl.Int64,
-    "tid": pl.Int64,
     "correlation_id": pl.Int64,
-    "name_id": pl.Int64,
+    "name_id": pl.Int32,
     "return_value": pl.Int64,
 }
 
@@ -105,14 +103,14 @@ RANGES_SCHEMA: dict[str, pl.DataType] = {
     "end": pl.Int64,  # an unclosed range ends at the last NVTX timestamp (nsys)
     "closed": pl.Boolean,
     "global_tid": pl.Int64,
-    "pid": pl.Int64,
-    "tid": pl.Int64,
+    "pid": pl.Int32,
+    "tid": pl.Int32,
     "end_global_tid": pl.Int64,  # set when a start/end range ended on another thread
-    "domain_id": pl.Int64,
+    "domain_id": pl.Int32,
     "domain": pl.String,
     "message": pl.String,
     "name": pl.String,  # as nsys displays it: "domain:message", or message
-    "category": pl.Int64,
+    "category": pl.Int32,
     "color": pl.Int64,
     "payload": pl.Int64,
 }
@@ -121,8 +119,8 @@ MARKS_SCHEMA: dict[str, pl.DataType] = {
     "mark_id": pl.Int64,
     "time": pl.Int64,
     "global_tid": pl.Int64,
-    "pid": pl.Int64,
-    "tid": pl.Int64,
+    "pid": pl.Int32,
+    "tid": pl.Int32,
     "domain": pl.String,
     "name": pl.String,
 }

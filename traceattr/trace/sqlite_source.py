@@ -12,9 +12,13 @@ not UTF-8 (old nsys versions copy raw environment text) cannot break polars.
 
 from __future__ import annotations
 
+import os
 import sqlite3
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +56,21 @@ def check_path(path: Path) -> None:
         raise TraceError(path, "is not an SQLite database (wrong file header)")
 
 
+@dataclass(frozen=True)
+class Query:
+    """One read: numeric columns typed by *schema*, or (key, text) when *text*.
+
+    A text query must filter out NULL text itself and select it as
+    ``CAST(col AS BLOB)``: ADBC infers a column's type from its first rows,
+    which breaks on a text column that starts NULL.
+    """
+
+    sql: str
+    schema: Mapping[str, pl.DataType]
+    what: str
+    text: bool = False
+
+
 class SqliteSource:
     """One export, opened read-only; knows its tables and columns."""
 
@@ -71,7 +90,9 @@ class SqliteSource:
             ).fetchall()
         self.tables: frozenset[str] = frozenset(_text(r[0]) for r in rows)
         self._columns: dict[str, tuple[str, ...]] = {}
-        self._adbc_conn: Any = None
+        self._local = threading.local()  # one connection per reading thread
+        self._opened: list[Any] = []
+        self._lock = threading.Lock()
 
     # -- connections -----------------------------------------------------
     def _connect_sqlite3(self) -> sqlite3.Connection:
@@ -84,9 +105,11 @@ class SqliteSource:
 
     def close(self) -> None:
         self._conn.close()
-        if self._adbc_conn is not None:
-            self._adbc_conn.close()
-            self._adbc_conn = None
+        with self._lock:
+            for conn in self._opened:
+                conn.close()
+            self._opened.clear()
+        self._local = threading.local()
 
     def __enter__(self) -> SqliteSource:
         return self
@@ -122,45 +145,55 @@ class SqliteSource:
         return self.has(table) and column in self.columns(table)
 
     # -- reading ---------------------------------------------------------
-    def frame(self, sql: str, schema: Mapping[str, pl.DataType], what: str) -> pl.DataFrame:
-        """Run *sql* (numeric columns only) and return it typed as *schema*.
-
-        Text columns must go through :meth:`text_frame`: ADBC infers a column's
-        type from its first rows, which breaks on a text column that starts NULL.
-        """
-        with self._translate_errors(what):
+    def read(self, query: Query) -> pl.DataFrame:
+        """Run one query on this thread's connection."""
+        with self._translate_errors(query.what):
             if self.engine == "adbc":
-                df = pl.read_database(sql, self._adbc())
-                if df.width == 0 or df.height == 0:
-                    return pl.DataFrame(schema=dict(schema))
-                df.columns = list(schema)
+                # Batches of 64k rows, each narrowed as it arrives: the driver's
+                # int64 buffers never pile up for a whole table.
+                batches = pl.read_database(query.sql, self._thread_conn(), iter_batches=True, batch_size=65_536)
+                parts = [self._typed(b, query) for b in batches]
+                parts = [p for p in parts if p.height]
+                return pl.concat(parts, rechunk=False) if parts else pl.DataFrame(schema=dict(query.schema))
             else:
-                rows = self._conn.execute(sql).fetchall()
-                return pl.DataFrame(rows, schema=dict(schema), orient="row")
-        return df.cast(dict(schema))
+                rows = self._thread_conn().execute(query.sql).fetchall()
+                # text arrives as bytes (text_factory): decoded by _typed
+                dtypes = {k: (pl.Binary if v == pl.String else v) for k, v in query.schema.items()}
+                raw = pl.DataFrame(rows, schema=dtypes, orient="row")
+        return self._typed(raw, query)
 
-    def text_frame(self, sql: str, key: str, key_dtype: pl.DataType, value: str, what: str) -> pl.DataFrame:
-        """Run *sql* returning (key, text) rows with text never NULL; decode text.
+    @staticmethod
+    def _typed(raw: pl.DataFrame, query: Query) -> pl.DataFrame:
+        if raw.height == 0 or raw.width == 0:
+            return pl.DataFrame(schema=dict(query.schema))
+        raw.columns = list(query.schema)
+        return raw.with_columns(
+            decode_utf8(raw[c]).alias(c) if t == pl.String else pl.col(c).cast(t) for c, t in query.schema.items()
+        )
 
-        The query must filter out NULL text itself (``WHERE col IS NOT NULL``)
-        and select it as ``CAST(col AS BLOB)``.
-        """
-        with self._translate_errors(what):
-            if self.engine == "adbc":
-                raw = pl.read_database(sql, self._adbc())
-                if raw.height == 0:
-                    return pl.DataFrame(schema={key: key_dtype, value: pl.String})
-                raw.columns = [key, value]
-                raw = raw.with_columns(pl.col(key).cast(key_dtype))
-            else:
-                rows = self._conn.execute(sql).fetchall()
-                raw = pl.DataFrame(rows, schema={key: key_dtype, value: pl.Binary}, orient="row")
-        return raw.with_columns(decode_utf8(raw[value]).alias(value))
+    def read_all(self, queries: Sequence[Query]) -> list[pl.DataFrame]:
+        """Run *queries* on a small thread pool (SQLite decoding releases the GIL)."""
+        workers = max(1, min(len(queries), os.cpu_count() or 1, 8))
+        if workers == 1:
+            return [self.read(q) for q in queries]
+        with ThreadPoolExecutor(workers, thread_name_prefix="traceattr-read") as pool:
+            return list(pool.map(self.read, queries))
 
-    def _adbc(self) -> Any:
-        if self._adbc_conn is None:
-            self._adbc_conn = _adbc.connect(self._uri)
-        return self._adbc_conn
+    def row_chunks(self, table: str, rows_per_chunk: int = 131_072) -> list[str]:
+        """``rowid`` conditions splitting *table* into chunks for parallel reads."""
+        lo, hi = self.scalar_rows(f'SELECT min(rowid), max(rowid) FROM "{table}"', f"sizing {table}")[0]
+        if lo is None:
+            return ["1"]
+        return [f"rowid BETWEEN {a} AND {min(a + rows_per_chunk - 1, hi)}" for a in range(lo, hi + 1, rows_per_chunk)]
+
+    def _thread_conn(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = _adbc.connect(self._uri) if self.engine == "adbc" else self._connect_sqlite3()
+            self._local.conn = conn
+            with self._lock:
+                self._opened.append(conn)
+        return conn
 
     def scalar_rows(self, sql: str, what: str) -> list[tuple[Any, ...]]:
         """Small queries (metadata): plain rows, bytes decoded to str."""
