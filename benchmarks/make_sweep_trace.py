@@ -46,7 +46,7 @@ def build(calls: int, shapes: int = 50, seed: int = 0) -> dict[str, pl.DataFrame
     # call messages are registered strings, one per call (as the nvtx package does)
     msg_base = len(strings) + 1
     messages = [f"backend={'flashmla' if a == 0 else 'fa3'}|shape=s{s}|arm={'AB'[a]}|iter={i}"
-                for i, (a, s) in enumerate(zip(arm.tolist(), shape.tolist()))]  # fmt: skip
+                for i, (a, s) in enumerate(zip(arm.tolist(), shape.tolist(), strict=False))]  # fmt: skip
     strings_df = pl.DataFrame({"id": list(sid.values()) + list(range(msg_base, msg_base + calls)),
                                "value": list(sid) + messages})  # fmt: skip
 
@@ -62,7 +62,9 @@ def build(calls: int, shapes: int = 50, seed: int = 0) -> dict[str, pl.DataFrame
     dur = np.where(slot == 0, 30_000, np.where(slot == 1, dur_main, 36_000 + rng.integers(0, 3_000, total)))
     gpu_start = api_end + 3_000 + slot * 45_000
     gpu_end = gpu_start + dur
-    kname = np.where(slot == 0, sid[FLUSH], np.where(arm[call_of] == 1, sid[FA3], np.where(slot == 1, sid[SPLIT], sid[COMBINE])))
+    kname = np.where(
+        slot == 0, sid[FLUSH], np.where(arm[call_of] == 1, sid[FA3], np.where(slot == 1, sid[SPLIT], sid[COMBINE]))
+    )
     corr = np.arange(1, total + 1, dtype=np.int64)
     gtid, gpid = global_tid(PID, TID), global_pid(PID)
     runtime = pl.DataFrame({"start": api_start, "end": api_end, "eventClass": np.zeros(total, np.int64),
@@ -78,7 +80,7 @@ def build(calls: int, shapes: int = 50, seed: int = 0) -> dict[str, pl.DataFrame
                            "blockZ": np.ones(total, np.int64), "registersPerThread": np.full(total, 168),
                            # filled as a real export fills them, so the file has a real row size
                            "greenContextId": np.zeros(total, np.int64), "mangledName": kname + 8,  # then the 4 mangled ones
-                           
+
                            "launchType": np.zeros(total, np.int64), "cacheConfig": np.zeros(total, np.int64),
                            "staticSharedMemory": np.where(slot == 0, 0, 16), "dynamicSharedMemory": np.where(slot == 0, 0, 230_400),
                            "localMemoryPerThread": np.zeros(total, np.int64), "localMemoryTotal": np.full(total, 250_871_808),

@@ -88,7 +88,11 @@ class Attribution:
             .join(self.placement.lazy(), on="op_id", how="left")
             .join(self.names.lazy().select("name_key", "name", "short_name", "mangled_name"), on="name_key", how="left")
             .join(range_names.rename({"name": "range_name"}), on="range_id", how="left")
-            .join(range_names.rename({"range_id": "outer_range_id", "name": "outer_range_name"}), on="outer_range_id", how="left")
+            .join(
+                range_names.rename({"range_id": "outer_range_id", "name": "outer_range_name"}),
+                on="outer_range_id",
+                how="left",
+            )
             .with_columns(
                 pl.col("start").alias("start_ns"),
                 pl.col("end").alias("end_ns"),
@@ -124,8 +128,8 @@ def attribute(
     launches = _launches(trace.gpu_ops, trace.api)
     every, deepest = _locate(index, launches, dedupe=trace.meta.duplicate_api_rows > 0)
     del index
-    keyed, names = _name_keys(trace)
-    placement = _placement(keyed, launches, deepest, ranges, names, rules)
+    keys, names = _name_keys(trace)
+    placement = _placement(keys, launches, deepest, ranges, names, rules)
     del launches, deepest
     orphans = placement.filter(pl.col("api_start_ns").is_null()).height
     if orphans:
@@ -145,11 +149,8 @@ def attribute(
         .alias("range_id"),
         pl.col("api_start_ns").alias("api_start"),
     )
-    facts = keyed.select("op_id", "kind", "start", "end", "global_pid", "correlation_id", "device_id", "stream_id").join(
-        placement.select("op_id", "role"), on="op_id"
-    )
-    metrics = _metrics(pl.concat([assign, buckets]), facts)
-    del assign, every, facts
+    metrics = _metrics(pl.concat([assign, buckets]), _op_facts(trace.gpu_ops, placement))
+    del assign, every
     table = _range_table(ranges, metrics)
     return Attribution(table, placement, mode, tuple(notes), trace, names)
 
@@ -167,9 +168,6 @@ def _launches(gpu_ops: pl.DataFrame, api: pl.DataFrame) -> pl.DataFrame:
     correlationId). Old exports log a call twice (two rows, one correlationId):
     both rows are kept and an op is inside a range if either row is (nsys).
     """
-    keys = ["global_pid", "correlation_id"]
-    if gpu_ops.height and gpu_ops["global_pid"].null_count() == gpu_ops.height:
-        keys = ["correlation_id"]
     calls = api.select(
         S.global_pid_from_tid("global_tid").alias("global_pid"),
         "correlation_id",
@@ -178,7 +176,17 @@ def _launches(gpu_ops: pl.DataFrame, api: pl.DataFrame) -> pl.DataFrame:
         pl.col("end").alias("api_end"),
         "global_tid",
     )
-    return gpu_ops.select("op_id", *keys).join(calls.select(*keys, *calls.columns[2:]), on=keys, how="inner").drop(keys)
+    keys = ["global_pid", "correlation_id"]
+    op_pids = gpu_ops["global_pid"].unique()
+    if op_pids.null_count() == op_pids.len():
+        keys = ["correlation_id"]  # no process recorded on the ops: ids alone
+    elif op_pids.len() == 1 and calls["global_pid"].unique().equals(op_pids):
+        keys = ["correlation_id"]  # one process: the same join on a single integer key
+    return (
+        gpu_ops.select("op_id", *keys)
+        .join(calls.drop("global_pid") if "global_pid" not in keys else calls, on=keys, how="inner")
+        .select("op_id", "api_id", "api_start", "api_end", "global_tid")
+    )
 
 
 def _locate(index: RangeIndex, launches: pl.DataFrame, *, dedupe: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -188,7 +196,10 @@ def _locate(index: RangeIndex, launches: pl.DataFrame, *, dedupe: bool) -> tuple
     through either row; *dedupe* merges those, keeping the earlier call start.
     """
     calls = launches.select(
-        pl.col("api_id").alias("call_id"), "global_tid", pl.col("api_start").alias("start"), pl.col("api_end").alias("end")
+        pl.col("api_id").alias("call_id"),
+        "global_tid",
+        pl.col("api_start").alias("start"),
+        pl.col("api_end").alias("end"),
     ).unique("call_id")
     every, deepest = index.locate(calls)
     out = []
@@ -225,12 +236,14 @@ def _name_keys(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame]:
         .otherwise(pl.col("name"))
         .alias("name")
     )
-    keyed = gpu_ops.join(names.select("name_key", *ident), on=ident, how="left", nulls_equal=True)
-    return keyed, names.select("name_key", "kind", "name", "short_name", "mangled_name")
+    keyed = gpu_ops.select("op_id", *ident).join(
+        names.select("name_key", *ident), on=ident, how="left", nulls_equal=True, maintain_order="left"
+    )
+    return keyed.select("op_id", "name_key"), names.select("name_key", "kind", "name", "short_name", "mangled_name")
 
 
 def _placement(
-    keyed: pl.DataFrame,
+    keys: pl.DataFrame,
     launches: pl.DataFrame,
     deepest: pl.DataFrame,
     ranges: pl.DataFrame,
@@ -247,43 +260,52 @@ def _placement(
     if launch.height != launch["op_id"].n_unique():
         launch = launch.sort("op_id", "api_start", descending=[False, True]).unique("op_id", keep="first")
     placed = (
-        keyed.select("op_id", "name_key")
-        .join(launch.select("op_id", pl.col("api_start").alias("api_start_ns"),
+        keys.join(launch.select("op_id", pl.col("api_start").alias("api_start_ns"),
                             S.tid_from_global("global_tid").cast(pl.Int32).alias("tid")), on="op_id", how="left")
         .join(inner.select("op_id", "range_id", pl.col("root_id").alias("outer_range_id")), on="op_id", how="left")
     )  # fmt: skip
     return rules.classify(placed, names, ranges.select("range_id", pl.col("name").alias("range_name")))
 
 
-def _metrics(assign: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
-    """Per range_id: projection, op counts, kernel/busy/gap time, latency, role sums."""
+def _op_facts(gpu_ops: pl.DataFrame, placement: pl.DataFrame) -> pl.DataFrame:
+    """The few per-op values the range metrics need, narrow (it is joined per range)."""
     # nsys's NumGPUOps counts launch calls (a graph launch of 5 kernels is 1);
     # correlation ids repeat across processes, so count (process, id) keys.
-    procs = facts.select(pl.col("global_pid").unique()).with_row_index("_proc")
-    rows = (
-        assign.join(facts, on="op_id", how="inner")
+    procs = gpu_ops.select(pl.col("global_pid").unique()).with_row_index("_proc")
+    return (
+        gpu_ops.select("op_id", "kind", "start", "end", "global_pid", "correlation_id", "device_id", "stream_id")
         .join(procs, on="global_pid", how="left", nulls_equal=True)
-        .with_columns(
-            (pl.col("end") - pl.col("start")).alias("dur"),
-            (pl.col("_proc").cast(pl.Int64) * (1 << 40) + pl.col("correlation_id")).alias("_launch"),
-            (pl.col("device_id").cast(pl.Int64) * (1 << 32) + pl.col("stream_id")).alias("_stream"),
+        .select(
+            "op_id",
+            "start",
+            "end",
+            (pl.col("kind") == "kernel").alias("is_kernel"),
+            (pl.col("_proc").cast(pl.Int64) * (1 << 40) + pl.col("correlation_id")).alias("launch"),
+            (pl.col("device_id").cast(pl.Int64) * (1 << 32) + pl.col("stream_id")).alias("stream"),
+            "device_id",
         )
+        .join(placement.select("op_id", "role"), on="op_id", how="left")
     )
-    is_kernel = pl.col("kind") == "kernel"
+
+
+def _metrics(assign: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
+    """Per range_id: projection, op counts, kernel/busy/gap time, latency, role sums."""
+    rows = assign.join(facts, on="op_id", how="inner").with_columns((pl.col("end") - pl.col("start")).alias("dur"))
     agg = rows.group_by("range_id").agg(
         pl.col("start").min().alias("gpu_start_ns"),
         pl.col("end").max().alias("gpu_end_ns"),
-        pl.col("_launch").n_unique().cast(pl.Int64).alias("gpu_ops"),
+        pl.col("launch").n_unique().cast(pl.Int64).alias("gpu_ops"),
         pl.len().cast(pl.Int64).alias("op_records"),
-        is_kernel.sum().cast(pl.Int64).alias("kernels"),
-        pl.col("dur").filter(is_kernel).sum().alias("kernel_sum_ns"),
+        pl.col("is_kernel").sum().cast(pl.Int64).alias("kernels"),
+        pl.col("dur").filter(pl.col("is_kernel")).sum().alias("kernel_sum_ns"),
         pl.col("dur").sum().alias("gpu_sum_ns"),
         pl.col("api_start").min().alias("_first_api"),
-        pl.col("_stream").n_unique().cast(pl.Int64).alias("streams"),
+        pl.col("stream").n_unique().cast(pl.Int64).alias("streams"),
         pl.col("device_id").n_unique().cast(pl.Int64).alias("devices"),
         *[pl.col("dur").filter(pl.col("role") == role).sum().alias(f"{role}_ns") for role in ROLES],
     )
     busy = union_length(rows.select("range_id", "start", "end"), "range_id")
+    del rows
     return (
         agg.join(busy, on="range_id", how="left")
         .with_columns((pl.col("gpu_end_ns") - pl.col("gpu_start_ns")).alias("gpu_span_ns"))
@@ -311,7 +333,10 @@ def _range_table(ranges: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
     ).join(children, on="range_id", how="left")  # fmt: skip
     named = base.join(metrics, on="range_id", how="left")
     bucket_rows = metrics.filter(pl.col("range_id") < 0).with_columns(
-        pl.when(pl.col("range_id") == _NO_LAUNCH_ID).then(pl.lit(NO_LAUNCH)).otherwise(pl.lit(UNATTRIBUTED)).alias("name"),
+        pl.when(pl.col("range_id") == _NO_LAUNCH_ID)
+        .then(pl.lit(NO_LAUNCH))
+        .otherwise(pl.lit(UNATTRIBUTED))
+        .alias("name"),
         pl.col("range_id").alias("_bucket"),
         pl.lit(None, pl.Int64).alias("range_id"),
     )
@@ -320,7 +345,9 @@ def _range_table(ranges: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
                        "kernel_sum_ns", "gpu_sum_ns", "busy_ns", *ROLE_COLUMNS]  # fmt: skip
     return (
         table.with_columns([pl.col(c).fill_null(0) for c in zero_when_empty])
-        .sort(["_bucket", "gpu_start_ns", "start_ns", "range_id"], descending=[True, False, False, False], nulls_last=True)
+        .sort(
+            ["_bucket", "gpu_start_ns", "start_ns", "range_id"], descending=[True, False, False, False], nulls_last=True
+        )
         .select(RANGE_COLUMNS)
         .with_columns(pl.col("style").cast(pl.String))
     )

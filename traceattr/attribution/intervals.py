@@ -44,11 +44,12 @@ class RangeIndex:
     def tree(self) -> pl.DataFrame:
         """``range_id, parent_id, level, root_id`` by nsys's tightest-container rule."""
         if self._tree is None:
-            parts = [self._forest.select("range_id", "parent_id")]
+            parts = [_forest_roots(self._forest)]
             if self._general.height:
-                parts.append(_general_parents(self._general))
-            tree = pl.concat(parts, how="vertical_relaxed").cast({"range_id": pl.Int64, "parent_id": pl.Int64})
-            self._tree = tree.join(_levels(tree), on="range_id", how="left")
+                tree = _general_parents(self._general)
+                parts.append(tree.join(_levels(tree), on="range_id", how="left"))
+            schema = {"range_id": pl.Int64, "parent_id": pl.Int64, "level": pl.Int64, "root_id": pl.Int64}
+            self._tree = pl.concat(parts, how="vertical_relaxed").select(list(schema)).cast(schema)
         return self._tree
 
     def locate(self, calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -140,13 +141,26 @@ def _preorder(ranges: pl.DataFrame) -> pl.DataFrame:
     )
     nodes = nodes.join(parents, on="pre", how="left")
     valid = (pl.col("level") == 0) | (
-        (pl.col("_plevel") == pl.col("level") - 1) & (pl.col("_ptid") == pl.col("global_tid")) & (pl.col("_pke") >= pl.col("ke"))
+        (pl.col("_plevel") == pl.col("level") - 1)
+        & (pl.col("_ptid") == pl.col("global_tid"))
+        & (pl.col("_pke") >= pl.col("ke"))
     )
     nodes = nodes.with_columns(
         pl.when(pl.col("level") == 0).then(None).otherwise(pl.col("parent_id")).alias("parent_id"),
         valid.fill_null(False).all().over("global_tid").alias("ok"),
     )
-    return nodes.drop("_ptid", "_pke", "_plevel", "_rank")
+    return nodes.select("range_id", "global_tid", "start", "end", "parent_id", "level", "pre", "ok")
+
+
+def _forest_roots(forest: pl.DataFrame) -> pl.DataFrame:
+    """Forest tree rows with their root: the last level-0 range at or before each in preorder."""
+    roots = forest.filter(pl.col("level") == 0).select("pre", pl.col("range_id").alias("root_id")).sort("pre")
+    return (
+        forest.select("range_id", "parent_id", "level", "pre")
+        .sort("pre")
+        .join_asof(roots, on="pre", strategy="backward")
+        .select("range_id", "parent_id", "level", "root_id")
+    )
 
 
 def _split_laminar(ranges: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -230,9 +244,15 @@ def contained_pairs(
         ]  # fmt: skip
         return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
     threads, t0, span = axis
-    left = _fold(inner.rename(rename), threads, t0, span).select(inner_id, pl.col("ks").alias("_is"), pl.col("ke").alias("_ie"))
-    right = _fold(outer.rename(rename), threads, t0, span).select(outer_id, pl.col("ks").alias("_os"), pl.col("ke").alias("_oe"))
-    return left.join_where(right, pl.col("_is") >= pl.col("_os"), pl.col("_ie") <= pl.col("_oe")).select(inner_id, outer_id)
+    left = _fold(inner.rename(rename), threads, t0, span).select(
+        inner_id, pl.col("ks").alias("_is"), pl.col("ke").alias("_ie")
+    )
+    right = _fold(outer.rename(rename), threads, t0, span).select(
+        outer_id, pl.col("ks").alias("_os"), pl.col("ke").alias("_oe")
+    )
+    return left.join_where(right, pl.col("_is") >= pl.col("_os"), pl.col("_ie") <= pl.col("_oe")).select(
+        inner_id, outer_id
+    )
 
 
 def _general_parents(ranges: pl.DataFrame) -> pl.DataFrame:

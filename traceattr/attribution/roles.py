@@ -77,9 +77,7 @@ class RoleRules:
             name_exprs.append(_first_rule(self.rules, level).alias(f"_first_{level}"))
             name_exprs += [_name_cond(self.rules[i], level).alias(f"_r{i}_{level}") for i in ranged]
         names = names.select("name_key", *name_exprs)
-        ranges = ranges.select(
-            "range_id", *[_range_cond(self.rules[i]).alias(f"_rr{i}") for i in ranged]
-        )
+        ranges = ranges.select("range_id", *[_range_cond(self.rules[i]).alias(f"_rr{i}") for i in ranged])
         out = ops.join(names, on="name_key", how="left").join(ranges, on="range_id", how="left")
         # At each name level the lowest matching rule index; the first level that matched wins.
         per_level = []

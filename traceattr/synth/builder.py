@@ -160,9 +160,17 @@ class TraceBuilder:
                 {"name": ["PROCESS_0:CUDA_GRAPH_TRACE_OPTIONS:MODE"], "value": [self.graph_mode]}
             ),
             "TARGET_INFO_GPU": pl.DataFrame(
-                {"vmId": [_HW_VM], "id": [0], "name": [gpu_name], "smCount": [148], "l2CacheSize": [126 << 20],
-                 "memoryBandwidth": [8_000_000_000_000], "computeMajor": [cc[0]], "computeMinor": [cc[1]]}
-            ),  # fmt: skip
+                {
+                    "vmId": [_HW_VM],
+                    "id": [0],
+                    "name": [gpu_name],
+                    "smCount": [148],
+                    "l2CacheSize": [126 << 20],
+                    "memoryBandwidth": [8_000_000_000_000],
+                    "computeMajor": [cc[0]],
+                    "computeMinor": [cc[1]],
+                }
+            ),
         }
         for table, rows in ((S.KERNEL, self.kernels), (S.MEMCPY, self.memcpys), (S.MEMSET, self.memsets),
                             (S.RUNTIME, self.runtime), (S.NVTX, self.nvtx)):  # fmt: skip

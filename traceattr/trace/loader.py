@@ -201,7 +201,9 @@ def lookup_strings(ids: pl.Series, strings: pl.DataFrame) -> pl.Series:
     return ids.to_frame("id").join(strings, on="id", how="left", maintain_order="left")["value"].alias(ids.name)
 
 
-def _label(events: pl.DataFrame, key: str, text: pl.DataFrame, strings: pl.DataFrame, domains: pl.DataFrame) -> pl.DataFrame:
+def _label(
+    events: pl.DataFrame, key: str, text: pl.DataFrame, strings: pl.DataFrame, domains: pl.DataFrame
+) -> pl.DataFrame:
     """``domain, message, name`` for each NVTX row of *events*, in its order, as nsys names it."""
     registered = lookup_strings(events["text_id"], strings)
     inline = events.select(pl.col(key).alias("row")).join(text, on="row", how="left", maintain_order="left")["text"]
@@ -257,7 +259,7 @@ def _read_devices(src: SqliteSource) -> pl.DataFrame:
         ("computeMajor", "cc_major"),
         ("computeMinor", "cc_minor"),
     ]
-    cols = numeric + [("name", "name"), ("chipName", "chip"), ("busLocation", "bus")]
+    cols = [*numeric, ("name", "name"), ("chipName", "chip"), ("busLocation", "bus")]
     sql = f'SELECT {", ".join(_col(src, S.GPU_INFO, c, a) for c, a in cols)} FROM "{S.GPU_INFO}"'
     rows = src.scalar_rows(sql, "reading TARGET_INFO_GPU")
     names = [a for _, a in numeric] + ["name", "chip", "bus"]
@@ -286,7 +288,9 @@ def _repeated_calls(api: pl.DataFrame) -> int:
     procs = api.select(S.global_pid_from_tid("global_tid").alias("p")).unique()
     if procs.height == 1:  # the usual single-process capture: no struct hashing
         return api.height - api["correlation_id"].n_unique()
-    per = api.group_by(S.global_pid_from_tid("global_tid").alias("p")).agg(pl.col("correlation_id").n_unique().alias("u"))
+    per = api.group_by(S.global_pid_from_tid("global_tid").alias("p")).agg(
+        pl.col("correlation_id").n_unique().alias("u")
+    )
     return api.height - int(per["u"].sum())
 
 
@@ -333,7 +337,9 @@ def _load(src: SqliteSource) -> Trace:
     api = _concat([next(frames) for _ in api_queries], _API_READ_SCHEMA)
     nvtx_frames = [next(frames) for _ in nvtx_batch]
     parts = [
-        _concat([next(frames) for _ in qs], _OP_READ_SCHEMA).with_columns(pl.lit(_OP_SOURCES[t][0], S.OpKind).alias("kind"))
+        _concat([next(frames) for _ in qs], _OP_READ_SCHEMA).with_columns(
+            pl.lit(_OP_SOURCES[t][0], S.OpKind).alias("kind")
+        )
         for t, qs in op_queries.items()
     ]
     gpu_ops = (

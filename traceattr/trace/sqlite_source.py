@@ -85,9 +85,7 @@ class SqliteSource:
         self._uri = read_only_uri(self.path)
         self._conn = self._connect_sqlite3()
         with self._translate_errors("reading the table list"):
-            rows = self._conn.execute(
-                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
-            ).fetchall()
+            rows = self._conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
         self.tables: frozenset[str] = frozenset(_text(r[0]) for r in rows)
         self._columns: dict[str, tuple[str, ...]] = {}
         self._local = threading.local()  # one connection per reading thread

@@ -1,0 +1,91 @@
+"""``traceattr attribute``: GPU time per NVTX range and per kernel role."""
+
+from __future__ import annotations
+
+import sys
+import time
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from traceattr import __version__
+from traceattr.attribution.engine import MODES, RangeFilter, attribute
+from traceattr.attribution.roles import RoleRules
+from traceattr.cli import app
+from traceattr.errors import TraceattrError
+from traceattr.output import write_manifest, write_table
+from traceattr.terminal import console, render_attribution
+from traceattr.trace.inputs import resolve_trace
+from traceattr.trace.loader import load_trace
+
+Format = Enum("Format", {f: f for f in ("table", "csv", "json", "parquet")}, type=str)  # type: ignore[misc]
+ModeChoice = Enum("ModeChoice", {m: m for m in MODES}, type=str)  # type: ignore[misc]
+
+
+@app.command("attribute")
+def attribute_command(
+    trace: Annotated[Path, typer.Argument(help="nsys export (.sqlite), report (.nsys-rep) or traceattr run folder.")],
+    out: Annotated[
+        Optional[Path], typer.Option("--out", "-o", help="Write ranges.<fmt> and kernels.<fmt> here.")
+    ] = None,
+    fmt: Annotated[
+        Format, typer.Option("--format", "-f", help="table (terminal), csv, json or parquet.")
+    ] = Format.table,  # type: ignore[attr-defined]
+    mode: Annotated[
+        ModeChoice,
+        typer.Option(
+            help="nsys: every enclosing range gets an op (as nsys stats); innermost: each op once, in its deepest range."
+        ),
+    ] = ModeChoice.nsys,  # type: ignore[attr-defined]
+    domain: Annotated[Optional[str], typer.Option(help="Only ranges of this NVTX domain.")] = None,
+    match: Annotated[Optional[str], typer.Option(help="Only ranges whose name matches this regex.")] = None,
+    rules: Annotated[
+        Optional[Path], typer.Option(help="TOML kernel-role rules tried before the built-in ones.")
+    ] = None,
+    limit: Annotated[int, typer.Option(help="Ranges shown on the terminal (0: all).")] = 30,
+) -> None:
+    """Attribute GPU ops to the NVTX ranges that launched them.
+
+    Example: traceattr attribute run.sqlite --match 'traceattr:' --out results/
+    """
+    started = time.time()
+    path = resolve_trace(trace)
+    role_rules = RoleRules.load(rules)
+    if match is not None:
+        _check_regex(match)
+    att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
+    fmt_value = fmt.value
+    if out is None:
+        if fmt_value == "table":
+            render_attribution(att, console(), limit)
+        elif fmt_value == "parquet":
+            raise TraceattrError("--format parquet needs --out DIR")
+        elif fmt_value == "csv":
+            sys.stdout.write(att.ranges.with_columns().write_csv())
+        else:
+            sys.stdout.write(att.ranges.write_json() + "\n")
+        return
+    file_fmt = "csv" if fmt_value == "table" else fmt_value
+    ranges_file = write_table(att.ranges, out, "ranges", file_fmt)
+    kernels_file = write_table(att.ops_lazy(), out, "kernels", file_fmt)
+    write_manifest(out, "attribution.json", {
+        "tool": "traceattr", "version": __version__, "command": "attribute",
+        "input": str(path), "nsys_version": att.meta.nsys_version, "schema_version": att.meta.schema_version,
+        "mode": att.mode, "domain": domain, "match": match, "rules": str(rules) if rules else None,
+        "outputs": [ranges_file.name, kernels_file.name], "notes": list(att.notes),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)), "seconds": round(time.time() - started, 3),
+    })  # fmt: skip
+    if fmt_value == "table":
+        render_attribution(att, console(), limit)
+    print(f"wrote {ranges_file}, {kernels_file}", file=sys.stderr)
+
+
+def _check_regex(pattern: str) -> None:
+    import polars as pl
+
+    try:
+        pl.Series([""]).str.contains(pattern)
+    except pl.exceptions.PolarsError as err:
+        raise TraceattrError(f"--match: invalid regular expression {pattern!r} ({str(err).splitlines()[0]})") from None
