@@ -239,7 +239,7 @@ def _ranges_and_marks(
     last_ts = ranges.select(pl.max_horizontal(pl.col("start").max(), pl.col("end").max())).item()
     ranges = ranges.hstack(_label(ranges, "range_id", text, strings, domains)).with_columns(
         pl.col("end").is_not_null().alias("closed"),
-        pl.col("end").fill_null(last_ts),  # unclosed: ends at the last NVTX timestamp, as nsys does
+        pl.col("end").fill_null(pl.lit(last_ts, pl.Int64)),  # unclosed: ends at the last NVTX timestamp, as nsys does
         pl.col("style").cast(S.RangeStyle),
     )
     marks = marks.hstack(_label(marks, "mark_id", text, strings, domains))
