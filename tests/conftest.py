@@ -43,6 +43,4 @@ def golden(name: str, report: str) -> pl.DataFrame | None:
         return None
     header = path.open(encoding="utf-8").readline()
     types = {"ParentId": pl.Int64, "Lvl": pl.Int64, "RangeId": pl.Int64, "Name": pl.String}
-    return pl.read_csv(
-        path, infer_schema_length=None, schema_overrides={k: v for k, v in types.items() if k in header}
-    )
+    return pl.read_csv(path, infer_schema_length=None, schema_overrides={k: v for k, v in types.items() if k in header})

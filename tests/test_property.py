@@ -112,7 +112,9 @@ def write(path: Path, ranges: list[Rng], calls: list[Call], ops: list[Op]) -> No
     for c in calls:
         b.api_call(tid=c.tid, start=c.start, end=c.end, name="cudaLaunchKernel", pid=c.pid, correlation=c.corr)
         if c.duplicated:
-            b.api_call(tid=c.tid, start=c.start - 1, end=c.end + 1, name="cudaLaunchKernel", pid=c.pid, correlation=c.corr)
+            b.api_call(
+                tid=c.tid, start=c.start - 1, end=c.end + 1, name="cudaLaunchKernel", pid=c.pid, correlation=c.corr
+            )
     for o in ops:
         b.kernel(corr=o.corr, kernel=KERNELS[o.kernel], gpu_start=o.start, gpu_end=o.end, stream=o.stream, pid=o.pid)
     b.write(path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import polars as pl
 from rich.console import Console
 from rich.table import Table
@@ -52,6 +54,18 @@ def display_name(name: str | None) -> str:
     return text.removeprefix("void ").strip() or name
 
 
+def _distinct_display_names(names: list[str | None]) -> list[str]:
+    """Display names, with a short hash where two full names shorten alike."""
+    shorts = [display_name(n) for n in names]
+    seen: dict[str, int] = {}
+    for s in shorts:
+        seen[s] = seen.get(s, 0) + 1
+    return [
+        f"{s} #{hashlib.sha1((n or '').encode()).hexdigest()[:6]}" if seen[s] > 1 else s
+        for s, n in zip(shorts, names, strict=True)
+    ]
+
+
 def console() -> Console:
     """A console that is wide enough for the tables when output is not a terminal."""
     con = Console()
@@ -61,7 +75,10 @@ def console() -> Console:
 def render_attribution(att: Attribution, console: Console, limit: int = 30) -> None:
     meta = att.meta
     ranges = att.ranges
-    with_ops = ranges.filter(pl.col("gpu_ops") > 0)
+    # ranges with GPU work in order of their first op (as nsys lists them), buckets last
+    with_ops = ranges.filter(pl.col("gpu_ops") > 0).sort(
+        pl.col("range_id").is_null(), "gpu_start_ns", "range_id", nulls_last=True, maintain_order=True
+    )
     console.print(
         Text.assemble(
             (str(meta.path), "bold"),
@@ -103,6 +120,8 @@ def render_attribution(att: Attribution, console: Console, limit: int = 30) -> N
 
 def render_kernels(att: Attribution, console: Console, top: int = 12) -> None:
     ops = att.ops_lazy()
+    if att.selected:  # a --domain/--match filter: only the ops of the chosen ranges
+        ops = ops.filter(pl.col("range_id").is_not_null())
     per = (
         ops.group_by("name", "role", "family")
         .agg(
@@ -114,13 +133,14 @@ def render_kernels(att: Attribution, console: Console, top: int = 12) -> None:
         .collect()
     )
     total = per["total"].sum() or 1
+    shown = _distinct_display_names(per["name"].to_list())
     table = Table(title="GPU ops by name", title_justify="left")
     for head, justify in (("name", "left"), ("role", "left"), ("family", "left"), ("count", "right"),
                           ("total µs", "right"), ("median µs", "right"), ("share", "right")):  # fmt: skip
         table.add_column(head, justify=justify, no_wrap=True, max_width=70 if head == "name" else None)  # type: ignore[arg-type]
-    for row in per.head(top).iter_rows(named=True):
+    for label, row in zip(shown[:top], per.head(top).iter_rows(named=True), strict=True):
         table.add_row(
-            Text(_short(display_name(row["name"]), 70)), str(row["role"]), row["family"] or "", f"{row['n']:,}",
+            Text(_short(label, 70)), str(row["role"]), row["family"] or "", f"{row['n']:,}",
             _us(row["total"]), _us(row["median"]), f"{100 * row['total'] / total:.1f}%",
         )  # fmt: skip
     console.print(table)

@@ -76,6 +76,12 @@ class Attribution:
     notes: tuple[str, ...]
     trace: Trace = field(repr=False)
     names: pl.DataFrame = field(repr=False)
+    select: RangeFilter = field(default_factory=lambda: RangeFilter())
+
+    @property
+    def selected(self) -> bool:
+        """Whether a domain or name filter chose the ranges."""
+        return self.select.domain is not None or self.select.match is not None
 
     @property
     def meta(self) -> TraceMeta:
@@ -99,8 +105,7 @@ class Attribution:
                 (pl.col("end") - pl.col("start")).alias("duration_ns"),
                 S.pid_from_global("global_pid").cast(pl.Int32).alias("pid"),
             )
-            .select(OP_COLUMNS)
-            .sort("start_ns", "op_id")
+            .select(OP_COLUMNS)  # in op_id order: kernels, then memcpy, memset, graph rows, each by rowid
         )
 
     @cached_property
@@ -152,7 +157,7 @@ def attribute(
     metrics = _metrics(pl.concat([assign, buckets]), _op_facts(trace.gpu_ops, placement))
     del assign, every
     table = _range_table(ranges, metrics)
-    return Attribution(table, placement, mode, tuple(notes), trace, names)
+    return Attribution(table, placement, mode, tuple(notes), trace, names, select or RangeFilter())
 
 
 def _usable_ranges(ranges: pl.DataFrame, select: RangeFilter) -> tuple[pl.DataFrame, int]:
@@ -302,12 +307,18 @@ def _metrics(assign: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
         pl.col("api_start").min().alias("_first_api"),
         pl.col("stream").n_unique().cast(pl.Int64).alias("streams"),
         pl.col("device_id").n_unique().cast(pl.Int64).alias("devices"),
-        *[pl.col("dur").filter(pl.col("role") == role).sum().alias(f"{role}_ns") for role in ROLES],
     )
+    # role sums: one narrow (range, role) group-by, spread into a column per role
+    per_role = rows.group_by("range_id", "role").agg(pl.col("dur").sum())
+    by_role = agg.select("range_id")
+    for role in ROLES:
+        one = per_role.filter(pl.col("role") == role).select("range_id", pl.col("dur").alias(f"{role}_ns"))
+        by_role = by_role.join(one, on="range_id", how="left", maintain_order="left")
     busy = union_length(rows.select("range_id", "start", "end"), "range_id")
     del rows
     return (
         agg.join(busy, on="range_id", how="left")
+        .join(by_role.fill_null(0), on="range_id", how="left")
         .with_columns((pl.col("gpu_end_ns") - pl.col("gpu_start_ns")).alias("gpu_span_ns"))
         .with_columns(
             (pl.col("gpu_span_ns") - pl.col("busy_ns")).alias("gap_ns"),
@@ -318,6 +329,7 @@ def _metrics(assign: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
 
 
 def _range_table(ranges: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
+    """One row per range in NVTX row order, then the buckets; every column of RANGE_COLUMNS."""
     has_ops = metrics.filter(pl.col("range_id") >= 0).select("range_id")
     # nsys's NumChild counts children that have GPU ops themselves
     children = (
@@ -326,31 +338,44 @@ def _range_table(ranges: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.len().cast(pl.Int64).alias("num_child"))
         .rename({"parent_id": "range_id"})
     )
-    base = ranges.select(
-        "name", "domain", "message", "style", "pid", "tid", "range_id", "parent_id", "level",
-        pl.col("start").alias("start_ns"), pl.col("end").alias("end_ns"),
-        (pl.col("end") - pl.col("start")).alias("duration_ns"), "closed", "payload",
-    ).join(children, on="range_id", how="left")  # fmt: skip
-    named = base.join(metrics, on="range_id", how="left")
-    bucket_rows = metrics.filter(pl.col("range_id") < 0).with_columns(
-        pl.when(pl.col("range_id") == _NO_LAUNCH_ID)
-        .then(pl.lit(NO_LAUNCH))
-        .otherwise(pl.lit(UNATTRIBUTED))
-        .alias("name"),
-        pl.col("range_id").alias("_bucket"),
-        pl.lit(None, pl.Int64).alias("range_id"),
-    )
-    table = pl.concat([named.with_columns(pl.lit(0, pl.Int64).alias("_bucket")), bucket_rows], how="diagonal_relaxed")
     zero_when_empty = ["gpu_ops", "op_records", "kernels", "num_child", "streams", "devices",
                        "kernel_sum_ns", "gpu_sum_ns", "busy_ns", *ROLE_COLUMNS]  # fmt: skip
-    return (
-        table.with_columns([pl.col(c).fill_null(0) for c in zero_when_empty])
-        .sort(
-            ["_bucket", "gpu_start_ns", "start_ns", "range_id"], descending=[True, False, False, False], nulls_last=True
+    named = (
+        ranges.select(
+            "name",
+            "domain",
+            "message",
+            pl.col("style").cast(pl.String),
+            "pid",
+            "tid",
+            "range_id",
+            "parent_id",
+            "level",
+            pl.col("start").alias("start_ns"),
+            pl.col("end").alias("end_ns"),
+            (pl.col("end") - pl.col("start")).alias("duration_ns"),
+            "closed",
+            "payload",
         )
+        .join(children, on="range_id", how="left", maintain_order="left")
+        .join(metrics, on="range_id", how="left", maintain_order="left")
+        .with_columns([pl.col(c).fill_null(0) for c in zero_when_empty])
         .select(RANGE_COLUMNS)
-        .with_columns(pl.col("style").cast(pl.String))
     )
+    buckets = (
+        metrics.filter(pl.col("range_id") < 0)
+        .sort("range_id", descending=True)  # [unattributed], then [no launch record]
+        .with_columns(
+            pl.when(pl.col("range_id") == _NO_LAUNCH_ID)
+            .then(pl.lit(NO_LAUNCH))
+            .otherwise(pl.lit(UNATTRIBUTED))
+            .alias("name"),
+            pl.lit(None, pl.Int64).alias("range_id"),
+            pl.lit(0, pl.Int64).alias("num_child"),
+        )
+    )
+    missing = [pl.lit(None, named.schema[c]).alias(c) for c in RANGE_COLUMNS if c not in buckets.columns]
+    return pl.concat([named, buckets.with_columns(missing).select(RANGE_COLUMNS).cast(named.schema)])
 
 
 __all__ = [

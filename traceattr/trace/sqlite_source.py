@@ -147,12 +147,9 @@ class SqliteSource:
         """Run one query on this thread's connection."""
         with self._translate_errors(query.what):
             if self.engine == "adbc":
-                # Batches of 64k rows, each narrowed as it arrives: the driver's
-                # int64 buffers never pile up for a whole table.
-                batches = pl.read_database(query.sql, self._thread_conn(), iter_batches=True, batch_size=65_536)
-                parts = [self._typed(b, query) for b in batches]
-                parts = [p for p in parts if p.height]
-                return pl.concat(parts, rechunk=False) if parts else pl.DataFrame(schema=dict(query.schema))
+                # one query is one rowid chunk (row_chunks): its int64 buffers are
+                # narrowed right away, so a whole table's never pile up
+                raw = pl.read_database(query.sql, self._thread_conn())
             else:
                 rows = self._thread_conn().execute(query.sql).fetchall()
                 # text arrives as bytes (text_factory): decoded by _typed

@@ -1,0 +1,148 @@
+"""Loading real exports of every schema version, and the quirks each one carries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from traceattr.attribution.engine import NO_LAUNCH, attribute
+from traceattr.errors import NoDataError, TraceError
+from traceattr.synth.builder import TraceBuilder
+from traceattr.synth.writer import write_export
+from traceattr.trace.loader import load_trace
+
+from .conftest import FIXTURES
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_engines_agree(exports: dict[str, Path], name: str) -> None:
+    a = load_trace(exports[name], engine="adbc")
+    b = load_trace(exports[name], engine="sqlite3")
+    for frame in ("gpu_ops", "api", "ranges", "marks", "strings", "devices"):
+        assert getattr(a, frame).equals(getattr(b, frame)), frame
+    assert a.meta.notes == b.meta.notes
+
+
+def test_oldest_schema_quirks(exports: dict[str, Path]) -> None:
+    trace = load_trace(exports["pipit_saxpy_mpi_a100"])
+    assert trace.meta.schema_version == "2.9.1" and trace.meta.nsys_version.startswith("2022.2")
+    assert trace.meta.duplicate_api_rows == 38  # eventClass 0 and 67 rows per call
+    assert trace.meta.graph_trace_mode is None  # no META_DATA_CAPTURE in 2022.2
+    names = set(trace.ranges["name"].to_list())
+    assert "saxpy" in names and "MPI:MPI_Send" in names  # inline text; registered string in a named domain
+    assert trace.gpu_ops["graph_id"].null_count() == trace.gpu_ops.height  # column absent in this schema
+
+
+def test_graph_trace_mode_is_detected(exports: dict[str, Path]) -> None:
+    trace = load_trace(exports["flameox_graph_rtx3060"])
+    assert trace.meta.graph_trace_mode == "graph"
+    assert trace.meta.graph_trace_rows == 2 and trace.meta.graph_nodes_hidden
+    assert any("--cuda-graph-trace=node" in n for n in trace.meta.notes)
+    assert any("no NVTX_EVENTS table" in n for n in trace.meta.notes)
+    graph_ops = trace.gpu_ops.filter(pl.col("kind") == "graph")
+    assert graph_ops.height == 2 and graph_ops["graph_id"].to_list() == [1, 1]
+
+
+def test_node_mode_graph_kernels_are_ordinary_kernels(exports: dict[str, Path]) -> None:
+    trace = load_trace(exports["h200_torch_tiny"])
+    assert trace.meta.graph_trace_mode == "node" and trace.meta.graph_launches == 3
+    assert not trace.meta.graph_nodes_hidden
+    assert trace.gpu_ops["graph_node_id"].is_not_null().sum() > 0
+
+
+def test_domain_without_create_row_and_cross_rank_correlation(exports: dict[str, Path]) -> None:
+    trace = load_trace(exports["nsysai_mfu_2gpu_before"])
+    nccl = trace.ranges.filter(pl.col("domain_id") == 1)
+    assert nccl.height == 462 and nccl["domain"].null_count() == nccl.height  # no DomainCreate row
+    assert nccl["name"].null_count() == 0  # named from the registered string alone, as nsys does
+    # correlation ids collide across the two ranks: same id, two processes
+    ops = trace.gpu_ops.group_by("correlation_id").agg(pl.col("global_pid").n_unique().alias("p"))
+    assert ops["p"].max() == 2
+    assert trace.devices.height == 0  # TARGET_INFO_GPU absent
+
+
+def test_orphan_kernels_of_a_sliced_trace(exports: dict[str, Path]) -> None:
+    att = attribute(load_trace(exports["nsysai_h100_2gpu_1s"]))
+    orphans = att.ranges.filter(pl.col("name") == NO_LAUNCH)
+    assert orphans["kernels"].item() == 1810
+    assert any("no launch record" in n for n in att.notes)
+
+
+def test_devices_are_read(exports: dict[str, Path]) -> None:
+    dev = load_trace(exports["h200_flashinfer_mla"]).devices
+    assert dev["name"].to_list() == ["NVIDIA H200"] and dev["cc_major"].item() == 9
+
+
+def test_non_utf8_text_is_replaced_not_fatal(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.push_range(tid=1, start=0, end=100, message="call", registered=False)
+    b.launch(tid=1, start=10, end=20, kernel="k", gpu_start=30, gpu_end=40)
+    tables = b.tables()
+    path = write_export(tmp_path / "t.sqlite", tables)
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:  # raw bytes that are not UTF-8, as old exports hold
+        conn.execute("UPDATE NVTX_EVENTS SET text = CAST(x'63616c6cff' AS TEXT) WHERE eventType = 59")
+        conn.execute("UPDATE StringIds SET value = CAST(x'6bfe' AS TEXT) WHERE value = 'k'")
+    for engine in ("adbc", "sqlite3"):
+        trace = load_trace(path, engine)
+        assert trace.ranges["name"].to_list() == ["call\ufffd"]
+        assert "k\ufffd" in trace.strings["value"].to_list()
+
+
+def test_missing_tables(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.launch(tid=1, start=10, end=20, kernel="k", gpu_start=30, gpu_end=40)
+    tables = b.tables()
+    no_nvtx = write_export(tmp_path / "a.sqlite", tables)
+    att = attribute(load_trace(no_nvtx))  # no NVTX_EVENTS: everything unattributed, not an error
+    assert att.ranges["name"].to_list() == ["[unattributed]"]
+    no_runtime = write_export(
+        tmp_path / "b.sqlite", {k: v for k, v in tables.items() if k != "CUPTI_ACTIVITY_KIND_RUNTIME"}
+    )
+    att = attribute(load_trace(no_runtime))
+    assert att.ranges["name"].to_list() == [NO_LAUNCH]
+    only_api = {k: v for k, v in tables.items() if k != "CUPTI_ACTIVITY_KIND_KERNEL"}
+    with pytest.raises(NoDataError, match="no GPU operations"):
+        load_trace(write_export(tmp_path / "c.sqlite", only_api))
+    only_strings = {"StringIds": tables["StringIds"]}
+    with pytest.raises(NoDataError, match="no CUDA trace"):
+        load_trace(write_export(tmp_path / "d.sqlite", only_strings))
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (lambda p: p.write_bytes(b""), "is an empty file"),
+        (lambda p: p.write_text("not a database at all"), "is not an SQLite database"),
+        (lambda p: p.mkdir(), "is a directory"),
+        (lambda p: None, "no such file"),
+    ],
+)
+def test_bad_paths(tmp_path: Path, make, problem: str) -> None:
+    path = tmp_path / "x.sqlite"
+    make(path)
+    with pytest.raises(TraceError, match=problem) as err:
+        load_trace(path)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_truncated_and_foreign_sqlite(tmp_path: Path, exports: dict[str, Path]) -> None:
+    data = exports["h200_flashinfer_mla"].read_bytes()
+    cut = tmp_path / "cut.sqlite"
+    cut.write_bytes(data[: len(data) // 3])
+    with pytest.raises(TraceError, match="damaged or truncated"):
+        load_trace(cut)
+    import sqlite3
+
+    empty = tmp_path / "empty.sqlite"
+    sqlite3.connect(empty).execute("PRAGMA user_version = 1").connection.commit()
+    with pytest.raises(TraceError, match="empty SQLite database"):
+        load_trace(empty)
+    foreign = tmp_path / "foreign.sqlite"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE people (name TEXT)")
+    with pytest.raises(TraceError, match="not an nsys export"):
+        load_trace(foreign)

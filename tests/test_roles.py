@@ -1,0 +1,117 @@
+"""Kernel roles: every family of DESIGN.md §3, from real names; user rules first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from traceattr.attribution.engine import attribute
+from traceattr.attribution.roles import RoleRules
+from traceattr.errors import RulesError
+from traceattr.trace.loader import load_trace
+
+# (name as nsys shows it, role, family): real names from public traces and our H200 fixtures
+NAMES = [
+    ("void flashinfer::mla::hopper::BatchMLAPageAttentionHopperKernel<flashinfer::mla::hopper::HopperKernelTraits<(bool)1, (unsigned int)2, (unsigned int)512, (unsigned int)64, (unsigned int)64, (unsigned int)64, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int>, flashinfer::MLAParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int>>(T2)", "attention", "flashinfer-fa3"),
+    ("void flashinfer::mla::BatchMLAPagedAttentionKernel<flashinfer::mla::KernelTraits<(bool)0, (unsigned int)2, (bool)1, (unsigned int)512, (unsigned int)64, (unsigned int)64, (unsigned int)64, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int>, flashinfer::MLAParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int>>(T2)", "attention", "flashinfer-fa2"),
+    ("void legacy::sm90::decode::dense::flash_fwd_splitkv_mla_kernel<legacy::sm90::decode::dense::Traits<cutlass::bfloat16_t, 576>, legacy::sm90::decode::dense::SharedMemoryPlan>(DenseAttnDecodeParams)", "attention", "flashmla"),
+    ("void legacy::smxx::decode::flash_fwd_mla_combine_kernel<cutlass::bfloat16_t, 512, 8, 64, 256>(DecodingParams)", "reduce", "flashmla"),
+    ("void legacy::smxx::decode::get_mla_metadata_kernel(GetDecodingMetadataParams)", "schedule", "flashmla"),
+    ("fmhaSm100fKernel_QkvBfloat16OBfloat16HQk576HV512PagedKvDenseP64VarSeqQ16Kv128PersistentSwapsAbForGen", "attention", "trtllm-gen"),
+    ("fmhaSm100fKernel_QkvBfloat16OBfloat16HQk576HV512PagedKvDenseP32VarSeqQ16Kv128PersistentSwapsAbForGen", "attention", "trtllm-gen"),
+    ("fmhaSm100fKernel_QkvBfloat16OBfloat16HQk576HV512PagedKvDenseP64VarSeqQ8Kv128PersistentSwapsAbForGen", "attention", "trtllm-gen"),
+    ("fmhaSm100fKernel_QkvBfloat16OBfloat16HQk576HV512HVPerCta256PagedKvDenseP64MultiCtasKvVarSeqQ16Kv128StaticSwapsAbForGen", "attention", "trtllm-gen"),
+    ("fmhaSm103aKernel_QkvBfloat16OBfloat16HQk576HV512PagedKvDenseP64MultiCtasKvVarSeqQ8Kv128StaticKeepsAbForGen", "attention", "trtllm-gen"),
+    ("void tensorrt_llm::kernels::fmhaReductionKernel<__nv_bfloat16, (int)512>(KernelParams)", "reduce", "trtllm-gen"),
+    ("kernel_cutlass_split_kv_kernel_mla_decode_fp16BlackwellMultiHeadLatentAttentionForwardFP16_object_at__tensorptrbf16gmemalign16o1", "attention", "cute-dsl"),
+    ("kernel_cutlass_split_kv_kernel_mla_decode_fp8BlackwellMultiHeadLatentAttentionForwardFP8_object_at__tensorptrf8E4M3", "attention", "cute-dsl"),
+    ("kernel_cutlass_reduction_kernel_mla_decode_fp16BlackwellMultiHeadLatentAttentionForwardFP16_object_at__tensor", "reduce", "cute-dsl"),
+    ("kernel_cake_trtllm_mla_blackwell_0f3a9b21c4d5e6f70812", "attention", "cake"),
+    ("kernel_cake_kimi_k3_mla_fp8_paged_attention_3b7e0c1d2a4f5e6d7c8b", "attention", "cake"),
+    ("kernel_cake_kimi_k3_mla_fp8_paged_attention_9c450b8e82598779f1b2", "reduce", "cake"),
+    ("kernel_cake_kimi_k3_mla_fp8_paged_attention_ab133c42d484f9421945", "reduce", "cake"),
+    ("kernel_cake_kimi_k3_mla_fp8_paged_attention_9f53b9e3e16d64b967c6", "reduce", "cake"),
+    ("kernel_cake_kimi_k3_mla_fp8_paged_attention_582ec28a9ab46c704912", "reduce", "cake"),
+    ("kernel_cake_trtllm_mla_blackwell_d1a68c90cbc4aa0fcd6e", "reduce", "cake"),
+    ("kernel_cake_trtllm_mla_blackwell_4de3d4bf2f8c5467bf29", "reduce", "cake"),
+    ("void flashinfer::PersistentVariableLengthMergeStatesKernel<(unsigned int)8, (unsigned int)16, (unsigned int)8, (unsigned int)4, __nv_bfloat16, __nv_bfloat16, int>(T5 *, T6 *, T7 *, T8 *, float *, unsigned int, unsigned int *, unsigned int, unsigned int)", "reduce", "flashinfer-merge"),
+    ("void flashinfer::MergeStatesKernel<(unsigned int)8, (unsigned int)16, (unsigned int)8, (unsigned int)4, half, half>(T5 *, float *, T6 *, float *, unsigned int, unsigned int)", "reduce", "flashinfer-merge"),
+    ("void flashinfer::MergeStateInPlaceKernel<(unsigned int)8, (unsigned int)16, half>(T3 *, float *, T3 *, float *, unsigned int, unsigned int, unsigned char *)", "reduce", "flashinfer-merge"),
+    ("void vllm::merge_attn_states_kernel<__nv_bfloat16, (unsigned int)128>(T1 *, float *, const T1 *, const float *, const T1 *, const float *, unsigned int, unsigned int, unsigned int)", "reduce", "vllm-merge"),
+    ("_fwd_grouped_kernel_stage1", "attention", "sglang-triton"),
+    ("_fwd_kernel_stage2", "reduce", "sglang-triton"),
+    ("void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<(int)128, (int)128, (int)64, (int)4, (bool)0, (bool)0, cutlass::bfloat16_t, Flash_kernel_traits<(int)128, (int)128, (int)64, (int)4, cutlass::bfloat16_t>>, (bool)1, (bool)0, (bool)0, (bool)0, (bool)1, (bool)1, (bool)0, (bool)0>(Flash_fwd_params)", "attention", "flash-attn"),
+    ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::FillFunctor<signed char>, std::array<char *, (unsigned long)1>>(int, T2, T3)", "copy", "torch-copy"),
+    ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "other", None),
+    ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<(unsigned long)4096>)", "other", None),
+]  # fmt: skip
+
+
+def test_default_rules_cover_every_family() -> None:
+    rules = RoleRules.default()
+    names = [n for n, _, _ in NAMES]
+    assert rules.classify_names(names) == [r for _, r, _ in NAMES]
+
+
+def test_families_are_reported(exports: dict[str, Path]) -> None:
+    att = attribute(load_trace(exports["h200_flashinfer_mla"]))
+    fams = att.ops.filter(pl.col("role") == "attention")["family"].unique().sort().to_list()
+    assert fams == ["flashinfer-fa2", "flashinfer-fa3"]
+
+
+def test_memops_and_flush_range() -> None:
+    rules = RoleRules.default()
+    assert rules.classify_names(["[CUDA memcpy Host-to-Device]"], kind="memcpy") == ["copy"]
+    assert rules.classify_names(["[CUDA memset]"], kind="memset", range_name="traceattr:flush") == ["flush"]
+    assert rules.classify_names(["anything"], range_name="traceattr:flush:3") == ["flush"]
+    assert rules.classify_names(["anything"], range_name="traceattr:flushing") == ["other"]
+
+
+def test_mangled_then_short_names_are_tried() -> None:
+    rules = RoleRules.default()
+    table = pl.DataFrame(
+        {
+            "name_key": [0, 1],
+            "kind": pl.Series(["kernel", "kernel"], dtype=pl.Enum(["kernel", "memcpy", "memset", "graph"])),
+            "name": ["Kernel", "Kernel"],  # CUTLASS: the demangled name says nothing
+            "mangled_name": ["_ZN7cutlass13Kernel_mla_combineE", None],
+            "short_name": [None, "flash_fwd_splitkv_mla_kernel"],
+        }
+    )
+    out = rules.classify(
+        pl.DataFrame(
+            {"name_key": [0, 1], "range_id": [None, None]}, schema={"name_key": pl.Int64, "range_id": pl.Int64}
+        ),
+        table,
+        pl.DataFrame({"range_id": [], "range_name": []}, schema={"range_id": pl.Int64, "range_name": pl.String}),
+    )
+    assert out["role"].cast(pl.String).to_list() == ["other", "attention"]
+
+
+def test_user_rules_come_first(tmp_path: Path) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text('[[rule]]\nrole = "schedule"\nfamily = "mine"\npattern = "nvjet_"\n', encoding="utf-8")
+    rules = RoleRules.load(path)
+    assert rules.classify_names(["nvjet_sm90_tst", "fmhaSm100fKernel_x"]) == ["schedule", "attention"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("rule = 3", "expected one or more"),
+        ('[[rule]]\nrole = "fast"\npattern = "x"', "role must be one of"),
+        ('[[rule]]\nrole = "reduce"\npattern = "("', "invalid regular expression"),
+        ('[[rule]]\nrole = "reduce"\npatern = "x"', "unknown keys"),
+        ('[[rule]]\nrole = "reduce"', "needs at least one of"),
+        ('[[rule]]\nrole = "reduce"\nkinds = ["gpu"]', "kinds must be"),
+        ("[[rule]\n", "not valid TOML"),
+    ],
+)
+def test_bad_rules_files(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(RulesError, match=message) as err:
+        RoleRules.load(path)
+    assert str(path) in str(err.value)
