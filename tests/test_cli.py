@@ -35,7 +35,11 @@ def test_terminal_table(exports: dict[str, Path]) -> None:
 def test_out_dir_formats(exports: dict[str, Path], tmp_path: Path, fmt: str) -> None:
     out = run("attribute", str(exports["h200_flashinfer_mla"]), "--out", str(tmp_path), "--format", fmt)
     assert out.returncode == 0, out.stderr
-    read = {"csv": pl.read_csv, "json": lambda p: pl.read_json(p, infer_schema_length=None), "parquet": pl.read_parquet}[fmt]
+    read = {
+        "csv": pl.read_csv,
+        "json": lambda p: pl.read_json(p, infer_schema_length=None),
+        "parquet": pl.read_parquet,
+    }[fmt]
     ranges = read(tmp_path / f"ranges.{fmt}")
     kernels = read(tmp_path / f"kernels.{fmt}")
     order = tuple if fmt != "json" else set  # JSON objects carry no column order

@@ -1,0 +1,6 @@
+"""Analyses over attribution frames: one module per question, frames in, frames out.
+
+* :mod:`calls` — one row per measured call (backend, shape, arm, iteration, times, roles)
+* :mod:`summary` — per backend and shape: medians, spread, roles, roofline share, winner
+* :mod:`roofline` — peak memory bandwidth of the device a trace ran on
+"""

@@ -1,0 +1,94 @@
+"""Per shape and backend: how long a call takes, where the time goes, who wins.
+
+Times are per call (first kernel start → last kernel end, the span); the
+median is the headline and p10–p90 the spread. Role columns are medians of
+the per-call role sums. ``roofline`` is the share of peak HBM bandwidth the
+median call reaches for the bytes the shape must move (KV read once + Q + O).
+With arms run in rounds (ABBA), ``round_wins`` counts the rounds in which a
+backend was the fastest, and ``consistent`` is False when the comparison
+with the winner flips direction between rounds.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceattr.attribution.engine import ROLE_COLUMNS
+from traceattr.shapes import ShapeError, parse_shape
+
+SUMMARY_COLUMNS = (
+    "shape", "backend", "calls", "median_us", "p10_us", "p90_us", "min_us", "max_us", "cv",
+    "busy_us", "kernel_sum_us", "gap_us", "launch_us", "kernels",
+    *[c.replace("_ns", "_us") for c in ROLE_COLUMNS],
+    "bytes", "roofline", "ratio_to_best", "winner", "round_wins", "rounds", "consistent",
+)  # fmt: skip
+
+
+def summarize(calls: pl.DataFrame, peak_bytes_per_s: float | None) -> pl.DataFrame:
+    """One row per (shape, backend) of *calls* (see :mod:`traceattr.analysis.calls`)."""
+    us = 1e-3
+    c = calls.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series")))
+    agg = c.group_by("shape", "backend").agg(
+        pl.len().alias("calls"),
+        (pl.col("gpu_span_ns").median() * us).alias("median_us"),
+        (pl.col("gpu_span_ns").quantile(0.1, "linear") * us).alias("p10_us"),
+        (pl.col("gpu_span_ns").quantile(0.9, "linear") * us).alias("p90_us"),
+        (pl.col("gpu_span_ns").min() * us).alias("min_us"),
+        (pl.col("gpu_span_ns").max() * us).alias("max_us"),
+        (pl.col("gpu_span_ns").std() / pl.col("gpu_span_ns").mean()).alias("cv"),
+        (pl.col("busy_ns").median() * us).alias("busy_us"),
+        (pl.col("kernel_sum_ns").median() * us).alias("kernel_sum_us"),
+        (pl.col("gap_ns").median() * us).alias("gap_us"),
+        (pl.col("launch_latency_ns").median() * us).alias("launch_us"),
+        pl.col("kernels").median().alias("kernels"),
+        *[(pl.col(r).median() * us).alias(r.replace("_ns", "_us")) for r in ROLE_COLUMNS],
+    )
+    nbytes = pl.DataFrame(
+        [(s, _bytes(s)) for s in agg["shape"].unique().to_list()],
+        schema={"shape": pl.String, "bytes": pl.Int64},
+        orient="row",
+    )
+    agg = agg.join(nbytes, on="shape", how="left")
+    roof = (pl.col("bytes") / (pl.col("median_us") * 1e-6) / peak_bytes_per_s) if peak_bytes_per_s else pl.lit(None)
+    best = pl.col("median_us").min().over("shape")
+    agg = agg.with_columns(
+        roof.cast(pl.Float64).alias("roofline"),
+        (pl.col("median_us") / best).alias("ratio_to_best"),
+        (pl.col("median_us") == best).alias("winner"),
+    )
+    return agg.join(_rounds(c), on=["shape", "backend"], how="left").select(SUMMARY_COLUMNS).sort("shape", "median_us")
+
+
+def _bytes(shape: str) -> int | None:
+    try:
+        return parse_shape(shape).bytes_moved()
+    except ShapeError:
+        return None
+
+
+def _rounds(c: pl.DataFrame) -> pl.DataFrame:
+    """Round wins and direction consistency, where calls carry arms and iterations."""
+    per = c.filter(pl.col("iter").is_not_null()).group_by("shape", "backend", "iter").agg(pl.col("gpu_span_ns").min())
+    if per.height == 0:
+        return pl.DataFrame(schema={"shape": pl.String, "backend": pl.String, "round_wins": pl.Int64,
+                                    "rounds": pl.Int64, "consistent": pl.Boolean})  # fmt: skip
+    per = per.with_columns(
+        (pl.col("gpu_span_ns") == pl.col("gpu_span_ns").min().over("shape", "iter")).alias("won"),
+        pl.col("backend").n_unique().over("shape", "iter").alias("_arms"),
+    ).filter(pl.col("_arms") > 1)  # a round needs at least two arms to compare
+    medians = per.group_by("shape", "backend").agg(pl.col("gpu_span_ns").median().alias("_med"))
+    leader = medians.sort("_med").group_by("shape").first().select("shape", pl.col("backend").alias("_lead"))
+    lead_t = (
+        per.join(leader, on="shape")
+        .filter(pl.col("backend") == pl.col("_lead"))
+        .select("shape", "iter", pl.col("gpu_span_ns").alias("_lead_t"))
+    )
+    vs = per.join(lead_t, on=["shape", "iter"], how="left").join(medians, on=["shape", "backend"])
+    return vs.group_by("shape", "backend").agg(
+        pl.col("won").sum().cast(pl.Int64).alias("round_wins"),
+        pl.len().cast(pl.Int64).alias("rounds"),
+        # the same side of the leader in every round (the leader itself is trivially consistent)
+        ((pl.col("gpu_span_ns") >= pl.col("_lead_t")).all() | (pl.col("gpu_span_ns") <= pl.col("_lead_t")).all()).alias(
+            "consistent"
+        ),
+    )

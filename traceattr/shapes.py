@@ -1,0 +1,192 @@
+"""MLA decode problem shapes: one documented grammar, parsed and printed back.
+
+Grammar (parts joined by ``_``, any order after an optional prefix word)::
+
+    shape   := [prefix "_"] part ("_" part)*
+    part    := "q" N          query tokens per request (spec-verify width)   required
+             | ("ctx"|"kv") N cached tokens per request                      required
+             | "h" N          query heads per rank                           default 16
+             | "b" N          requests in the batch                          default 1
+             | "p" N          KV page size in tokens                         default 64
+             | "bf16"|"fp8"   KV cache dtype                                 default bf16
+             | "row"|"uniform"|"ragged"  how q is laid out                   default uniform
+             | model preset   heads per rank of a model: kimi-tp1 (96), kimi-tp4 (24),
+                              kimi-tp8 (12), kimi-tp16 (6), deepseek-tp1 (128), deepseek-tp8 (16)
+    N       := digits [k|m]   k = ×1000, m = ×1,000,000 ("900k", "1m"; "131k" is 131,000,
+                              "131072" is 2**17)
+    prefix  := a word naming where the row comes from (mtp, trace, mirror, prefill, …)
+
+So ``q8_ctx900k`` is 8 verify tokens against 900,000 cached tokens with the
+defaults H=16, b=1, bf16, page 64; the row names kernel teams publish parse
+too: ``mtp_h96_b8_q4_kv342305``. ``Shape.name`` prints the canonical form,
+which parses back to the same shape.
+
+Query patterns with b > 1: ``uniform`` gives every request q tokens;
+``ragged`` gives request i ``1 + (i * (q - 1)) // max(b - 1, 1)`` tokens (1 … q),
+the mix of an MTP batch; ``row`` lays the q·b query rows out as b·q requests of
+one token each (no folding of verify tokens into one request).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from traceattr.errors import TraceattrError
+
+KvDtype = Literal["bf16", "fp8"]
+QueryPattern = Literal["uniform", "ragged", "row"]
+LATENT_DIM = 512  # MLA compressed KV ("ckv")
+ROPE_DIM = 64  # decoupled rope part ("kpe")
+HEAD_DIM = LATENT_DIM + ROPE_DIM
+SOFTMAX_SCALE_DIM = 192  # DeepSeek's qk_nope (128) + qk_rope (64): sm_scale = 1/sqrt(192)
+
+DEFAULTS = {"heads": 16, "batch": 1, "page": 64, "kv_dtype": "bf16", "pattern": "uniform"}
+
+
+class ShapeError(TraceattrError, ValueError):
+    """A shape name that does not follow the grammar; says which part is wrong."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    q: int  # query tokens per request
+    ctx: int  # cached tokens per request
+    heads: int = 16
+    batch: int = 1
+    page: int = 64
+    kv_dtype: KvDtype = "bf16"
+    pattern: QueryPattern = "uniform"
+    prefix: str | None = None
+
+    def __post_init__(self) -> None:
+        for field, value, lo in (("q", self.q, 1), ("ctx", self.ctx, 1), ("heads", self.heads, 1),
+                                 ("batch", self.batch, 1), ("page", self.page, 1)):  # fmt: skip
+            if value < lo:
+                raise ShapeError(f"{field} must be ≥ {lo}, got {value}")
+        if self.ctx < self.q:
+            raise ShapeError(f"ctx ({self.ctx}) must hold at least the q ({self.q}) tokens being verified")
+
+    @property
+    def name(self) -> str:
+        """Canonical name: every part, so it parses back to this shape."""
+        parts = [self.prefix] if self.prefix else []
+        parts += [f"q{self.q}", f"ctx{_count(self.ctx)}", f"h{self.heads}", f"b{self.batch}", self.kv_dtype,
+                  f"p{self.page}"]  # fmt: skip
+        if self.pattern != "uniform":
+            parts.append(self.pattern)
+        return "_".join(parts)
+
+    @property
+    def short_name(self) -> str:
+        """The name with default parts left out (q8_ctx900k)."""
+        parts = [self.prefix] if self.prefix else []
+        parts += [f"q{self.q}", f"ctx{_count(self.ctx)}"]
+        for key, text in (("heads", f"h{self.heads}"), ("batch", f"b{self.batch}"), ("kv_dtype", self.kv_dtype),
+                          ("page", f"p{self.page}"), ("pattern", self.pattern)):  # fmt: skip
+            if getattr(self, key) != DEFAULTS[key]:
+                parts.append(text)
+        return "_".join(parts)
+
+    def q_lens(self) -> list[int]:
+        """Query tokens of each request, by the pattern."""
+        if self.pattern == "row":
+            return [1] * (self.batch * self.q)
+        if self.pattern == "ragged":
+            return [1 + (i * (self.q - 1)) // max(self.batch - 1, 1) for i in range(self.batch)]
+        return [self.q] * self.batch
+
+    def kv_lens(self) -> list[int]:
+        """Cached tokens each request attends to ("row": every verify row sees its own prefix)."""
+        if self.pattern == "row":
+            return [self.ctx - self.q + 1 + j for _ in range(self.batch) for j in range(self.q)]
+        return [self.ctx] * self.batch
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return HEAD_DIM * (1 if self.kv_dtype == "fp8" else 2)
+
+    def bytes_moved(self) -> int:
+        """Bytes a decode call must move at least: each request's KV read once, Q read, O written (bf16)."""
+        distinct_kv = self.batch * self.ctx  # row pattern re-reads, but the data is still ctx tokens per request
+        q_rows = sum(self.q_lens())
+        return distinct_kv * self.kv_bytes_per_token + q_rows * self.heads * (HEAD_DIM + LATENT_DIM) * 2
+
+    def with_(self, **changes: object) -> Shape:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _count(n: int) -> str:
+    if n % 1_000_000 == 0:
+        return f"{n // 1_000_000}m"
+    if n % 1000 == 0:
+        return f"{n // 1000}k"
+    return str(n)
+
+
+_NUMBER = r"(\d+)([km]?)"
+_PART = re.compile(rf"^(q|ctx|kv|h|b|p){_NUMBER}$")
+_WORD = re.compile(r"^[a-z][a-z0-9-]*$")
+
+
+def _value(digits: str, unit: str) -> int:
+    return int(digits) * {"": 1, "k": 1000, "m": 1_000_000}[unit]
+
+
+def parse_shape(text: str) -> Shape:
+    """Parse *text* by the grammar above; :class:`ShapeError` names the bad part."""
+    raw = text.strip()
+    if not raw:
+        raise ShapeError("empty shape name")
+    fields: dict[str, object] = {}
+    prefix = None
+    for i, part in enumerate(raw.lower().split("_")):
+        m = _PART.match(part)
+        if m:
+            key = {"q": "q", "ctx": "ctx", "kv": "ctx", "h": "heads", "b": "batch", "p": "page"}[m.group(1)]
+            if key in fields:
+                raise ShapeError(f"shape {text!r}: {m.group(1)} given twice ({part!r})")
+            fields[key] = _value(m.group(2), m.group(3))
+        elif part in ("bf16", "fp8"):
+            fields["kv_dtype"] = part
+        elif part in ("row", "uniform", "ragged"):
+            fields["pattern"] = part
+        elif part in HEAD_PRESETS:
+            if "heads" in fields:
+                raise ShapeError(f"shape {text!r}: heads given twice ({part!r})")
+            fields["heads"] = HEAD_PRESETS[part]
+        elif i == 0 and _WORD.match(part) and not re.match(r"^(q|ctx|kv|h|b|p)\d", part) and part not in HEAD_PRESETS:
+            prefix = part
+        else:
+            raise ShapeError(
+                f"shape {text!r}: part {part!r} is not one of q<N>, ctx<N>|kv<N>, h<N>, b<N>, p<N>, bf16|fp8, "
+                f"row|uniform|ragged or a model preset ({', '.join(HEAD_PRESETS)}); N like 8, 900k, 1m"
+            )
+    for needed in ("q", "ctx"):
+        if needed not in fields:
+            hint = "q<N> (query tokens)" if needed == "q" else "ctx<N> or kv<N> (cached tokens)"
+            raise ShapeError(f"shape {text!r}: missing {hint}")
+    try:
+        return Shape(prefix=prefix, **fields)  # type: ignore[arg-type]
+    except ShapeError as err:
+        raise ShapeError(f"shape {text!r}: {err}") from None
+
+
+# Query heads per rank of models in the field (MLA: one KV head, 512 + 64 dims):
+# Kimi-K3 has 96 heads, DeepSeek-V3 128, split over tensor-parallel ranks.
+HEAD_PRESETS = {
+    "kimi-tp1": 96,
+    "kimi-tp4": 24,
+    "kimi-tp8": 12,
+    "kimi-tp16": 6,
+    "deepseek-tp1": 128,
+    "deepseek-tp8": 16,
+}
+# Row names kernel teams publish, kept here so the grammar is tested against them.
+PUBLISHED_ROWS = (
+    "mtp_h96_b8_q4_kv342305",
+    "trace_h12_b1_q1_kv76800",
+    "mirror_h96_b2_q1_kv77699",
+    "prefill_h12_b2_q512_kv32768",
+)
