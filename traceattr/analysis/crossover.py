@@ -8,6 +8,7 @@ the two measured ctx points that bracket the sign change of log(t_a / t_b).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import polars as pl
@@ -41,7 +42,7 @@ def crossovers(summary: pl.DataFrame) -> pl.DataFrame:
                 tb = part.filter(pl.col("backend") == b).select("ctx", pl.col("median_us").alias("tb"))
                 both = ta.join(tb, on="ctx").sort("ctx")
                 pts = [(c, math.log(x / y)) for c, x, y in both.iter_rows() if x > 0 and y > 0]
-                for (c0, d0), (c1, d1) in zip(pts, pts[1:], strict=False):
+                for (c0, d0), (c1, d1) in itertools.pairwise(pts):
                     if d0 == 0 or (d0 < 0) == (d1 < 0):
                         continue
                     # interpolate in log(ctx) where log(ta/tb) crosses zero
