@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import polars as pl
 from rich.console import Console
@@ -146,3 +147,73 @@ def render_kernels(att: Attribution, console: Console, top: int = 12) -> None:
     console.print(table)
     if per.height > top:
         console.print(f"… {per.height - top:,} more op names")
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return ""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
+
+
+def render_plan(plan: Any, console: Console) -> None:
+    """What ``traceattr profile`` would do (``--dry-run``), shown anywhere."""
+    dev = plan.device
+    console.print(
+        Text.assemble(
+            ("GPU: ", "bold"),
+            f"{dev.name} ({dev.arch}, {dev.sm_count} SMs)" if dev else f"none ({plan.device_problem})",
+            ("   nsys: ", "bold"),
+            str(plan.nsys) if plan.nsys else "not found (set TRACEATTR_NSYS)",
+        )
+    )
+    sizes = Table(title="Shapes", title_justify="left")
+    for head in ("shape", "pages", "KV cache", "queries", "must move"):
+        sizes.add_column(head, justify="left" if head == "shape" else "right")
+    for name, t in plan.tensors.items():
+        sizes.add_row(name, f"{t['pages']:,}", _bytes(t["kv_bytes"]), _bytes(t["q_bytes"]), _bytes(t["min_bytes_moved"]))
+    console.print(sizes)
+    table = Table(title="Backends", title_justify="left")
+    for head in ("shape", "backend", "runs?", "why not / notes"):
+        table.add_column(head)
+    for a in plan.availability:
+        ok = a.reason is None
+        table.add_row(a.shape, a.backend, Text("yes", "green") if ok else Text("no", "red"),
+                      Text(a.reason or "; ".join(a.notes)))  # fmt: skip
+    console.print(table)
+    r = plan.run
+    console.print(
+        f"{r.iters} rounds × {len(plan.runnable)} arms (A B … B A), {r.warmup} warm-up calls each, "
+        f"L2 flush {_bytes(r.flush_bytes)} before every call{', CUDA graphs' if r.graphs else ''}"
+        f"{', shuffled pages' if r.shuffle else ''}; validation {'on' if r.validate else 'off'}"
+    )
+    console.print(Text.assemble(("run folder: ", "bold"), str(plan.folder)))
+    console.print(Text.assemble(("command: ", "bold"), " ".join(plan.command())))
+
+
+def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tuple[str, str, str]]) -> None:
+    """Per shape: the backends side by side, the winner, and where the time goes."""
+    roles = [c for c in ("attention_us", "reduce_us", "schedule_us", "copy_us", "other_us") if summary[c].sum() > 0]
+    for (shape,), part in summary.sort("shape").group_by(["shape"], maintain_order=True):
+        table = Table(title=f"{shape}: per-call GPU time (µs; median, p10–p90 over calls)", title_justify="left")
+        for head in ("backend", "calls", "median", "p10–p90", *[r.removesuffix("_us") for r in roles], "gaps",
+                     "kernels", "roofline", "vs best", "CUDA events"):  # fmt: skip
+            table.add_column(head, justify="left" if head == "backend" else "right")
+        for row in part.sort("median_us").iter_rows(named=True):
+            events = ""
+            if row.get("event_us") is not None:
+                events = f"{row['event_us']:,.1f} ({100 * row['event_vs_span']:+.1f}%)"
+            table.add_row(
+                Text(("★ " if row["winner"] else "  ") + row["backend"]), str(row["calls"]), f"{row['median_us']:,.1f}",
+                f"{row['p10_us']:,.1f}–{row['p90_us']:,.1f}", *[f"{row[r]:,.1f}" for r in roles], f"{row['gap_us']:,.1f}",
+                f"{row['kernels']:.0f}", "" if row["roofline"] is None else f"{100 * row['roofline']:.0f}%",
+                f"{row['ratio_to_best']:.2f}×", events,
+            )  # fmt: skip
+        console.print(table)
+        flips = part.filter(pl.col("consistent").not_())
+        for row in flips.iter_rows(named=True):
+            console.print(f"[yellow]note:[/yellow] {row['backend']} vs the winner flips direction across rounds")
+    for shape, backend, reason in unavailable:
+        console.print(Text(f"{shape}: {backend} not run: {reason}", "dim"))

@@ -26,7 +26,10 @@ CALL_COLUMNS = (
 def calls(att: Attribution) -> pl.DataFrame:
     """Measured calls of *att* (see module doc), in time order."""
     ranges = att.ranges.filter(pl.col("range_id").is_not_null() & (pl.col("gpu_ops") > 0))
-    ours = ranges.filter((pl.col("domain") == DOMAIN) & pl.col("message").str.starts_with("backend="))
+    # traceattr's own calls; the domain name can be missing from an export (no DomainCreate row)
+    ours = ranges.filter(
+        pl.col("domain").eq(DOMAIN).fill_null(True) & pl.col("message").str.contains(r"^backend=\S+ shape=\S+ arm=\S+ iter=\d+$")
+    )
     if ours.height:
         picked = ours.with_columns(
             pl.col("message").str.extract(r"backend=(\S+)").alias("backend"),

@@ -1,0 +1,89 @@
+"""The registry of MLA decode backends traceattr can time.
+
+Importing this package imports no torch: capabilities and plans are data,
+so ``traceattr profile --dry-run`` and the tests run anywhere; GPU code is
+imported inside ``prepare``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from traceattr.backends.base import Backend, CallPlan, Capabilities, Device, rejection_reason
+from traceattr.backends.flashinfer_trtllm import CAKE, CUTE_DSL, TRTLLM_GEN, TrtllmDecode
+from traceattr.backends.flashinfer_wrapper import FlashinferMLA
+from traceattr.backends.flashmla import FlashMLA
+from traceattr.errors import BackendUnsupported
+from traceattr.shapes import Shape
+
+_FA2_ARCHS = frozenset({(8, 0), (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (10, 3), (10, 7), (11, 0), (12, 0), (12, 1)})
+FA3 = Capabilities(
+    name="fa3",
+    family="flashinfer-fa3",
+    archs=frozenset({(9, 0)}),
+    kv_dtypes=frozenset({"bf16", "fp8"}),
+    packages=("flashinfer",),
+    structure="one persistent kernel; split-KV merge inside, after a grid sync",
+)
+FA2 = Capabilities(
+    name="fa2",
+    family="flashinfer-fa2",
+    archs=_FA2_ARCHS,
+    kv_dtypes=frozenset({"bf16", "fp8"}),
+    archs_by_dtype={"fp8": frozenset({(9, 0)})},  # its fp8 KV path is Hopper-only
+    packages=("flashinfer",),
+    structure="one persistent kernel; split-KV merge inside, after a grid sync",
+)
+FA3_PER_TOKEN = Capabilities(
+    name="fa3-per-token",
+    family="flashinfer-fa3",
+    archs=FA3.archs,
+    kv_dtypes=FA3.kv_dtypes,
+    patterns=frozenset({"uniform", "ragged"}),
+    packages=("flashinfer",),
+    structure="fa3 with each verify token a separate request: no folding, time grows with q",
+)
+
+BACKENDS: Mapping[str, Backend] = {
+    "fa3": FlashinferMLA(FA3, "fa3"),
+    "fa2": FlashinferMLA(FA2, "fa2"),
+    "fa3-per-token": FlashinferMLA(FA3_PER_TOKEN, "fa3", per_token=True),
+    "flashmla": FlashMLA(),
+    "trtllm-gen": TrtllmDecode(TRTLLM_GEN),
+    "cute-dsl": TrtllmDecode(CUTE_DSL),
+    "cake": TrtllmDecode(CAKE),
+}  # type: ignore[dict-item]
+
+
+def get_backend(name: str) -> Backend:
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise ValueError(f"backend must be one of {', '.join(sorted(BACKENDS))}, got {name!r}") from None
+
+
+def check(name: str, shape: Shape, device: Device | None, *, packages: bool = True) -> CallPlan:
+    """The plan of *name* for *shape*, or :class:`BackendUnsupported` saying why not."""
+    backend = get_backend(name)
+    reason = rejection_reason(shape, backend.caps, device, packages=packages)
+    if reason:
+        raise BackendUnsupported(f"{name}: {reason}")
+    return backend.plan(shape)
+
+
+def current_device() -> tuple[Device | None, str | None]:
+    """(the CUDA device torch sees, None) or (None, why there is none)."""
+    try:
+        import torch
+    except ImportError:
+        return None, "torch is not installed (pip install 'traceattr[gpu]')"
+    if not torch.cuda.is_available():
+        return None, "no CUDA GPU visible to torch"
+    props = torch.cuda.get_device_properties(0)
+    return (
+        Device(props.name, (props.major, props.minor), props.multi_processor_count, props.total_memory, torch.version.cuda),
+        None,
+    )
+
+
+__all__ = ["BACKENDS", "CallPlan", "Capabilities", "Device", "check", "current_device", "get_backend"]

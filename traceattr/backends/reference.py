@@ -1,0 +1,52 @@
+"""Torch reference for MLA decode, chunked over the cache so a million tokens fit.
+
+For each request, query row i of S attends to the first ``L - S + 1 + i``
+cached tokens (causal, aligned to the end, as verify tokens are): scores
+``q·k`` over all 576 dims times ``sm_scale``, softmax, times the first 512
+dims of the same cached vectors. Keys are streamed in chunks with a running
+maximum and sum (the flash-attention recurrence) in fp32, so memory stays
+``rows × heads × chunk`` whatever the context.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from traceattr.backends.inputs import MLAInputs
+from traceattr.backends.layout import Requests
+from traceattr.shapes import LATENT_DIM
+
+
+@torch.no_grad()
+def mla_reference(inputs: MLAInputs, requests: Requests, sm_scale: float, chunk: int = 16384) -> torch.Tensor:
+    """``[total_q, heads, 512]`` fp32 outputs of *requests* over *inputs*."""
+    page = requests.page_size
+    outs = []
+    for r in range(requests.batch):
+        lo, hi = requests.qo_indptr[r], requests.qo_indptr[r + 1]
+        rows = inputs.q[lo:hi].float() * sm_scale  # [S, H, 576]
+        s_len, length = hi - lo, requests.kv_lens[r]
+        pages = torch.tensor(requests.pages[r], dtype=torch.long, device=inputs.device)
+        limit = length - s_len + 1 + torch.arange(s_len, device=inputs.device)  # keys each row may see
+        best = torch.full(rows.shape[:2], float("-inf"), device=inputs.device)
+        total = torch.zeros(rows.shape[:2], device=inputs.device)
+        acc = torch.zeros(*rows.shape[:2], LATENT_DIM, device=inputs.device)
+        for start in range(0, length, chunk):
+            tok = torch.arange(start, min(length, start + chunk), device=inputs.device)
+            keys = inputs.kv[pages[tok // page], tok % page].float() * inputs.kv_scale  # [C, 576]
+            scores = torch.einsum("shd,cd->shc", rows, keys)
+            scores.masked_fill_((tok[None, :] >= limit[:, None])[:, None, :], float("-inf"))
+            new_best = torch.maximum(best, scores.amax(-1))
+            weights = torch.exp(scores - new_best[..., None])
+            keep = torch.exp(best - new_best)
+            total = total * keep + weights.sum(-1)
+            acc = acc * keep[..., None] + torch.einsum("shc,cd->shd", weights, keys[:, :LATENT_DIM])
+            best = new_best
+        outs.append(acc / total[..., None])
+    return torch.cat(outs)
+
+
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """‖out − ref‖ / ‖ref‖ over all rows (fp32)."""
+    out = out.float()
+    return float(torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref).clamp_min(1e-30))

@@ -1,0 +1,86 @@
+"""``traceattr profile`` and ``traceattr shapes``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from traceattr.cli import app
+from traceattr.profile import DEFAULT_BACKENDS, execute, make_plan, require_runnable
+from traceattr.shapes import DEFAULTS, HEAD_PRESETS, PUBLISHED_ROWS, parse_shape
+from traceattr.terminal import console, render_plan, render_summary
+
+
+@app.command("profile")
+def profile_command(
+    shape: Annotated[list[str], typer.Option("--shape", "-s", help="Shape to time, e.g. q8_ctx900k (repeat for a sweep).")],
+    backend: Annotated[Optional[list[str]], typer.Option("--backend", "-b", help=f"Arms to time (repeatable); default: {', '.join(DEFAULT_BACKENDS)}.")] = None,
+    iters: Annotated[int, typer.Option(help="Timed rounds; every arm runs once per round.")] = 20,
+    warmup: Annotated[int, typer.Option(help="Untimed calls per arm after validation.")] = 3,
+    graphs: Annotated[bool, typer.Option("--graphs", help="Replay each call as a captured CUDA graph.")] = False,
+    shuffle: Annotated[bool, typer.Option("--shuffle-pages", help="Scatter each request's KV pages over the cache.")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of the random inputs and of the page shuffle.")] = 0,
+    validate: Annotated[bool, typer.Option(help="Check outputs against the torch reference before timing.")] = True,
+    flush_mb: Annotated[Optional[int], typer.Option(help="L2 flush buffer in MB (default: 2× L2, at least 128).")] = None,
+    out_root: Annotated[Path, typer.Option("--out-root", help="Run folders are created here.")] = Path("reports"),
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (backends, tensors, nsys command) and stop.")] = False,
+) -> None:
+    """Time isolated MLA decode calls of every available backend under nsys, and attribute them.
+
+    Example: traceattr profile --shape q8_ctx900k --shape q1_ctx131k
+    """
+    shapes = [parse_shape(s) for s in shape]
+    plan = make_plan(
+        shapes, backend, iters=iters, warmup=warmup, graphs=graphs, shuffle=shuffle, seed=seed, validate=validate,
+        flush_bytes=flush_mb * (1 << 20) if flush_mb else None, out_root=out_root,
+    )  # fmt: skip
+    con = console()
+    if dry_run:
+        render_plan(plan, con)
+        return
+    require_runnable(plan)
+    render_plan(plan, con)
+    with con.status("starting nsys …") as status:
+
+        def show(line: str) -> None:
+            if line.startswith("[traceattr] "):
+                status.update(line.removeprefix("[traceattr] "))
+                con.print(line, style="dim", highlight=False, markup=False)
+
+        result = execute(plan, on_line=show)
+    unavailable = [(a.shape, a.backend, a.reason) for a in plan.availability if a.reason]
+    for shape_name, report in result.runner["shapes"].items():
+        for name, entry in report["backends"].items():
+            if entry.get("status") in ("wrong", "failed"):
+                unavailable.append((shape_name, name, f"{entry['status']}: {entry.get('reason')}"))
+    render_summary(result.summary, con, unavailable)
+    clocks = result.runner.get("clocks") or {}
+    if clocks.get("low_clock"):
+        con.print(f"[yellow]note:[/yellow] median SM clock {clocks['sm_clock_mhz_median']} MHz is below 90% of max")
+    con.print(f"run folder: {result.folder}")
+
+
+@app.command("shapes")
+def shapes_command() -> None:
+    """The shape grammar, its defaults and presets, and published row names parsed."""
+    from traceattr import shapes as module
+
+    con = console()
+    con.print(module.__doc__, markup=False, highlight=False)
+    con.print("defaults: " + ", ".join(f"{k}={v}" for k, v in DEFAULTS.items()))
+    table = Table(title="Model presets (query heads per rank)", title_justify="left")
+    table.add_column("part")
+    table.add_column("heads", justify="right")
+    for name, heads in HEAD_PRESETS.items():
+        table.add_row(name, str(heads))
+    con.print(table)
+    rows = Table(title="Published row names", title_justify="left")
+    for head in ("name", "canonical", "q per request", "KV bytes read"):
+        rows.add_column(head)
+    for name in PUBLISHED_ROWS:
+        s = parse_shape(name)
+        rows.add_row(name, s.name, ",".join(map(str, s.q_lens()[:8])), f"{s.batch * s.ctx * s.kv_bytes_per_token / 1e9:.2f} GB")
+    con.print(rows)

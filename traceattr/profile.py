@@ -1,0 +1,218 @@
+"""``traceattr profile``: plan, capture, attribute and summarise isolated MLA decode calls.
+
+The plan is computed anywhere (``--dry-run``): which backends run and why
+the others cannot, the tensors each shape needs, the nsys command. Executing
+it needs a CUDA GPU and nsys: the runner (:mod:`traceattr.runner`) runs
+under ``nsys profile``, then the export is attributed and summarised into a
+run folder ``reports/<time>_<shape>/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from traceattr import __version__
+from traceattr.analysis.calls import calls as call_table
+from traceattr.analysis.roofline import peak_bandwidth
+from traceattr.analysis.summary import summarize
+from traceattr.attribution.engine import Attribution, attribute
+from traceattr.backends import BACKENDS, check, current_device
+from traceattr.backends.base import Device
+from traceattr.backends.layout import KvLayout
+from traceattr.capture import capture, profile_command
+from traceattr.errors import BackendUnsupported, TraceattrError
+from traceattr.nsys import find_nsys
+from traceattr.output import write_manifest, write_table
+from traceattr.runner.plan import RunPlan
+from traceattr.shapes import Shape
+from traceattr.trace.loader import load_trace
+
+DEFAULT_BACKENDS = ("fa3", "fa2", "flashmla", "fa3-per-token", "trtllm-gen", "cute-dsl", "cake")
+
+
+@dataclass(frozen=True)
+class Availability:
+    shape: str
+    backend: str
+    reason: str | None  # None: it runs
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProfilePlan:
+    shapes: tuple[Shape, ...]
+    backends: tuple[str, ...]
+    device: Device | None
+    device_problem: str | None
+    nsys: Path | None
+    availability: tuple[Availability, ...]
+    run: RunPlan
+    folder: Path
+    tensors: dict[str, dict[str, int]] = field(default_factory=dict)  # per shape: bytes of kv, q, pages
+
+    @property
+    def runnable(self) -> tuple[str, ...]:
+        return tuple(b for b in self.backends if any(a.backend == b and a.reason is None for a in self.availability))
+
+    def command(self) -> list[str]:
+        nsys = self.nsys or Path("nsys")
+        app = [sys.executable, "-m", "traceattr.runner", str(self.folder / "plan.json"), str(self.folder)]
+        return profile_command(nsys, self.folder / "trace", app, capture_range=self.run.capture_range)
+
+
+def make_plan(
+    shapes: Sequence[Shape],
+    backends: Sequence[str] | None = None,
+    *,
+    iters: int = 20,
+    warmup: int = 3,
+    graphs: bool = False,
+    shuffle: bool = False,
+    seed: int = 0,
+    validate: bool = True,
+    flush_bytes: int | None = None,
+    out_root: Path = Path("reports"),
+) -> ProfilePlan:
+    if not shapes:
+        raise TraceattrError("give at least one --shape (traceattr shapes lists the grammar)")
+    names = tuple(backends) if backends else DEFAULT_BACKENDS
+    for name in names:
+        if name not in BACKENDS:
+            raise TraceattrError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
+    if iters < 1 or warmup < 1:
+        raise TraceattrError("--iters and --warmup must be at least 1 (warm-up compiles and validates)")
+    device, problem = current_device()
+    availability = []
+    for shape in shapes:
+        for name in names:
+            try:
+                plan = check(name, shape, device)
+                availability.append(Availability(shape.name, name, None, plan.notes))
+            except BackendUnsupported as err:
+                availability.append(Availability(shape.name, name, str(err).split(": ", 1)[-1]))
+    l2 = _l2_bytes()
+    flush = flush_bytes or max(2 * l2, 128 << 20)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    label = shapes[0].short_name if len(shapes) == 1 else f"sweep{len(shapes)}_{shapes[0].short_name}"
+    run = RunPlan(
+        shapes=tuple(s.name for s in shapes), backends=names, iters=iters, warmup=warmup, flush_bytes=flush,
+        graphs=graphs, shuffle=shuffle, seed=seed, validate=validate,
+    )  # fmt: skip
+    tensors = {}
+    for s in shapes:
+        layout = KvLayout(s)
+        kv_bytes = layout.num_pages * s.page * 576 * (1 if s.kv_dtype == "fp8" else 2)
+        q_bytes = sum(s.q_lens()) * s.heads * 576 * 2
+        tensors[s.name] = {"kv_bytes": kv_bytes, "q_bytes": q_bytes, "pages": layout.num_pages, "min_bytes_moved": s.bytes_moved()}
+    return ProfilePlan(
+        tuple(shapes), names, device, problem, find_nsys(), tuple(availability), run, out_root / f"{stamp}_{label}", tensors
+    )
+
+
+def _l2_bytes() -> int:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 0)
+    except ImportError:
+        pass
+    return 0
+
+
+def require_runnable(plan: ProfilePlan) -> None:
+    """One-line errors for what makes a capture impossible here."""
+    hint = "without a GPU, analyse a capture made elsewhere with `traceattr attribute TRACE.sqlite`"
+    if plan.device is None:
+        raise TraceattrError(f"cannot profile: {plan.device_problem}; {hint}")
+    if plan.nsys is None:
+        raise TraceattrError(f"cannot profile: Nsight Systems (nsys) not found (set TRACEATTR_NSYS); {hint}")
+    if not plan.runnable:
+        reasons = "; ".join(f"{a.backend}: {a.reason}" for a in plan.availability if a.reason)
+        raise TraceattrError(f"no backend can run here: {reasons}")
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    folder: Path
+    attribution: Attribution
+    calls: pl.DataFrame
+    summary: pl.DataFrame
+    runner: dict[str, Any]
+    files: tuple[Path, ...]
+
+
+def execute(plan: ProfilePlan, on_line: Callable[[str], None] | None = None) -> ProfileResult:
+    require_runnable(plan)
+    folder = plan.folder
+    folder.mkdir(parents=True, exist_ok=False)
+    plan.run.write(folder / "plan.json")
+    started = time.time()
+    app = [sys.executable, "-m", "traceattr.runner", str(folder / "plan.json"), str(folder)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    result = capture(plan.nsys, folder / "trace", app, capture_range=plan.run.capture_range, on_line=on_line, env=env)  # type: ignore[arg-type]
+    captured = time.time()
+    runner_file = folder / plan.run.results
+    if not runner_file.exists():
+        raise TraceattrError(f"{folder}: the runner wrote no {plan.run.results}; see the output above")
+    runner = json.loads(runner_file.read_text(encoding="utf-8"))
+    if not runner.get("timed"):
+        reasons = "; ".join(
+            f"{name}: {entry.get('reason')}" for shape in runner["shapes"].values() for name, entry in shape["backends"].items()
+        )
+        raise TraceattrError(f"{folder}: nothing was timed ({reasons})")
+    att = attribute(load_trace(result.sqlite))  # type: ignore[arg-type]
+    calls = call_table(att)
+    bandwidth, source = peak_bandwidth(att.trace.devices)
+    summary = with_events(summarize(calls, bandwidth), calls, runner.get("events", []))
+    files = [
+        write_table(att.ranges, folder, "ranges", "parquet"),
+        write_table(att.ops_lazy(), folder, "kernels", "parquet"),
+        write_table(calls, folder, "calls", "csv"),
+        write_table(summary, folder, "summary", "csv"),
+        write_table(summary, folder, "summary", "json"),
+    ]
+    run_info = {
+        "tool": "traceattr", "version": __version__, "command": "profile",
+        "argv": sys.argv, "nsys_command": shlex.join(result.command), "nsys_version": att.meta.nsys_version,
+        "plan": asdict(plan.run), "gpu": runner.get("gpu"), "versions": runner.get("versions"),
+        "clocks": runner.get("clocks"), "backends": runner.get("shapes"), "peak_bandwidth": bandwidth,
+        "peak_bandwidth_source": source, "capture_seconds": round(captured - started, 1),
+        "analysis_seconds": round(time.time() - captured, 1), "notes": list(att.notes),
+        "outputs": [f.name for f in files] + ["trace.nsys-rep", "trace.sqlite", "report.html"],
+    }  # fmt: skip
+    files.append(write_manifest(folder, "run.json", run_info))
+    report = _write_report(att, folder, run_info, bandwidth)
+    if report is not None:
+        files.append(report)
+    return ProfileResult(folder, att, calls, summary, runner, tuple(files))
+
+
+def _write_report(att: Attribution, folder: Path, run_info: dict[str, Any], bandwidth: float | None) -> Path | None:
+    from traceattr.report import write_report
+
+    info = write_report(att, folder / "report.html", title=f"traceattr profile {folder.name}", run=run_info,
+                        peak_bytes_per_s=bandwidth)  # fmt: skip
+    return info.path
+
+
+def with_events(summary: pl.DataFrame, calls: pl.DataFrame, events: list[dict[str, Any]]) -> pl.DataFrame:
+    """Add the CUDA-event median per (shape, backend) and how far it is from the nsys span."""
+    if not events:
+        return summary.with_columns(pl.lit(None, pl.Float64).alias("event_us"), pl.lit(None, pl.Float64).alias("event_vs_span"))
+    ev = pl.DataFrame(events).select("backend", "shape", pl.col("iter").cast(pl.Int64), "event_us")
+    # events are keyed by the canonical shape name; calls carry it too (from the NVTX message)
+    med = ev.group_by("shape", "backend").agg(pl.col("event_us").median())
+    return summary.join(med, on=["shape", "backend"], how="left").with_columns(
+        (pl.col("event_us") / pl.col("median_us") - 1).alias("event_vs_span")
+    )
