@@ -74,7 +74,15 @@ def test_profile_end_to_end(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (folder,) = tmp_path.iterdir()
     names = {p.name for p in folder.iterdir()}
-    assert {"trace.nsys-rep", "trace.sqlite", "run.json", "runner.json", "summary.csv", "calls.csv", "report.html"} <= names
+    assert {
+        "trace.nsys-rep",
+        "trace.sqlite",
+        "run.json",
+        "runner.json",
+        "summary.csv",
+        "calls.csv",
+        "report.html",
+    } <= names
     run = json.loads((folder / "run.json").read_text())
     assert run["gpu"]["name"] and run["versions"]["torch"]
     import polars as pl

@@ -113,9 +113,22 @@ def make_plan(
         layout = KvLayout(s)
         kv_bytes = layout.num_pages * s.page * 576 * (1 if s.kv_dtype == "fp8" else 2)
         q_bytes = sum(s.q_lens()) * s.heads * 576 * 2
-        tensors[s.name] = {"kv_bytes": kv_bytes, "q_bytes": q_bytes, "pages": layout.num_pages, "min_bytes_moved": s.bytes_moved()}
+        tensors[s.name] = {
+            "kv_bytes": kv_bytes,
+            "q_bytes": q_bytes,
+            "pages": layout.num_pages,
+            "min_bytes_moved": s.bytes_moved(),
+        }
     return ProfilePlan(
-        tuple(shapes), names, device, problem, find_nsys(), tuple(availability), run, out_root / f"{stamp}_{label}", tensors
+        tuple(shapes),
+        names,
+        device,
+        problem,
+        find_nsys(),
+        tuple(availability),
+        run,
+        out_root / f"{stamp}_{label}",
+        tensors,
     )
 
 
@@ -168,7 +181,9 @@ def execute(plan: ProfilePlan, on_line: Callable[[str], None] | None = None) -> 
     runner = json.loads(runner_file.read_text(encoding="utf-8"))
     if not runner.get("timed"):
         reasons = "; ".join(
-            f"{name}: {entry.get('reason')}" for shape in runner["shapes"].values() for name, entry in shape["backends"].items()
+            f"{name}: {entry.get('reason')}"
+            for shape in runner["shapes"].values()
+            for name, entry in shape["backends"].items()
         )
         raise TraceattrError(f"{folder}: nothing was timed ({reasons})")
     att = attribute(load_trace(result.sqlite))  # type: ignore[arg-type]
@@ -209,7 +224,9 @@ def _write_report(att: Attribution, folder: Path, run_info: dict[str, Any], band
 def with_events(summary: pl.DataFrame, calls: pl.DataFrame, events: list[dict[str, Any]]) -> pl.DataFrame:
     """Add the CUDA-event median per (shape, backend) and how far it is from the nsys span."""
     if not events:
-        return summary.with_columns(pl.lit(None, pl.Float64).alias("event_us"), pl.lit(None, pl.Float64).alias("event_vs_span"))
+        return summary.with_columns(
+            pl.lit(None, pl.Float64).alias("event_us"), pl.lit(None, pl.Float64).alias("event_vs_span")
+        )
     ev = pl.DataFrame(events).select("backend", "shape", pl.col("iter").cast(pl.Int64), "event_us")
     # events are keyed by the canonical shape name; calls carry it too (from the NVTX message)
     med = ev.group_by("shape", "backend").agg(pl.col("event_us").median())

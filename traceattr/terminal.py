@@ -173,7 +173,9 @@ def render_plan(plan: Any, console: Console) -> None:
     for head in ("shape", "pages", "KV cache", "queries", "must move"):
         sizes.add_column(head, justify="left" if head == "shape" else "right")
     for name, t in plan.tensors.items():
-        sizes.add_row(name, f"{t['pages']:,}", _bytes(t["kv_bytes"]), _bytes(t["q_bytes"]), _bytes(t["min_bytes_moved"]))
+        sizes.add_row(
+            name, f"{t['pages']:,}", _bytes(t["kv_bytes"]), _bytes(t["q_bytes"]), _bytes(t["min_bytes_moved"])
+        )
     console.print(sizes)
     table = Table(title="Backends", title_justify="left")
     for head in ("shape", "backend", "runs?", "why not / notes"):
@@ -193,10 +195,22 @@ def render_plan(plan: Any, console: Console) -> None:
     console.print(Text.assemble(("command: ", "bold"), " ".join(plan.command())))
 
 
+def _shape_order(name: str) -> tuple[str, int, str]:
+    """Shapes of one family together, by context length."""
+    from traceattr.shapes import ShapeError, parse_shape
+
+    try:
+        shape = parse_shape(name)
+    except ShapeError:
+        return (name, 0, name)
+    return (shape.with_(ctx=max(shape.q, 1)).name, shape.ctx, name)
+
+
 def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tuple[str, str, str]]) -> None:
     """Per shape: the backends side by side, the winner, and where the time goes."""
     roles = [c for c in ("attention_us", "reduce_us", "schedule_us", "copy_us", "other_us") if summary[c].sum() > 0]
-    for (shape,), part in summary.sort("shape").group_by(["shape"], maintain_order=True):
+    for shape in sorted(summary["shape"].unique().to_list(), key=_shape_order):
+        part = summary.filter(pl.col("shape") == shape)
         table = Table(title=f"{shape}: per-call GPU time (µs; median, p10–p90 over calls)", title_justify="left")
         for head in ("backend", "calls", "median", "p10–p90", *[r.removesuffix("_us") for r in roles], "gaps",
                      "kernels", "roofline", "vs best", "CUDA events"):  # fmt: skip

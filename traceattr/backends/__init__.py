@@ -81,7 +81,9 @@ def current_device() -> tuple[Device | None, str | None]:
         return None, "no CUDA GPU visible to torch"
     props = torch.cuda.get_device_properties(0)
     return (
-        Device(props.name, (props.major, props.minor), props.multi_processor_count, props.total_memory, torch.version.cuda),
+        Device(
+            props.name, (props.major, props.minor), props.multi_processor_count, props.total_memory, torch.version.cuda
+        ),
         None,
     )
 

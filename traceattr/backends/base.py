@@ -62,9 +62,7 @@ class Capabilities:
         return ", ".join(f"sm_{a}{b}" for a, b in sorted(self.archs))
 
 
-def rejection_reason(
-    shape: Shape, caps: Capabilities, device: Device | None, *, packages: bool = True
-) -> str | None:
+def rejection_reason(shape: Shape, caps: Capabilities, device: Device | None, *, packages: bool = True) -> str | None:
     """Why *caps* cannot run *shape* on *device*, or None when it can.
 
     The GPU and the shape are checked before the installed packages: "needs

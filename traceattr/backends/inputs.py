@@ -38,7 +38,9 @@ class MLAInputs:
         return self.kv.numel() * self.kv.element_size()
 
 
-def build_inputs(shape: Shape, *, device: str | torch.device = "cuda", shuffle: bool = False, seed: int = 0) -> MLAInputs:
+def build_inputs(
+    shape: Shape, *, device: str | torch.device = "cuda", shuffle: bool = False, seed: int = 0
+) -> MLAInputs:
     """Random inputs for *shape*; the same seed gives the same tensors."""
     layout = KvLayout(shape, shuffle=shuffle, seed=seed)
     gen = torch.Generator(device=device).manual_seed(seed)

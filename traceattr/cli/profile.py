@@ -16,17 +16,28 @@ from traceattr.terminal import console, render_plan, render_summary
 
 @app.command("profile")
 def profile_command(
-    shape: Annotated[list[str], typer.Option("--shape", "-s", help="Shape to time, e.g. q8_ctx900k (repeat for a sweep).")],
-    backend: Annotated[Optional[list[str]], typer.Option("--backend", "-b", help=f"Arms to time (repeatable); default: {', '.join(DEFAULT_BACKENDS)}.")] = None,
+    shape: Annotated[
+        list[str], typer.Option("--shape", "-s", help="Shape to time, e.g. q8_ctx900k (repeat for a sweep).")
+    ],
+    backend: Annotated[
+        Optional[list[str]],
+        typer.Option("--backend", "-b", help=f"Arms to time (repeatable); default: {', '.join(DEFAULT_BACKENDS)}."),
+    ] = None,
     iters: Annotated[int, typer.Option(help="Timed rounds; every arm runs once per round.")] = 20,
     warmup: Annotated[int, typer.Option(help="Untimed calls per arm after validation.")] = 3,
     graphs: Annotated[bool, typer.Option("--graphs", help="Replay each call as a captured CUDA graph.")] = False,
-    shuffle: Annotated[bool, typer.Option("--shuffle-pages", help="Scatter each request's KV pages over the cache.")] = False,
+    shuffle: Annotated[
+        bool, typer.Option("--shuffle-pages", help="Scatter each request's KV pages over the cache.")
+    ] = False,
     seed: Annotated[int, typer.Option(help="Seed of the random inputs and of the page shuffle.")] = 0,
     validate: Annotated[bool, typer.Option(help="Check outputs against the torch reference before timing.")] = True,
-    flush_mb: Annotated[Optional[int], typer.Option(help="L2 flush buffer in MB (default: 2× L2, at least 128).")] = None,
+    flush_mb: Annotated[
+        Optional[int], typer.Option(help="L2 flush buffer in MB (default: 2× L2, at least 128).")
+    ] = None,
     out_root: Annotated[Path, typer.Option("--out-root", help="Run folders are created here.")] = Path("reports"),
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (backends, tensors, nsys command) and stop.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan (backends, tensors, nsys command) and stop.")
+    ] = False,
 ) -> None:
     """Time isolated MLA decode calls of every available backend under nsys, and attribute them.
 
@@ -82,5 +93,7 @@ def shapes_command() -> None:
         rows.add_column(head)
     for name in PUBLISHED_ROWS:
         s = parse_shape(name)
-        rows.add_row(name, s.name, ",".join(map(str, s.q_lens()[:8])), f"{s.batch * s.ctx * s.kv_bytes_per_token / 1e9:.2f} GB")
+        rows.add_row(
+            name, s.name, ",".join(map(str, s.q_lens()[:8])), f"{s.batch * s.ctx * s.kv_bytes_per_token / 1e9:.2f} GB"
+        )
     con.print(rows)

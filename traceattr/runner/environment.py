@@ -82,13 +82,15 @@ class ClockSampler:
         while not self._stop.is_set():
             # a transient NVML error must not kill the timed loop: skip that sample
             with contextlib.suppress(Exception):
-                self.samples.append((
-                    time.time(),
-                    nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
-                    nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
-                    nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
-                    nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-                ))
+                self.samples.append(
+                    (
+                        time.time(),
+                        nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
+                        nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
+                        nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
+                        nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+                    )
+                )
             self._stop.wait(self.period)
 
     def __exit__(self, *exc: object) -> None:

@@ -104,7 +104,10 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
                     entry["relative_error"] = err
                     limit = plan.tolerance[shape.kv_dtype]
                     if not err <= limit:
-                        entry.update(status="wrong", reason=f"output differs from the reference: relative error {err:.3g} > {limit}")
+                        entry.update(
+                            status="wrong",
+                            reason=f"output differs from the reference: relative error {err:.3g} > {limit}",
+                        )
                         say(f"{name}: REFUSED: {entry['reason']}")
                         continue
                 prepared = Prepared(call, plan.graphs)
