@@ -212,18 +212,20 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
     for shape in sorted(summary["shape"].unique().to_list(), key=_shape_order):
         part = summary.filter(pl.col("shape") == shape)
         table = Table(title=f"{shape}: per-call GPU time (µs; median, p10–p90 over calls)", title_justify="left")
+        events = "event_us" in part.columns and part["event_us"].is_not_null().any()
         for head in ("backend", "calls", "median", "p10–p90", *[r.removesuffix("_us") for r in roles], "gaps",
-                     "kernels", "roofline", "vs best", "CUDA events"):  # fmt: skip
+                     "kernels", "roofline", "vs best", *(["CUDA events"] if events else [])):  # fmt: skip
             table.add_column(head, justify="left" if head == "backend" else "right")
         for row in part.sort("median_us").iter_rows(named=True):
-            events = ""
-            if row.get("event_us") is not None:
-                events = f"{row['event_us']:,.1f} ({100 * row['event_vs_span']:+.1f}%)"
+            cross_check = []
+            if events:
+                ev = row.get("event_us")
+                cross_check = [f"{ev:,.1f} ({100 * row['event_vs_span']:+.1f}%)" if ev is not None else ""]
             table.add_row(
                 Text(("★ " if row["winner"] else "  ") + row["backend"]), str(row["calls"]), f"{row['median_us']:,.1f}",
                 f"{row['p10_us']:,.1f}–{row['p90_us']:,.1f}", *[f"{row[r]:,.1f}" for r in roles], f"{row['gap_us']:,.1f}",
                 f"{row['kernels']:.0f}", "" if row["roofline"] is None else f"{100 * row['roofline']:.0f}%",
-                f"{row['ratio_to_best']:.2f}×", events,
+                f"{row['ratio_to_best']:.2f}×", *cross_check,
             )  # fmt: skip
         console.print(table)
         flips = part.filter(pl.col("consistent").not_())
@@ -231,3 +233,17 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
             console.print(f"[yellow]note:[/yellow] {row['backend']} vs the winner flips direction across rounds")
     for shape, backend, reason in unavailable:
         console.print(Text(f"{shape}: {backend} not run: {reason}", "dim"))
+
+
+def render_rules(crossings: pl.DataFrame, console: Console) -> None:
+    """Crossovers as decision rules: which backend to use below and above a context length."""
+    if crossings.height == 0:
+        return
+    console.print(Text("Decision rules (where the faster backend changes along ctx):", "bold"))
+    for row in crossings.iter_rows(named=True):
+        console.print(
+            Text(
+                f"  {row['family']}: {row['faster_below']} below ≈{row['crossover_ctx'] / 1000:,.0f}k ctx, "
+                f"{row['faster_above']} above (measured at {row['ctx_low'] / 1000:,.0f}k and {row['ctx_high'] / 1000:,.0f}k)"
+            )
+        )

@@ -4,6 +4,9 @@ Shapes that differ only in ctx form a family (q, heads, batch, page, dtype,
 pattern alike). Along each family's ctx axis, two backends cross where their
 median times are equal; the crossing is interpolated log-linearly between
 the two measured ctx points that bracket the sign change of log(t_a / t_b).
+By default only crossings where the *fastest* backend changes are kept: those
+are the decision rules ("above ~240k ctx at q=8 use FlashMLA"); ``every=True``
+keeps the crossings of every pair.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ def with_family(summary: pl.DataFrame) -> pl.DataFrame:
     return summary.join(info, on="shape", how="inner")
 
 
-def crossovers(summary: pl.DataFrame) -> pl.DataFrame:
+def crossovers(summary: pl.DataFrame, *, every: bool = False) -> pl.DataFrame:
     """``family, faster_below, faster_above, ctx_low, ctx_high, crossover_ctx`` per crossing."""
     fam = with_family(summary)
+    best = fam.sort("median_us").group_by("family", "ctx").first().select("family", "ctx", pl.col("backend").alias("best"))
+    winner = {(f, c): b for f, c, b in best.iter_rows()}
     out = []
     for (family,), part in fam.group_by(["family"]):
         backends = sorted(part["backend"].unique().to_list())
@@ -49,7 +54,8 @@ def crossovers(summary: pl.DataFrame) -> pl.DataFrame:
                     frac = d0 / (d0 - d1)
                     cross = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
                     below, above = (a, b) if d0 < 0 else (b, a)
-                    out.append((family, below, above, c0, c1, round(cross)))
+                    if every or (winner[(family, c0)] == below and winner[(family, c1)] == above):
+                        out.append((family, below, above, c0, c1, round(cross)))
     return pl.DataFrame(
         out,
         schema={"family": pl.String, "faster_below": pl.String, "faster_above": pl.String,
