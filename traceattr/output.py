@@ -42,6 +42,7 @@ def write_table(frame: pl.DataFrame | pl.LazyFrame, folder: Path, stem: str, fmt
             _csv_ready(lazy).sink_csv(tmp)
         else:
             lazy.collect().write_json(tmp)
+        tmp.chmod(0o644)
         tmp.replace(target)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -49,11 +50,22 @@ def write_table(frame: pl.DataFrame | pl.LazyFrame, folder: Path, stem: str, fmt
     return target
 
 
+def write_text(path: Path, text: str) -> Path:
+    """*text* to *path* atomically (a temp file beside it, renamed when complete); readable by all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
+            out.write(text)
+        tmp.chmod(0o644)  # mkstemp makes it owner-only; results are meant to be shared
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
 def write_manifest(folder: Path, name: str, content: Mapping[str, Any]) -> Path:
     """``folder/name`` as indented JSON (inputs, outputs, versions, notes)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / name
-    tmp = target.with_name(f".{name}.partial")
-    tmp.write_text(json.dumps(content, indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(target)
-    return target
+    return write_text(folder / name, json.dumps(content, indent=2, default=str) + "\n")

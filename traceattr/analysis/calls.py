@@ -28,7 +28,8 @@ def calls(att: Attribution) -> pl.DataFrame:
     ranges = att.ranges.filter(pl.col("range_id").is_not_null() & (pl.col("gpu_ops") > 0))
     # traceattr's own calls; the domain name can be missing from an export (no DomainCreate row)
     ours = ranges.filter(
-        pl.col("domain").eq(DOMAIN).fill_null(True) & pl.col("message").str.contains(r"^backend=\S+ shape=\S+ arm=\S+ iter=\d+$")
+        pl.col("domain").eq(DOMAIN).fill_null(True)
+        & pl.col("message").str.contains(r"^backend=\S+ shape=\S+ arm=\S+ iter=\d+$")
     )
     if ours.height:
         picked = ours.with_columns(

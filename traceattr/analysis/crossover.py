@@ -36,7 +36,9 @@ def with_family(summary: pl.DataFrame) -> pl.DataFrame:
 def crossovers(summary: pl.DataFrame, *, every: bool = False) -> pl.DataFrame:
     """``family, faster_below, faster_above, ctx_low, ctx_high, crossover_ctx`` per crossing."""
     fam = with_family(summary)
-    best = fam.sort("median_us").group_by("family", "ctx").first().select("family", "ctx", pl.col("backend").alias("best"))
+    best = (
+        fam.sort("median_us").group_by("family", "ctx").first().select("family", "ctx", pl.col("backend").alias("best"))
+    )
     winner = {(f, c): b for f, c, b in best.iter_rows()}
     out = []
     for (family,), part in fam.group_by(["family"]):

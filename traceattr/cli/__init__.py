@@ -41,7 +41,7 @@ def _root(
 
 def _register() -> None:
     # imported for their @app.command side effect
-    from traceattr.cli import attribute, profile, report  # noqa: F401
+    from traceattr.cli import attribute, compare, profile, report  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> None:

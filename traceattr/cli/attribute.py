@@ -11,9 +11,10 @@ from typing import Annotated, Optional
 import typer
 
 from traceattr import __version__
-from traceattr.attribution.engine import MODES, RangeFilter, attribute
+from traceattr.attribution.engine import RangeFilter, attribute
 from traceattr.attribution.roles import RoleRules
 from traceattr.cli import app
+from traceattr.cli.options import DomainOpt, MatchOpt, ModeChoice, ModeOpt, RulesOpt, TraceArg, check_regex
 from traceattr.errors import TraceattrError
 from traceattr.output import write_manifest, write_table
 from traceattr.terminal import console, render_attribution
@@ -21,29 +22,21 @@ from traceattr.trace.inputs import resolve_trace
 from traceattr.trace.loader import load_trace
 
 Format = Enum("Format", {f: f for f in ("table", "csv", "json", "parquet")}, type=str)  # type: ignore[misc]
-ModeChoice = Enum("ModeChoice", {m: m for m in MODES}, type=str)  # type: ignore[misc]
 
 
 @app.command("attribute")
 def attribute_command(
-    trace: Annotated[Path, typer.Argument(help="nsys export (.sqlite), report (.nsys-rep) or traceattr run folder.")],
+    trace: TraceArg,
     out: Annotated[
         Optional[Path], typer.Option("--out", "-o", help="Write ranges.<fmt> and kernels.<fmt> here.")
     ] = None,
     fmt: Annotated[
         Format, typer.Option("--format", "-f", help="table (terminal), csv, json or parquet.")
     ] = Format.table,  # type: ignore[attr-defined]
-    mode: Annotated[
-        ModeChoice,
-        typer.Option(
-            help="nsys: every enclosing range gets an op (as nsys stats); innermost: each op once, in its deepest range."
-        ),
-    ] = ModeChoice.nsys,  # type: ignore[attr-defined]
-    domain: Annotated[Optional[str], typer.Option(help="Only ranges of this NVTX domain.")] = None,
-    match: Annotated[Optional[str], typer.Option(help="Only ranges whose name matches this regex.")] = None,
-    rules: Annotated[
-        Optional[Path], typer.Option(help="TOML kernel-role rules tried before the built-in ones.")
-    ] = None,
+    mode: ModeOpt = ModeChoice.nsys,  # type: ignore[attr-defined]
+    domain: DomainOpt = None,
+    match: MatchOpt = None,
+    rules: RulesOpt = None,
     limit: Annotated[int, typer.Option(help="Ranges shown on the terminal (0: all).")] = 30,
 ) -> None:
     """Attribute GPU ops to the NVTX ranges that launched them.
@@ -53,8 +46,7 @@ def attribute_command(
     started = time.time()
     path = resolve_trace(trace)
     role_rules = RoleRules.load(rules)
-    if match is not None:
-        _check_regex(match)
+    check_regex(match)
     att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
     fmt_value = fmt.value
     if out is None:
@@ -80,12 +72,3 @@ def attribute_command(
     if fmt_value == "table":
         render_attribution(att, console(), limit)
     print(f"wrote {ranges_file}, {kernels_file}", file=sys.stderr)
-
-
-def _check_regex(pattern: str) -> None:
-    import polars as pl
-
-    try:
-        pl.Series([""]).str.contains(pattern)
-    except pl.exceptions.PolarsError as err:
-        raise TraceattrError(f"--match: invalid regular expression {pattern!r} ({str(err).splitlines()[0]})") from None

@@ -13,6 +13,7 @@ from traceattr.analysis.crossover import crossovers
 from traceattr.analysis.roofline import peak_bandwidth
 from traceattr.analysis.summary import summarize
 from traceattr.cli import app
+from traceattr.cli.options import MatchOpt, TraceArg, check_regex
 from traceattr.errors import NoDataError
 from traceattr.output import write_table
 from traceattr.profile import with_events
@@ -22,15 +23,20 @@ from traceattr.terminal import console, render_rules, render_summary
 
 @app.command("compare")
 def compare_command(
-    trace: Annotated[Path, typer.Argument(help="nsys export (.sqlite), report (.nsys-rep) or traceattr run folder.")],
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write calls.csv, summary.csv, crossovers.csv here.")] = None,
-    match: Annotated[Optional[str], typer.Option(help="Only calls whose range name matches this regex.")] = None,
-    bandwidth: Annotated[Optional[float], typer.Option(help="Peak memory bandwidth in TB/s for the roofline share.")] = None,
+    trace: TraceArg,
+    out: Annotated[
+        Optional[Path], typer.Option("--out", "-o", help="Write calls.csv, summary.csv, crossovers.csv here.")
+    ] = None,
+    match: MatchOpt = None,
+    bandwidth: Annotated[
+        Optional[float], typer.Option(help="Peak memory bandwidth in TB/s for the roofline share.")
+    ] = None,
 ) -> None:
     """Per shape: each backend's per-call time, where it goes, and the winner; crossovers along ctx.
 
     Example: traceattr compare examples/traces/h200_mla_sweep.sqlite
     """
+    check_regex(match)
     session = Session(trace)
     att = session.attribute(match=match)
     table = calls(att)

@@ -1,0 +1,342 @@
+"""The HTML report: its sections, self-containment, escaping, sampling notes, and the command.
+
+The shipped example (fa2 vs fa3 on an H200) checks real numbers; a synthetic
+export builds what the example lacks: FlashMLA's split + combine kernels
+(a reduce segment), a crossover along ctx, and hostile kernel and NVTX names.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import traceattr
+from traceattr.attribution.engine import Attribution
+from traceattr.cli import main
+from traceattr.report import Limits, build_report, write_report
+from traceattr.report.data import _evenly_in_time, collect
+from traceattr.report.figures_compare import attribution_figure
+from traceattr.report.figures_timeline import timeline_figure
+from traceattr.synth.builder import TraceBuilder
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "traces" / "h200_mla_fa2_fa3.sqlite"
+PLOTS = ("fig-attribution", "fig-distributions", "fig-timeline", "fig-context")
+
+SPLIT = (
+    "void legacy::sm90::decode::dense::flash_fwd_splitkv_mla_kernel<cutlass::bfloat16_t, 64, 64>(DenseAttnDecodeParams)"
+)
+COMBINE = (
+    "void legacy::smxx::decode::flash_fwd_mla_combine_kernel<cutlass::bfloat16_t, 512, 8, 64, 256>(DecodingParams)"
+)
+METADATA = "void get_mla_metadata_kernel(GetDecodingMetadataParams)"
+FA3 = "void flashinfer::mla::hopper::BatchMLAPageAttentionHopperKernel<true, 64, 512>(Params)"
+EVIL_KERNEL = "void evil<script>alert(1)</script>()"
+EVIL_RANGE = "<script>x</script>"  # in domain traceattr: the range traceattr:<script>x</script>
+# µs per kernel: FlashMLA (metadata, split, combine) and fa3's one kernel. FlashMLA wins at 128k, fa3 at 900k.
+TIMES = {"q8_ctx128k": ((3, 60, 5), 80), "q8_ctx900k": ((3, 450, 8), 430)}
+ITERS = 5
+
+
+def flashmla_export(path: Path) -> Path:
+    """FlashMLA (schedule + split + combine, 1 µs apart) vs fa3 (one kernel) at two ctx, traceattr's naming.
+
+    FlashMLA's iteration 0 at 128k also runs the hostile kernel inside the hostile nested range.
+    """
+    b = TraceBuilder()
+    dom = b.domain("traceattr", tid=1)
+    t = 1_000_000
+    for shape, (mla, fa3) in TIMES.items():
+        for it in range(ITERS):
+            for backend in ("flashmla", "fa3"):
+                message = f"backend={backend} shape={shape} arm=A iter={it}"
+                b.push_range(tid=1, start=t, end=t + 8_000, message=message, domain=dom)
+                kernels = (
+                    [(METADATA, mla[0]), (SPLIT, mla[1]), (COMBINE, mla[2])] if backend == "flashmla" else [(FA3, fa3)]
+                )
+                gpu = t + 20_000
+                for k, (name, dur_us) in enumerate(kernels):
+                    cpu = t + 1_000 * (k + 1)
+                    end = gpu + 1_000 * dur_us + (100 * it if name in (SPLIT, FA3) else 0)  # a little drift
+                    b.launch(tid=1, start=cpu, end=cpu + 500, kernel=name, gpu_start=gpu, gpu_end=end)
+                    gpu = end + 1_000
+                if backend == "flashmla" and shape == "q8_ctx128k" and it == 0:
+                    b.push_range(tid=1, start=t + 5_000, end=t + 7_000, message=EVIL_RANGE, domain=dom)
+                    b.launch(tid=1, start=t + 5_500, end=t + 6_000, kernel=EVIL_KERNEL, gpu_start=gpu,
+                             gpu_end=gpu + 2_000)  # fmt: skip
+                t = gpu + 50_000
+    return b.write(path, gpu_name="NVIDIA H200", cc=(9, 0))
+
+
+def hostile_series_export(path: Path) -> Path:
+    """A trace of plain top-level ranges whose names (so backend and shape labels) are markup."""
+    b = TraceBuilder()
+    t = 1_000_000
+    for it in range(3):
+        b.push_range(tid=1, start=t, end=t + 5_000, message=f"<script>alert(2)</script>_q1_ctx4096:{it}")
+        b.launch(tid=1, start=t + 1_000, end=t + 1_500, kernel=EVIL_KERNEL, gpu_start=t + 10_000, gpu_end=t + 30_000)
+        t += 100_000
+    return b.write(path)
+
+
+@pytest.fixture(scope="module")
+def example_att() -> Attribution:
+    return traceattr.open(EXAMPLE).attribute()
+
+
+@pytest.fixture(scope="module")
+def example_html(example_att: Attribution) -> str:
+    return build_report(example_att)
+
+
+@pytest.fixture(scope="module")
+def flashmla_att(tmp_path_factory: pytest.TempPathFactory) -> Attribution:
+    return traceattr.open(flashmla_export(tmp_path_factory.mktemp("flashmla") / "flashmla.sqlite")).attribute()
+
+
+class _Tables(HTMLParser):
+    """Cell texts of every table row (header rows included)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _numbers(page: str) -> list[dict[str, str]]:
+    table = page[page.index('<table class="numbers') : page.index("</table>")]
+    parser = _Tables()
+    parser.feed(table)
+    head, *rows = parser.rows
+    return [dict(zip(head, row, strict=True)) for row in rows]
+
+
+def _without_plotlyjs(page: str) -> str:
+    """The page minus the embedded plotly.js bundle (its licence comments name web sites)."""
+    start = page.index("/**\n* plotly.js v")
+    end = page.index("</script>", start)
+    return page[:start] + page[end:]
+
+
+# -- page structure ---------------------------------------------------------------------------
+def test_sections_in_order_and_every_plot_present(example_html: str) -> None:
+    ids = re.findall(r'<section id="([\w-]+)">', example_html)
+    assert ids == ["numbers", "attribution", "distributions", "timeline", "context"]
+    for plot in PLOTS:
+        assert f'<div id="{plot}" class="plotly-graph-div"' in example_html
+        assert f'Plotly.newPlot(                        "{plot}"' in example_html or f'"{plot}"' in example_html
+    assert example_html.count("Plotly.newPlot(") == len(PLOTS)
+
+
+def test_self_contained(example_html: str) -> None:
+    assert example_html.count("* plotly.js v") == 1  # the bundle's banner: embedded exactly once
+    ours = _without_plotlyjs(example_html)
+    assert not re.search(r"<script[^>]*\bsrc\s*=", ours, re.I)
+    assert not re.search(r"<link\b", ours, re.I)
+    assert not re.search(r"<(img|iframe|object|embed)\b", ours, re.I)
+    assert not re.search(r"@import|url\(", ours, re.I)
+    assert not re.search(r"\bfetch\(|XMLHttpRequest", ours)
+    assert "http://" not in ours and "https://" not in ours
+    assert "MathJax" not in ours
+    assert "Content-Security-Policy" in ours and "connect-src 'none'" in ours
+
+
+def test_single_ctx_trace_has_no_context_section(exports: dict[str, Path]) -> None:
+    page = build_report(traceattr.open(exports["h200_torch_tiny"]).attribute())
+    ids = re.findall(r'<section id="([\w-]+)">', page)
+    assert ids == ["numbers", "attribution", "distributions", "timeline"]
+    assert "NVTX +1" in page  # its nested range gets a lane of its own
+
+
+# -- the example's numbers --------------------------------------------------------------------
+def test_numbers_table_example(example_html: str) -> None:
+    rows = {(r["shape"], r["backend"].split()[0]): r for r in _numbers(example_html)}
+    assert len(rows) == 12
+    fa3, fa2 = rows[("q8_ctx917504", "fa3")], rows[("q8_ctx917504", "fa2")]
+    assert "fastest" in fa3["backend"] and "fastest" not in fa2["backend"]
+    assert fa3["× best"] == "1.00×" and fa2["× best"] == "2.25×"
+    assert fa3["median µs"] == "428.03" and fa2["median µs"] == "961.21"
+    assert fa3["roofline"] == "51.3%"  # of the 4.81 TB/s nsys reports for this H200
+    assert fa3["round wins"] == "10/10"
+    # fa3 is the fastest at every shape of the example
+    assert {s for (s, b), r in rows.items() if "fastest" in r["backend"] and b == "fa3"} == {s for s, _ in rows}
+
+
+# -- FlashMLA: split + combine --------------------------------------------------------------
+def test_flashmla_reduce_segment_is_the_combine_kernel(flashmla_att: Attribution) -> None:
+    d = collect(flashmla_att)
+    fig = attribution_figure(d.summary)
+    bars = {t.name: t for t in fig.data if t.type == "bar" and t.meta == "us"}
+    shares = {t.name: t for t in fig.data if t.type == "bar" and t.meta == "share"}
+    assert all(t.visible for t in shares.values()) and not any(t.visible for t in bars.values())
+    groups = list(zip(*bars["reduce"].x, strict=True))
+    mla = groups.index(("q8_ctx128k", "flashmla"))
+    fa3 = groups.index(("q8_ctx128k", "fa3"))
+    assert bars["reduce"].y[mla] == pytest.approx(TIMES["q8_ctx128k"][0][2])  # the combine kernel, µs
+    assert bars["reduce"].y[fa3] == 0  # fa3 merges inside its one kernel
+    assert bars["schedule"].y[mla] == pytest.approx(3)
+    assert bars["gaps"].y[mla] == pytest.approx(2)  # 1 µs between each of the three kernels
+    assert bars["attention"].y[fa3] == pytest.approx(80.2)  # the median call, with its drift
+    assert bars["reduce"].marker.color != bars["attention"].marker.color
+    stack = sum(bars[seg].y[mla] for seg in ("schedule", "attention", "reduce", "gaps"))
+    assert shares["reduce"].y[mla] == pytest.approx(100 * 5 / stack)  # the default view: shares of the call
+
+
+def test_flashmla_timeline_views(flashmla_att: Attribution) -> None:
+    d = collect(flashmla_att)
+    views = d.timeline.views
+    side_by_side = [v for v in views if v.group.startswith("Backends side by side")]
+    assert [v.label.split(":")[0] for v in side_by_side] == ["q8_ctx128k", "q8_ctx900k"]
+    assert len(views) == len(side_by_side) + 2 * 2 * ITERS  # then every call
+    fig = timeline_figure(d.timeline)
+    first = fig.layout.meta["views"][0]
+    assert first["lanes"] == ["flashmla │ NVTX", "flashmla │ dev 0 · stream 7", "fa3 │ NVTX", "fa3 │ dev 0 · stream 7"]
+    shown = [t for t in fig.data if t.visible]
+    assert {t.name for t in shown} == {"schedule", "attention", "reduce", "NVTX range"}
+    reduce = next(t for t in shown if t.name == "reduce")
+    assert reduce.x == (5.0,) and reduce.base[0] == pytest.approx(3 + 1 + 60.3 + 1)  # after schedule and split
+    # the hostile call: its nested range has a lane, its kernel is an "other" bar
+    v = next(i for i, view in enumerate(views) if "iter 0" in view.label and view.group == "q8_ctx128k · flashmla")
+    assert "NVTX +1" in fig.layout.meta["views"][v]["lanes"]
+    assert "other" in {t.name for t in fig.data if t.meta == v}
+
+
+def test_overlapping_ops_share_their_lane_in_tiers(tmp_path: Path) -> None:
+    """A combine kernel launched early (programmatic dependent launch) overlaps its split kernel: both stay visible."""
+    b = TraceBuilder()
+    dom = b.domain("traceattr", tid=1)
+    b.push_range(tid=1, start=1_000, end=9_000, message="backend=flashmla shape=q8_ctx8k arm=A iter=0", domain=dom)
+    b.launch(tid=1, start=2_000, end=2_500, kernel=SPLIT, gpu_start=20_000, gpu_end=38_000)
+    b.launch(tid=1, start=3_000, end=3_500, kernel=COMBINE, gpu_start=33_000, gpu_end=55_000)
+    d = collect(traceattr.open(b.write(tmp_path / "pdl.sqlite")).attribute())
+    ops = d.timeline.ops.sort("x0_us")
+    assert ops["tier"].to_list() == [0, 1] and ops["tiers"].to_list() == [2, 2]
+    assert ops["overlap_us"].to_list() == [0, pytest.approx(5.0)]
+    fig = timeline_figure(d.timeline)
+    split, combine = (next(t for t in fig.data if t.name == role) for role in ("attention", "reduce"))
+    assert split.width[0] == combine.width[0] < 0.5 and split.offset[0] != combine.offset[0]
+    assert "overlaps the op before by 5.00 µs" in combine.hovertext[0]
+
+
+def test_flashmla_crossover_marked(flashmla_att: Attribution) -> None:
+    d = collect(flashmla_att)
+    cross = d.crossovers.row(0, named=True)
+    assert (cross["faster_below"], cross["faster_above"]) == ("flashmla", "fa3")
+    assert 128_000 < cross["crossover_ctx"] < 900_000
+    page = build_report(flashmla_att)
+    assert "flashmla | fa3 at ctx ≈" in page
+
+
+# -- escaping ---------------------------------------------------------------------------------
+def test_hostile_names_render_as_text(flashmla_att: Attribution, tmp_path: Path) -> None:
+    pages = [
+        build_report(flashmla_att),
+        build_report(traceattr.open(hostile_series_export(tmp_path / "h.sqlite")).attribute()),
+    ]
+    for page in pages:
+        assert "<script>alert" not in page.lower() and "<script>x" not in page.lower()
+        assert "evil&lt;script&gt;alert(1)&lt;" in page  # the kernel, in timeline hovers
+    assert "traceattr:&lt;script&gt;x&lt;" in pages[0]  # the nested NVTX range, on its lane
+    # the range names say backend "<script>alert(2)</script>", shape q1_ctx4096: table cell and picker group
+    assert '</span>&lt;script&gt;alert(2)&lt;/script&gt; <span class="best">' in pages[1]
+    assert '<optgroup label="q1_ctx4096 · &lt;script&gt;alert(2)&lt;/script&gt;">' in pages[1]
+
+
+# -- sampling ---------------------------------------------------------------------------------
+def test_evenly_in_time_keeps_first_last_and_spacing() -> None:
+    c = pl.DataFrame({"shape": ["s"] * 10, "backend": ["b"] * 10, "i": range(10)})
+    assert c.filter(_evenly_in_time(4))["i"].to_list() == [0, 3, 6, 9]
+    assert c.filter(_evenly_in_time(20))["i"].to_list() == list(range(10))
+
+
+def test_caps_leave_visible_notes(flashmla_att: Attribution, tmp_path: Path) -> None:
+    limits = Limits(shapes=1, strip_points=2, timeline_calls=3, call_ops=2, timeline_bars=1000)
+    info = write_report(flashmla_att, tmp_path / "small.html", limits=limits)
+    page = info.path.read_text(encoding="utf-8")
+    expected = [
+        "the figures show 1 of 2 shapes (series), those with the most GPU time",
+        "showing 4 of 10 calls as points: at most 2 per backend and shape",
+        "the picker offers 2 of 10 calls",
+        "1 call has more than 2 GPU ops: their timelines show the 2 longest",
+    ]
+    for text in expected:
+        assert any(text in note for note in info.notes), text
+        assert re.search(r'<div class="note">[^<]*' + re.escape(text), page), text
+    assert re.findall(r'<section id="([\w-]+)">', page) == ["numbers", "attribution", "distributions", "timeline"]
+
+
+def test_write_report_info_and_run_header(flashmla_att: Attribution, tmp_path: Path) -> None:
+    run = {"gpu": {"name": "NVIDIA H200", "driver": "575.57"}, "nsys": {"command": "nsys profile -o <out>"}}
+    info = write_report(flashmla_att, tmp_path / "sub" / "r.html", title="FlashMLA <vs> fa3", run=run)
+    assert info.path.is_file() and info.size_bytes == info.path.stat().st_size > 4_000_000
+    assert info.figures == ["numbers", "attribution", "distributions", "timeline", "context"]
+    page = info.path.read_text(encoding="utf-8")
+    assert "<title>FlashMLA &lt;vs&gt; fa3</title>" in page
+    assert "<td>gpu.driver</td><td>575.57</td>" in page and "nsys profile -o &lt;out&gt;" in page
+    assert not list(info.path.parent.glob("*.partial"))
+
+
+# -- the command ------------------------------------------------------------------------------
+def test_cli_run_folder_writes_report_html(tmp_path: Path) -> None:
+    shutil.copy(EXAMPLE, tmp_path / "trace.sqlite")
+    (tmp_path / "run.json").write_text(json.dumps({"gpu": {"name": "NVIDIA H200"}, "driver": "575.57.08"}))
+    out = subprocess.run(
+        [sys.executable, "-m", "traceattr", "report", str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    target = tmp_path / "report.html"
+    assert out.stdout.strip() == f"wrote {target} ({target.stat().st_size / 1e6:.1f} MB)"
+    assert "<td>driver</td><td>575.57.08</td>" in target.read_text(encoding="utf-8")
+
+
+def test_cli_default_name_beside_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = shutil.copy(EXAMPLE, tmp_path / "h200.sqlite")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", str(trace), "--match", "fa3_h16_q8", "--title", "fa3 only"])
+    assert exit_info.value.code == 0
+    assert "wrote " + str(tmp_path / "h200.report.html") in capsys.readouterr().out
+    rows = _numbers((tmp_path / "h200.report.html").read_text(encoding="utf-8"))
+    assert {r["backend"].split()[0] for r in rows} == {"fa3"} and len(rows) == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["{missing}"], "{missing}: no such file"),
+        (["{dir}"], "{dir}: is a directory without trace.sqlite"),
+        (["{example}", "--match", "("], "--match: invalid regular expression"),
+        (["{example}", "--match", "nothing-matches"], "{example}: the --domain/--match filter chose no range"),
+    ],
+)
+def test_cli_errors_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    names = {"missing": str(tmp_path / "missing.sqlite"), "dir": str(tmp_path), "example": str(EXAMPLE)}
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", *[a.format(**names) for a in args], "-o", str(tmp_path / "x.html")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("traceattr: error: ") and message.format(**names) in err
+    assert not (tmp_path / "x.html").exists()

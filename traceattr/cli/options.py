@@ -1,0 +1,36 @@
+"""Options shared by several commands, defined once (as nsys's Option enum and sqlite-utils' bundles do)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import polars as pl
+import typer
+
+from traceattr.attribution.engine import MODES
+from traceattr.errors import TraceattrError
+
+ModeChoice = Enum("ModeChoice", {m: m for m in MODES}, type=str)  # type: ignore[misc]
+
+TraceArg = Annotated[Path, typer.Argument(help="nsys export (.sqlite), report (.nsys-rep) or traceattr run folder.")]
+ModeOpt = Annotated[
+    ModeChoice,  # type: ignore[valid-type]
+    typer.Option(
+        help="nsys: every enclosing range gets an op (as nsys stats); innermost: each op once, in its deepest range."
+    ),
+]
+DomainOpt = Annotated[Optional[str], typer.Option(help="Only ranges of this NVTX domain.")]
+MatchOpt = Annotated[Optional[str], typer.Option(help="Only ranges whose name matches this regex.")]
+RulesOpt = Annotated[Optional[Path], typer.Option(help="TOML kernel-role rules tried before the built-in ones.")]
+
+
+def check_regex(pattern: str | None, option: str = "--match") -> None:
+    """A regex polars accepts, or a one-line error naming the option."""
+    if pattern is None:
+        return
+    try:
+        pl.Series([""]).str.contains(pattern)
+    except pl.exceptions.PolarsError as err:
+        raise TraceattrError(f"{option}: invalid regular expression {pattern!r} ({str(err).splitlines()[0]})") from None

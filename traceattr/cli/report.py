@@ -1,0 +1,83 @@
+"""``traceattr report``: one self-contained HTML report of a trace or a profile run."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from traceattr.attribution.engine import RangeFilter, attribute
+from traceattr.attribution.roles import RoleRules
+from traceattr.cli import app
+from traceattr.cli.options import DomainOpt, MatchOpt, ModeChoice, ModeOpt, RulesOpt, TraceArg, check_regex
+from traceattr.errors import TraceError
+from traceattr.trace.inputs import resolve_trace
+from traceattr.trace.loader import load_trace
+
+RUN_JSON = "run.json"  # written by `traceattr profile` next to its trace.sqlite
+REPORT_NAME = "report.html"
+
+
+@app.command("report")
+def report_command(
+    trace: TraceArg,
+    out: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--out", "-o", help="HTML file to write (default: RUN_DIR/report.html, or <trace>.report.html beside it)."
+        ),
+    ] = None,
+    mode: ModeOpt = ModeChoice.nsys,  # type: ignore[attr-defined]
+    domain: DomainOpt = None,
+    match: MatchOpt = None,
+    rules: RulesOpt = None,
+    title: Annotated[Optional[str], typer.Option(help="Page title (default: the trace's file name).")] = None,
+) -> None:
+    """Write one self-contained HTML report: numbers, role bars, distributions, timeline, time vs context.
+
+    Example: traceattr report reports/2026-11-29_q8_ctx900k/   (writes report.html into the run folder)
+    """
+    path = resolve_trace(trace)
+    role_rules = RoleRules.load(rules)
+    check_regex(match)
+    from traceattr.report import write_report  # imports plotly: after the cheap checks, so errors come fast
+
+    target = _target(trace, out)
+    att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
+    info = write_report(att, target, title=title, run=_run_info(trace))
+    for note in info.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"wrote {info.path} ({_size(info.size_bytes)})")
+
+
+def _target(trace: Path, out: Path | None) -> Path:
+    """Where the report goes: -o (a file, or an existing folder), the run folder, or beside the trace."""
+    if out is not None:
+        return out / REPORT_NAME if out.is_dir() else out
+    if trace.is_dir():
+        return trace / REPORT_NAME
+    return trace.with_name(f"{trace.stem}.report.html")
+
+
+def _run_info(trace: Path) -> dict[str, Any] | None:
+    """A run folder's run.json (GPU, driver, versions, commands), shown in the report's header."""
+    run_file = trace / RUN_JSON
+    if not trace.is_dir() or not run_file.is_file():
+        return None
+    try:
+        content = json.loads(run_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise TraceError(run_file, f"unreadable run description ({err})") from None
+    if not isinstance(content, dict):
+        raise TraceError(run_file, "expected a JSON object")
+    return content
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"

@@ -1,0 +1,184 @@
+"""One self-contained HTML report of an attribution: open, keep and send it.
+
+Sections, in order: numbers table, attribution bars, per-call distributions,
+timeline of a call's kernels, and time vs context (when a shape family was
+measured at several context lengths). plotly.js is embedded once and the page
+makes no network request. Layers: :mod:`.data` computes the frames (pure
+polars), :mod:`.figures_compare` / :mod:`.figures_timeline` / :mod:`.table`
+draw them, :mod:`.html` assembles the page.
+
+    from traceattr.report import write_report
+    info = write_report(traceattr.open("run.sqlite").attribute(), Path("report.html"))
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from plotly.offline import get_plotlyjs
+
+from traceattr import __version__
+from traceattr.attribution.engine import Attribution
+from traceattr.output import write_text
+from traceattr.report.data import Limits, ReportData, collect
+from traceattr.report.figures_compare import attribution_figure, context_figure, context_notes, distributions_figure
+from traceattr.report.figures_timeline import picker_html, timeline_figure
+from traceattr.report.html import Section, facts_html, notes_html, page, run_html
+from traceattr.report.style import backend_colors, figure_html
+from traceattr.report.table import numbers_table
+
+__all__ = ["Limits", "ReportInfo", "build_report", "write_report"]
+
+
+@dataclass(frozen=True)
+class ReportInfo:
+    """What :func:`write_report` wrote: the file, its size, its sections and what it sampled or left out."""
+
+    path: Path
+    size_bytes: int
+    figures: list[str]  # section ids, in page order
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class _Built:
+    html: str
+    sections: list[str]
+    notes: list[str]
+
+
+def build_report(
+    att: Attribution,
+    *,
+    title: str | None = None,
+    run: Mapping[str, Any] | None = None,
+    peak_bytes_per_s: float | None = None,
+    limits: Limits | None = None,
+) -> str:
+    """The report of *att* as one HTML document (see the module doc)."""
+    return _build(att, title=title, run=run, peak_bytes_per_s=peak_bytes_per_s, limits=limits).html
+
+
+def write_report(
+    att: Attribution,
+    path: Path,
+    *,
+    title: str | None = None,
+    run: Mapping[str, Any] | None = None,
+    peak_bytes_per_s: float | None = None,
+    limits: Limits | None = None,
+) -> ReportInfo:
+    """Write the report of *att* to *path* atomically (temp file, then rename); *run* is a run.json's content."""
+    built = _build(att, title=title, run=run, peak_bytes_per_s=peak_bytes_per_s, limits=limits)
+    path = write_text(Path(path), built.html)
+    return ReportInfo(path=path, size_bytes=path.stat().st_size, figures=built.sections, notes=built.notes)
+
+
+def _build(
+    att: Attribution,
+    *,
+    title: str | None,
+    run: Mapping[str, Any] | None,
+    peak_bytes_per_s: float | None,
+    limits: Limits | None,
+) -> _Built:
+    d = collect(att, peak_bytes_per_s, limits)
+    colors = backend_colors(d.table["backend"])
+    title = title or f"traceattr report: {att.meta.path.name}"
+    sections = _sections(d, colors)
+    general = [*att.notes, *d.notes.get("report", ())]
+    notes = [*general, *(n for s in sections for n in s.notes)]
+    header = facts_html(_facts(att, d))
+    if run:
+        header += run_html(run)
+    header += notes_html(general)
+    return _Built(page(title, header, sections, get_plotlyjs()), [s.id for s in sections], notes)
+
+
+def _facts(att: Attribution, d: ReportData) -> list[tuple[str, str]]:
+    meta = att.meta
+    gpus = [
+        f"{r['name'] or '?'} (device {r['device_id']}, {r['sm_count'] or '?'} SMs"
+        + (f", {r['memory_bytes'] / 1e9:.0f} GB" if r.get("memory_bytes") else "")
+        + (f", {r['memory_bandwidth'] / 1e12:.2f} TB/s" if r.get("memory_bandwidth") else "")
+        + ")"
+        for r in att.trace.devices.iter_rows(named=True)
+    ]
+    selected = ", ".join(
+        f"{k} {v!r}" for k, v in (("domain", att.select.domain), ("match", att.select.match)) if v is not None
+    )
+    peak = (
+        f"{d.peak_bytes_per_s / 1e12:.2f} TB/s ({d.peak_source})"
+        if d.peak_bytes_per_s
+        else f"unknown ({d.peak_source}): no roofline share"
+    )
+    return [
+        ("trace", str(meta.path)),
+        ("GPU", "; ".join(gpus) or "not recorded"),
+        ("Nsight Systems", f"{meta.nsys_version or '?'} (export schema {meta.schema_version or '?'})"),
+        ("attribution", f"mode {att.mode}" + (f"; ranges: {selected}" if selected else "")),
+        ("measured", f"{d.totals.calls:,} calls · {d.totals.backends:,} backends · {d.totals.shapes:,} shapes"),
+        ("roofline peak", peak),
+        ("generated", f"traceattr {__version__}, {time.strftime('%Y-%m-%d %H:%M:%S %z')}"),
+    ]
+
+
+def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
+    peak_note = f"peak {d.peak_bytes_per_s / 1e12:.2f} TB/s ({d.peak_source})" if d.peak_bytes_per_s else "peak unknown"
+    out = [
+        Section(
+            "numbers",
+            "Numbers",
+            "Per shape and backend, over every measured call. A call's time is its GPU span, first op start to last "
+            "op end. × best: median over the fastest backend's median at that shape. Roofline: share of peak HBM "
+            "bandwidth for the bytes the shape must move. Click a column to sort.",
+            numbers_table(d.table, colors, peak_note),
+            tuple(d.notes.get("numbers", ())),
+        ),
+        Section(
+            "attribution",
+            "Where the time goes",
+            "Median time per kernel role per call, as shares of the parts, one group of bars per shape. Reduce "
+            "(orange) is a separate merge/combine kernel, as FlashMLA's split + combine; backends that merge inside "
+            "the attention kernel (fa3) show none. Gaps (hatched) are idle GPU time between the call's ops. The µs "
+            "button shows times, the black tick the median call: parts are medians each, and kernels that overlap "
+            "(a combine launched before the split kernel ends) add up to more than the call's span.",
+            figure_html(attribution_figure(d.summary), "fig-attribution"),
+        ),
+        Section(
+            "distributions",
+            "Per-call times",
+            "Every call's span as a point, spread left to right in time order inside its backend's box (Tukey: "
+            "quartiles, whiskers at 1.5 IQR, dashed line the mean); each shape has its own scale, so noise and "
+            "outliers show.",
+            figure_html(distributions_figure(d, colors), "fig-distributions"),
+            tuple(d.notes.get("distributions", ())),
+        ),
+        Section(
+            "timeline",
+            "Timeline",
+            "One call's GPU ops on their device/stream lanes, relative to its first GPU op, coloured by role; the "
+            "NVTX lane shows the GPU projection of the call's range and the ranges nested in it. Pick a shape to "
+            "see its backends' median calls side by side, or any single call. Hover a bar for the full kernel "
+            "name, grid, block and duration.",
+            picker_html(d.timeline, "fig-timeline") + figure_html(timeline_figure(d.timeline), "fig-timeline"),
+            tuple(d.notes.get("timeline", ())),
+        ),
+    ]
+    if d.context.height:
+        out.append(
+            Section(
+                "context",
+                "Time vs context",
+                "Median time per call against context length, per backend, for shapes that differ only in context "
+                "(log-log; bars: p10–p90). × marks where two backends cross (interpolated between the measured "
+                "context lengths that bracket the change of winner).",
+                figure_html(context_figure(d, colors), "fig-context"),
+                tuple(context_notes(d)),
+            )
+        )
+    return out

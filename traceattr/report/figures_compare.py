@@ -1,0 +1,246 @@
+"""Backends side by side: where a call's time goes, how it varies, and how it grows with context."""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+import polars as pl
+from plotly.subplots import make_subplots
+
+from traceattr.report.data import ReportData
+from traceattr.report.style import GAPS, ROLE_COLORS, SEGMENTS, TEMPLATE, esc, fmt_ctx, new_figure
+
+
+def _segment_column(segment: str) -> str:
+    return "gap_us" if segment == GAPS else f"{segment}_us"
+
+
+def attribution_figure(summary: pl.DataFrame) -> go.Figure:
+    """Stacked median time per role (and gaps) per backend, grouped by shape.
+
+    Shown as shares of the call first: a 5% combine kernel is a visible band even next to shapes ten
+    times slower, which a shared µs axis would flatten. The µs view is a button away; each trace's
+    ``meta`` says which view it belongs to ("share" or "us").
+    """
+    s = summary.with_columns(
+        pl.sum_horizontal([_segment_column(seg) for seg in SEGMENTS]).alias("_stack"),
+    )
+    backends = [esc(v) for v in s["backend"].to_list()]
+    # two levels (shape, then backend) unless the calls named neither, so that both are the series
+    x = backends if s["shape"].equals(s["backend"]) else [[esc(v) for v in s["shape"].to_list()], backends]
+    shown = [seg for seg in SEGMENTS if (s[_segment_column(seg)].fill_null(0) > 0).any()]
+    fig = new_figure(460, barmode="stack", hovermode="closest")
+    for view in ("share", "us"):
+        for seg in shown:
+            values = s[_segment_column(seg)].fill_null(0)
+            share = (100 * values / s["_stack"]).fill_nan(0).fill_null(0)
+            hover = [
+                f"<b>{esc(b)}</b> · {esc(sh)}<br>{seg}: <b>{v:,.2f} µs</b> ({p:.1f}% of the parts)"
+                f"<br>median call {m:,.2f} µs · {k:g} kernels per call"
+                for b, sh, v, p, m, k in zip(s["backend"], s["shape"], values, share, s["median_us"],
+                                             s["kernels"].fill_null(0), strict=True)
+            ]  # fmt: skip
+            marker: dict[str, object] = {"color": ROLE_COLORS[seg]}
+            if seg == GAPS:  # idle GPU time inside the call: hatched, not a kernel
+                marker["pattern"] = {"shape": "/", "fgcolor": "#8c8c8c", "solidity": 0.3}
+            fig.add_trace(
+                go.Bar(
+                    x=x, y=(share if view == "share" else values).to_list(), name=seg, legendgroup=seg,
+                    marker=marker, hovertext=hover, hovertemplate="%{hovertext}<extra></extra>",
+                    visible=view == "share", meta=view,
+                )
+            )  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=x, y=s["median_us"].to_list(), mode="markers", name="median call (span)", visible=False, meta="us",
+            marker={"symbol": "line-ew-open", "size": 26, "color": "#111", "line": {"width": 2}},
+            hovertemplate="median call %{y:,.2f} µs<extra></extra>",
+        )
+    )  # fmt: skip
+    shares = [t.meta == "share" for t in fig.data]
+    share_title, us_title = "% of the parts (medians per call)", "µs per call (median of each part)"
+    fig.update_layout(
+        yaxis={"title": {"text": share_title}, "rangemode": "tozero"},
+        xaxis={"tickangle": 0},
+        updatemenus=[_unit_buttons(shares, ("shares", "µs"),
+                                   ({"yaxis.title.text": share_title}, {"yaxis.title.text": us_title}))],
+        margin={"t": 90},
+    )  # fmt: skip
+    return fig
+
+
+def distributions_figure(d: ReportData, colors: dict[str, str]) -> go.Figure:
+    """Per shape, a Tukey box per backend (every call) and its calls as points, spread left to right in time.
+
+    A toggle switches to each call's deviation from its backend's median (%), where noise and drift of
+    backends of very different speed show on one scale.
+    """
+    shapes = d.shapes
+    cols = min(3, len(shapes))
+    rows = math.ceil(len(shapes) / cols)
+    fig = make_subplots(
+        rows=rows, cols=cols, subplot_titles=[esc(s) for s in shapes],
+        horizontal_spacing=0.07, vertical_spacing=min(0.12, 0.35 / max(1, rows - 1)) if rows > 1 else 0.1,
+    )  # fmt: skip
+    order = d.summary.select("shape", "backend").with_row_index("_order")
+    boxes = d.boxes.join(order, on=["shape", "backend"]).sort("_order")
+    points = d.strip.with_columns(
+        (pl.col("gpu_span_ns") / 1e3).alias("t_us"),
+        pl.int_range(pl.len()).over("shape", "backend").alias("_i"),
+        pl.len().over("shape", "backend").alias("_n"),
+    )
+    visible: list[bool] = []
+    for i, shape in enumerate(shapes):
+        row, col = i // cols + 1, i % cols + 1
+        names = boxes.filter(pl.col("shape") == shape)["backend"].to_list()
+        for pos, backend in enumerate(names):
+            b = boxes.filter((pl.col("shape") == shape) & (pl.col("backend") == backend)).row(0, named=True)
+            p = points.filter((pl.col("shape") == shape) & (pl.col("backend") == backend))
+            # x offset by time order: a drift over the run shows as a slope inside the box
+            offset = (p["_i"] / (p["_n"] - 1).clip(lower_bound=1) - 0.5) * 0.6
+            for relative in (False, True):
+                scale = 100 / b["median"] if relative and b["median"] else 1.0
+                shift = 100.0 if relative else 0.0
+
+                def y(v: float, scale: float = scale, shift: float = shift) -> float:
+                    return v * scale - shift
+
+                unit = "% from median" if relative else "µs"
+                fig.add_trace(
+                    go.Box(
+                        x=[pos], q1=[y(b["q1"])], median=[y(b["median"])], q3=[y(b["q3"])], mean=[y(b["mean"])],
+                        lowerfence=[y(b["lowerfence"])], upperfence=[y(b["upperfence"])], name=esc(backend),
+                        width=0.7, marker={"color": colors[backend]}, line={"width": 1.5},
+                        fillcolor="rgba(0,0,0,0)", boxmean=True, showlegend=False, hoverinfo="y", visible=not relative,
+                    ),
+                    row=row, col=col,
+                )  # fmt: skip
+                hover = [
+                    f"<b>{esc(backend)}</b> · {esc(shape)}<br>{esc(name)}<br>{t:,.2f} µs ({t * 100 / b['median'] - 100:+.2f}%)"
+                    for name, t in zip(p["name"], p["t_us"], strict=True)
+                ]
+                fig.add_trace(
+                    go.Scatter(
+                        x=(pos + offset).to_list(), y=(p["t_us"] * scale - shift).to_list(), mode="markers",
+                        marker={"color": colors[backend], "size": 5, "opacity": 0.75}, showlegend=False, name=unit,
+                        hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", visible=not relative,
+                    ),
+                    row=row, col=col,
+                )  # fmt: skip
+                visible += [not relative] * 2
+        fig.update_xaxes(
+            tickmode="array", tickvals=list(range(len(names))), ticktext=[esc(n) for n in names],
+            range=[-0.6, len(names) - 0.4], row=row, col=col,
+        )  # fmt: skip
+    first_col = [fig.get_subplot(r, 1).yaxis.plotly_name for r in range(1, rows + 1)]
+    fig.update_yaxes(title_text="µs per call", col=1)
+    fig.update_layout(
+        template=TEMPLATE,
+        height=110 + 260 * rows,
+        margin={"t": 70},
+        updatemenus=[_unit_buttons(visible, ("µs", "% from own median"),
+                                   ({f"{a}.title.text": "µs per call" for a in first_col},
+                                    {f"{a}.title.text": "% from median" for a in first_col}))],
+    )  # fmt: skip
+    return fig
+
+
+def _unit_buttons(first: list[bool], labels: tuple[str, str], layouts: tuple[dict, dict]) -> dict:
+    """Two buttons that switch a figure between two sets of traces (*first* visible, or the others)."""
+    other = [not v for v in first]
+    return {
+        "type": "buttons", "direction": "right", "x": 1, "xanchor": "right", "y": 1.0, "yanchor": "bottom",
+        "pad": {"b": 30}, "showactive": True, "font": {"size": 11},  # above legend and subplot titles
+        "buttons": [
+            {"label": labels[0], "method": "update", "args": [{"visible": first}, layouts[0]]},
+            {"label": labels[1], "method": "update", "args": [{"visible": other}, layouts[1]]},
+        ],
+    }  # fmt: skip
+
+
+def context_figure(d: ReportData, colors: dict[str, str]) -> go.Figure:
+    """Median time vs context per backend, one panel per shape family (log-log), crossovers marked."""
+    families = d.context["family"].unique(maintain_order=True).to_list()
+    cols = min(2, len(families))
+    rows = math.ceil(len(families) / cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[esc(f) for f in families], horizontal_spacing=0.08)
+    seen: set[str] = set()
+    for i, family in enumerate(families):
+        row, col = i // cols + 1, i % cols + 1
+        part = d.context.filter(pl.col("family") == family)
+        for backend in sorted(part["backend"].unique().to_list()):
+            line = part.filter(pl.col("backend") == backend).sort("ctx")
+            fig.add_trace(
+                go.Scatter(
+                    x=line["ctx"].to_list(), y=line["median_us"].to_list(), mode="lines+markers", name=esc(backend),
+                    legendgroup=backend, showlegend=backend not in seen, line={"color": colors[backend]},
+                    error_y={"type": "data", "symmetric": False, "array": (line["p90_us"] - line["median_us"]).to_list(),
+                             "arrayminus": (line["median_us"] - line["p10_us"]).to_list(), "thickness": 1},
+                    hovertext=[f"<b>{esc(backend)}</b> · {esc(s)}<br>median {m:,.2f} µs (p10–p90 {a:,.1f}–{b:,.1f})"
+                               for s, m, a, b in line.select("shape", "median_us", "p10_us", "p90_us").iter_rows()],
+                    hovertemplate="%{hovertext}<extra></extra>",
+                ),
+                row=row, col=col,
+            )  # fmt: skip
+            seen.add(backend)
+        cross = d.crossovers.filter(pl.col("family") == family)
+        lo, hi = part["median_us"].min(), part["median_us"].max()
+        for k, r in enumerate(cross.iter_rows(named=True)):
+            label = f"{esc(r['faster_below'])} | {esc(r['faster_above'])} at ctx ≈ {fmt_ctx(r['crossover_ctx'])}"
+            fig.add_trace(
+                go.Scatter(
+                    x=[r["crossover_ctx"]] * 2, y=[lo * 0.8, hi * 1.25], mode="lines", showlegend=False,  # type: ignore[operator]
+                    line={"color": "#444", "dash": "dot", "width": 1}, hoverinfo="skip",
+                ),
+                row=row, col=col,
+            )  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=[r["crossover_ctx"]], y=[r["at_us"]], mode="markers+text", text=[label],
+                    textposition="top center" if k % 2 == 0 else "bottom center",  # neighbours' labels apart
+                    marker={"symbol": "x", "size": 10, "color": "#111"}, showlegend=False,
+                    hovertext=[f"crossover {label}<br>faster below: {esc(r['faster_below'])}, above: "
+                               f"{esc(r['faster_above'])}<br>between ctx {r['ctx_low']:,} and {r['ctx_high']:,}"],
+                    hovertemplate="%{hovertext}<extra></extra>",
+                ),
+                row=row, col=col,
+            )  # fmt: skip
+        ctx = part["ctx"].cast(pl.Float64)
+        x_ticks = _log_ticks(ctx.min(), ctx.max())  # type: ignore[arg-type]
+        y_ticks = _log_ticks(lo * 0.8, hi * 1.25)  # type: ignore[operator]
+        fig.update_xaxes(type="log", tickvals=x_ticks, ticktext=[fmt_ctx(v) for v in x_ticks], row=row, col=col)
+        fig.update_yaxes(type="log", tickvals=y_ticks, ticktext=[f"{v:g}" for v in y_ticks], row=row, col=col)
+    fig.update_xaxes(title_text="context length (tokens)")
+    fig.update_yaxes(title_text="median µs per call", col=1)
+    fig.update_layout(template=TEMPLATE, height=80 + 380 * rows, margin={"t": 60})
+    return fig
+
+
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    """1-2-5 ticks covering [lo, hi]: a log axis spanning less than a decade still gets readable labels."""
+    lo, hi = max(lo, 1e-9), max(hi, lo * 1.001)
+    out = []
+    for exp in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
+        for m in (1, 2, 5):
+            v = m * 10.0**exp
+            if lo / 1.25 <= v <= hi * 1.25:
+                out.append(v)
+    return out
+
+
+def context_notes(d: ReportData) -> list[str]:
+    """One line per family without a crossover: who wins over the whole measured range."""
+    out = []
+    crossed = set(d.crossovers["family"].to_list())
+    for (family,), part in d.context.group_by(["family"], maintain_order=True):
+        if family in crossed:
+            continue
+        winners = part.filter(pl.col("winner"))["backend"].unique().to_list()
+        ctx = part["ctx"]
+        span = f"ctx {fmt_ctx(ctx.min())}–{fmt_ctx(ctx.max())}"  # type: ignore[arg-type]
+        if len(winners) == 1:
+            out.append(f"{family}: no crossover, {winners[0]} is fastest at every context measured ({span})")
+        else:
+            out.append(f"{family}: no crossover between neighbouring context lengths ({span})")
+    return out

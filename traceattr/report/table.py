@@ -1,0 +1,88 @@
+"""The numbers table: one row per (shape, backend), sortable by any column in the page.
+
+A plain HTML table rather than a plot, so it can be read, copied and
+searched. Each numeric cell carries its raw value in ``data-v`` for sorting;
+every text cell is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceattr.attribution.engine import ROLE_COLUMNS
+from traceattr.report.style import us
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    head: str
+    tip: str
+    fmt: Callable[[dict], str]
+    value: Callable[[dict], float | str | None]
+
+
+def _pct(v: float | None) -> str:
+    return "" if v is None else f"{100 * v:.1f}%"
+
+
+def _columns(summary: pl.DataFrame, peak_note: str) -> list[Column]:
+    cols = [
+        Column("shape", "shape", "the call's shape (q, ctx, heads, …)", lambda r: html.escape(r["shape"]), lambda r: r["shape"]),
+        Column("backend", "backend", "", lambda r: html.escape(r["backend"]), lambda r: r["backend"]),
+        Column("calls", "calls", "measured calls", lambda r: f"{r['calls']:,}", lambda r: r["calls"]),
+        Column("median", "median µs", "median GPU span per call: first kernel start to last kernel end",
+               lambda r: f"<b>{us(r['median_us'], 2)}</b>", lambda r: r["median_us"]),
+        Column("spread", "p10–p90 µs", "10th to 90th percentile of the span",
+               lambda r: f"{us(r['p10_us'])}–{us(r['p90_us'])}", lambda r: r["p90_us"] - r["p10_us"]),
+        Column("cv", "cv", "coefficient of variation of the span (std / mean)", lambda r: _pct(r["cv"]), lambda r: r["cv"]),
+        Column("ratio", "× best", "median / the fastest backend's median at this shape",
+               lambda r: f"{r['ratio_to_best']:.2f}×", lambda r: r["ratio_to_best"]),
+        Column("roofline", "roofline", f"share of peak HBM bandwidth reached for the bytes the shape must move; {peak_note}",
+               lambda r: _pct(r["roofline"]), lambda r: r["roofline"]),
+        Column("busy", "busy µs", "GPU busy time inside the span (union of ops)", lambda r: us(r["busy_us"]), lambda r: r["busy_us"]),
+        Column("gaps", "gaps µs", "idle GPU time inside the span", lambda r: us(r["gap_us"]), lambda r: r["gap_us"]),
+        Column("launch", "launch µs", "first launch call to first GPU op start", lambda r: us(r["launch_us"]), lambda r: r["launch_us"]),
+        Column("kernels", "kernels", "kernels per call (median)", lambda r: f"{r['kernels']:g}", lambda r: r["kernels"]),
+    ]  # fmt: skip
+    for role_col in ROLE_COLUMNS:
+        col = role_col.replace("_ns", "_us")
+        if (summary[col].fill_null(0) > 0).any():
+            role = role_col.removesuffix("_ns")
+            cols.append(Column(col, f"{role} µs", f"median time in {role} ops per call",
+                               lambda r, c=col: us(r[c]), lambda r, c=col: r[c]))  # fmt: skip
+    if summary["rounds"].drop_nulls().len():
+        cols.append(Column("rounds", "round wins", "rounds (iterations) in which this backend was the fastest",
+                           lambda r: "" if r["rounds"] is None else f"{r['round_wins']}/{r['rounds']}"
+                           + ("" if r["consistent"] in (True, None) else " ⚠"),
+                           lambda r: r["round_wins"]))  # fmt: skip
+    return cols
+
+
+def numbers_table(summary: pl.DataFrame, colors: dict[str, str], peak_note: str) -> str:
+    """*summary* as a sortable HTML table; the fastest backend of each shape is marked."""
+    cols = _columns(summary, peak_note)
+    head = "".join(
+        f'<th data-key="{c.key}" title="{html.escape(c.tip)}" tabindex="0">{html.escape(c.head)}</th>' for c in cols
+    )
+    rows = []
+    for r in summary.iter_rows(named=True):
+        cells = []
+        for c in cols:
+            v = c.value(r)
+            sort = "" if v is None else f' data-v="{html.escape(str(v))}"'
+            text = c.fmt(r)
+            if c.key == "backend":
+                swatch = f'<span class="swatch" style="background:{colors.get(r["backend"], "#999")}"></span>'
+                text = swatch + text + (' <span class="best">fastest</span>' if r["winner"] else "")
+            cells.append(f"<td{sort}>{text}</td>")
+        cls = ' class="win"' if r["winner"] else ""
+        rows.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    return (
+        '<div class="table-wrap"><table class="numbers sortable">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
