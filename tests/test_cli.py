@@ -100,6 +100,26 @@ def test_bad_input_is_one_line(tmp_path: Path, setup, needle: str) -> None:
     assert "Traceback" not in out.stderr
 
 
+def test_damaged_or_foreign_exports_are_one_line(exports: dict[str, Path], tmp_path: Path) -> None:
+    import sqlite3
+
+    data = exports["h200_flashinfer_mla"].read_bytes()
+    cut = _file(tmp_path / "cut.sqlite", data[: len(data) // 2])
+    foreign = tmp_path / "foreign.sqlite"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE people (name TEXT)")
+    no_cuda = tmp_path / "nocuda.sqlite"
+    with sqlite3.connect(no_cuda) as conn:
+        conn.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
+    empty = tmp_path / "empty.sqlite"
+    sqlite3.connect(empty).execute("PRAGMA user_version = 1").connection.commit()
+    for path, needle in ((cut, "damaged or truncated"), (foreign, "not an nsys export"),
+                         (no_cuda, "no CUDA trace"), (empty, "empty SQLite database")):  # fmt: skip
+        out = run("attribute", str(path))
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 2 and len(lines) == 1 and needle in lines[0] and str(path) in lines[0], out.stderr
+
+
 def test_bad_regex_and_rules_are_one_line(exports: dict[str, Path], tmp_path: Path) -> None:
     out = run("attribute", str(exports["h200_torch_tiny"]), "--match", "(")
     assert out.returncode == 2 and "invalid regular expression" in out.stderr and len(out.stderr.splitlines()) == 1

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -44,9 +45,15 @@ def test_backend_matches_reference(shape_name: str, name: str) -> None:
             raise AssertionError(f"{name} must run on an H200: {err}") from None
         pytest.skip(str(err))
     inputs = build_inputs(shape, shuffle=True, seed=3)
-    call = get_backend(name).prepare(shape, inputs)
-    out = call.output_rows(call.run())
-    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call = get_backend(name).prepare(shape, inputs)
+        out = call.output_rows(call.run())
+        torch.cuda.synchronize()
+    # the current APIs only: no deprecated call forms
+    assert not [w for w in caught if issubclass(w.category, (DeprecationWarning, FutureWarning))], [
+        str(w.message) for w in caught
+    ]
     ref = mla_reference(inputs, inputs.layout.requests(), SM_SCALE)
     assert out.shape == ref.shape
     limit = 0.08 if shape.kv_dtype == "fp8" else 0.02
