@@ -46,23 +46,6 @@ def find_nsys() -> Path | None:
     return None
 
 
-def require_nsys(purpose: str) -> Path:
-    nsys = find_nsys()
-    if nsys is None:
-        hint = (
-            f"set {ENV_VAR} to its path"
-            if not os.environ.get(ENV_VAR)
-            else f"{ENV_VAR}={os.environ[ENV_VAR]} is not an executable"
-        )
-        raise NsysError(f"Nsight Systems (nsys) not found, needed to {purpose}; install it or {hint}")
-    return nsys
-
-
-def version(nsys: Path) -> str:
-    out = run([str(nsys), "--version"], what="nsys --version", timeout=60)
-    return out.strip().splitlines()[-1] if out.strip() else "unknown"
-
-
 def run(argv: Sequence[str], *, what: str, timeout: float | None = None, cwd: str | Path | None = None) -> str:
     """Run *argv*; return stdout, or raise :class:`NsysError` with nsys's own last words."""
     try:

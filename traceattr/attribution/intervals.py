@@ -37,10 +37,6 @@ class RangeIndex:
         self._forest, self._general = _split_laminar(self.ranges)
         self._tree: pl.DataFrame | None = None
 
-    @property
-    def laminar_threads(self) -> int:
-        return self._forest["global_tid"].n_unique() if self._forest.height else 0
-
     def tree(self) -> pl.DataFrame:
         """``range_id, parent_id, level, root_id`` by nsys's tightest-container rule."""
         if self._tree is None:

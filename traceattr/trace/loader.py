@@ -7,6 +7,7 @@ typed frame plus a note (nsys exports lazily: no NVTX → no NVTX_EVENTS).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -394,5 +395,5 @@ def _load(src: SqliteSource) -> Trace:
             f"CUDA graphs traced whole ({graph_trace_rows} graph launches as single records): kernels inside "
             "graphs are invisible; capture with --cuda-graph-trace=node to see them"
         )
-        meta = TraceMeta(**{**meta.__dict__, "notes": tuple(notes)})
+        meta = dataclasses.replace(meta, notes=tuple(notes))
     return Trace(meta, gpu_ops, api, ranges, marks, strings, devices)
