@@ -100,7 +100,7 @@ def make_plan(
                 availability.append(Availability(shape.name, name, None, plan.notes))
             except BackendUnsupported as err:
                 availability.append(Availability(shape.name, name, str(err).split(": ", 1)[-1]))
-    l2 = _l2_bytes()
+    l2 = device.l2_bytes if device else 0
     flush = flush_bytes or max(2 * l2, 128 << 20)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     label = shapes[0].short_name if len(shapes) == 1 else f"sweep{len(shapes)}_{shapes[0].short_name}"
@@ -130,17 +130,6 @@ def make_plan(
         out_root / f"{stamp}_{label}",
         tensors,
     )
-
-
-def _l2_bytes() -> int:
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            return int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 0)
-    except ImportError:
-        pass
-    return 0
 
 
 def require_runnable(plan: ProfilePlan) -> None:

@@ -81,8 +81,16 @@ class Shape:
     @property
     def short_name(self) -> str:
         """The name with default parts left out (q8_ctx900k)."""
+        return self._short(f"ctx{_count(self.ctx)}")
+
+    @property
+    def family(self) -> str:
+        """The short name with the context left out (q8_ctx*): shapes that differ only in ctx."""
+        return self._short("ctx*")
+
+    def _short(self, ctx_part: str) -> str:
         parts = [self.prefix] if self.prefix else []
-        parts += [f"q{self.q}", f"ctx{_count(self.ctx)}"]
+        parts += [f"q{self.q}", ctx_part]
         for key, text in (("heads", f"h{self.heads}"), ("batch", f"b{self.batch}"), ("kv_dtype", self.kv_dtype),
                           ("page", f"p{self.page}"), ("pattern", self.pattern)):  # fmt: skip
             if getattr(self, key) != DEFAULTS[key]:

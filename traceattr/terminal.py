@@ -203,7 +203,7 @@ def _shape_order(name: str) -> tuple[str, int, str]:
         shape = parse_shape(name)
     except ShapeError:
         return (name, 0, name)
-    return (shape.with_(ctx=max(shape.q, 1)).name, shape.ctx, name)
+    return (shape.family, shape.ctx, name)
 
 
 def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tuple[str, str, str]]) -> None:

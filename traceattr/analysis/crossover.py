@@ -27,8 +27,7 @@ def with_family(summary: pl.DataFrame) -> pl.DataFrame:
             shape = parse_shape(s)
         except ShapeError:
             continue
-        family = shape.with_(ctx=max(shape.q, 1)).short_name.replace(f"ctx{max(shape.q, 1)}", "ctx*")
-        rows.append((s, family, shape.ctx))
+        rows.append((s, shape.family, shape.ctx))
     info = pl.DataFrame(rows, schema={"shape": pl.String, "family": pl.String, "ctx": pl.Int64}, orient="row")
     return summary.join(info, on="shape", how="inner")
 

@@ -173,10 +173,10 @@ def _split_laminar(ranges: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 def _forest_deepest(forest: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     """(call_id, range_id) of the deepest forest range holding each call."""
     schema = {"call_id": calls.schema["call_id"], "range_id": pl.Int64}
+    if calls.height == 0:
+        return pl.DataFrame(schema=schema)
     axis = _axis(forest, calls)
-    if calls.height == 0 or axis is None:
-        if calls.height == 0:
-            return pl.DataFrame(schema=schema)
+    if axis is None:  # timestamps too far apart to fold: the general join, then the deepest
         pairs = contained_pairs(calls, forest, inner_id="call_id", outer_id="range_id")
         return (
             pairs.join(forest.select("range_id", "level"), on="range_id")

@@ -33,6 +33,7 @@ class Device:
     sm_count: int = 0
     memory_bytes: int = 0
     cuda: str | None = None  # CUDA version torch was built with
+    l2_bytes: int = 0
 
     @property
     def arch(self) -> str:
