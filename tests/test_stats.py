@@ -1,0 +1,61 @@
+"""Verdicts of compare_samples on constructed samples with known answers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from traceattr.analysis.stats import classify, compare_samples, geomean
+
+rng = np.random.default_rng(7)
+BASE = 100 + rng.normal(0, 0.5, 30)  # ~0.5% noise around 100 µs
+
+
+def test_clearly_faster_and_slower():
+    fast = compare_samples(BASE, BASE * 0.9)
+    assert fast.verdict == "faster" and fast.high < 1 and fast.ratio == pytest.approx(0.9, rel=1e-3)
+    slow = compare_samples(BASE, BASE * 1.1)
+    assert slow.verdict == "slower" and slow.low > 1
+
+
+def test_a_a_is_same():
+    other = 100 + np.random.default_rng(8).normal(0, 0.5, 30)
+    cmp = compare_samples(BASE, other)
+    assert cmp.verdict == "same" and cmp.low < 1.01 and cmp.high > 0.99
+
+
+def test_sub_tolerance_edge_is_same_not_a_winner():
+    cmp = compare_samples(BASE, BASE * 0.996)  # a real but 0.4% difference
+    assert cmp.high < 1  # the interval does exclude 1 ...
+    assert cmp.verdict == "same"  # ... but by less than the tolerance
+
+
+def test_noisy_overlap_is_ambiguous():
+    noisy = 100 + np.random.default_rng(9).normal(0, 15, 6)
+    cmp = compare_samples(BASE, noisy)
+    assert cmp.verdict == "ambiguous" and cmp.low < 1 < cmp.high
+
+
+def test_too_few_samples_and_degenerate():
+    assert compare_samples([100.0], [90.0]).verdict == "ambiguous"
+    same = compare_samples([100.0, 100.0, 100.0], [100.0, 100.0])
+    assert (same.low, same.high, same.verdict) == (1.0, 1.0, "same")
+    assert compare_samples([100.0, 100.0], [80.0, 80.0]).verdict == "faster"
+
+
+def test_paired_needs_equal_lengths():
+    with pytest.raises(ValueError):
+        compare_samples([1.0, 2.0], [1.0, 2.0, 3.0], paired=True)
+    assert compare_samples(BASE, BASE * 1.05, paired=True).verdict == "slower"
+
+
+def test_classify_and_geomean():
+    assert classify(0.995, 1.004) == "same"
+    assert classify(0.90, 0.98) == "faster"
+    assert classify(1.02, 1.05) == "slower"
+    assert classify(0.97, 1.03) == "ambiguous"
+    assert classify(math.nan, 1.0) == "ambiguous"
+    assert geomean([0.5, 2.0]) == pytest.approx(1.0)
+    assert math.isnan(geomean([]))

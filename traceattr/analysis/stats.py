@@ -1,0 +1,123 @@
+"""Is one arm really faster than another? The ratio of medians with a confidence interval.
+
+Every winner, crossover and round verdict traceattr prints goes through
+:func:`compare_samples`, so "faster" means the same thing everywhere: the
+percentile-bootstrap interval (scipy) of median(candidate) / median(baseline)
+lies entirely below 1. The classes follow nvbench's robust comparison:
+
+* ``same`` — the whole interval lies within ±``same_within`` of 1: any
+  difference is too small to matter (this wins over faster/slower, so an
+  A/A comparison or a sub-1% edge never makes a rule);
+* ``faster`` / ``slower`` — the interval excludes 1 (candidate vs baseline);
+* ``ambiguous`` — the interval straddles 1 but is wider than the tolerance:
+  more samples are needed to say anything.
+
+Medians are the headline everywhere else, so the interval is for the ratio
+of medians, not of means; resampling is seeded, so a verdict is reproducible.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy import stats
+
+Verdict = Literal["faster", "slower", "same", "ambiguous"]
+VERDICTS: tuple[Verdict, ...] = ("faster", "slower", "same", "ambiguous")
+CONFIDENCE = 0.95
+SAME_WITHIN = 0.01  # ±1%: below this a difference is noise for a kernel-level decision
+_RESAMPLES = 2000
+_SEED = 0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """candidate vs baseline: ``ratio`` = median(candidate) / median(baseline), interval ``[low, high]``."""
+
+    ratio: float
+    low: float
+    high: float
+    verdict: Verdict
+    n_baseline: int
+    n_candidate: int
+    confidence: float
+
+    @property
+    def half_width(self) -> float:
+        """Half the interval's width, as a fraction of 1 (the "±x%" of a tie)."""
+        return (self.high - self.low) / 2 if math.isfinite(self.high - self.low) else math.nan
+
+    @property
+    def decided(self) -> bool:
+        """Whether one side is really faster (the interval excludes 1 by more than the tolerance)."""
+        return self.verdict in ("faster", "slower")
+
+
+def _ratio_of_medians(baseline: np.ndarray, candidate: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.median(candidate, axis=axis) / np.median(baseline, axis=axis)
+
+
+def compare_samples(
+    baseline: Sequence[float] | np.ndarray,
+    candidate: Sequence[float] | np.ndarray,
+    *,
+    confidence: float = CONFIDENCE,
+    same_within: float = SAME_WITHIN,
+    paired: bool = False,
+    n_resamples: int = _RESAMPLES,
+    seed: int = _SEED,
+) -> Comparison:
+    """Compare per-call times (any unit, both the same) of *candidate* against *baseline*.
+
+    ``paired`` resamples (baseline[i], candidate[i]) together, for samples that
+    were taken side by side (one pair per round). Fewer than two positive
+    samples on a side give ``ambiguous`` with a NaN interval.
+    """
+    b = np.asarray(baseline, dtype=float)
+    c = np.asarray(candidate, dtype=float)
+    b, c = b[np.isfinite(b)], c[np.isfinite(c)]
+    if len(b) < 2 or len(c) < 2 or np.median(b) <= 0 or np.median(c) <= 0:
+        ratio = float(np.median(c) / np.median(b)) if len(b) and len(c) and np.median(b) > 0 else math.nan
+        return Comparison(ratio, math.nan, math.nan, "ambiguous", len(b), len(c), confidence)
+    if paired and len(b) != len(c):
+        raise ValueError(f"paired samples need equal lengths, got {len(b)} and {len(c)}")
+    ratio = float(_ratio_of_medians(b, c))
+    if np.ptp(b) == 0 and np.ptp(c) == 0:
+        low = high = ratio  # no spread at all: resampling cannot move the medians
+    else:
+        res = stats.bootstrap(
+            (b, c),
+            _ratio_of_medians,
+            vectorized=True,
+            paired=paired,
+            n_resamples=n_resamples,
+            confidence_level=confidence,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        )
+        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return Comparison(ratio, low, high, classify(low, high, same_within), len(b), len(c), confidence)
+
+
+def classify(low: float, high: float, same_within: float = SAME_WITHIN) -> Verdict:
+    """The verdict an interval ``[low, high]`` of candidate/baseline implies (see module doc)."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "ambiguous"
+    if low >= 1 - same_within and high <= 1 + same_within:
+        return "same"
+    if high < 1:
+        return "faster"
+    if low > 1:
+        return "slower"
+    return "ambiguous"
+
+
+def geomean(values: Sequence[float] | np.ndarray) -> float:
+    """Geometric mean of positive ratios (NaN when there are none)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v) & (v > 0)]
+    return float(stats.gmean(v)) if len(v) else math.nan
