@@ -21,10 +21,8 @@ from typing import Any
 
 import polars as pl
 
-from traceattr import __version__
-from traceattr.analysis.calls import calls as call_table
-from traceattr.analysis.roofline import peak_bandwidth
-from traceattr.analysis.summary import summarize
+from traceattr import __version__, runfolder
+from traceattr.analysis.pipeline import analyse
 from traceattr.attribution.engine import Attribution, attribute
 from traceattr.backends import BACKENDS, check, current_device
 from traceattr.backends.base import Device
@@ -66,8 +64,13 @@ class ProfilePlan:
 
     def command(self) -> list[str]:
         nsys = self.nsys or Path("nsys")
-        app = [sys.executable, "-m", "traceattr.runner", str(self.folder / "plan.json"), str(self.folder)]
-        return profile_command(nsys, self.folder / "trace", app, capture_range=self.run.capture_range)
+        return profile_command(
+            nsys, self.folder / runfolder.TRACE_STEM, self.app(), capture_range=self.run.capture_range
+        )
+
+    def app(self) -> list[str]:
+        """The runner process nsys launches."""
+        return [sys.executable, "-m", "traceattr.runner", str(self.folder / runfolder.PLAN), str(self.folder)]
 
 
 def make_plan(
@@ -158,11 +161,17 @@ def execute(plan: ProfilePlan, on_line: Callable[[str], None] | None = None) -> 
     require_runnable(plan)
     folder = plan.folder
     folder.mkdir(parents=True, exist_ok=False)
-    plan.run.write(folder / "plan.json")
+    plan.run.write(folder / runfolder.PLAN)
     started = time.time()
-    app = [sys.executable, "-m", "traceattr.runner", str(folder / "plan.json"), str(folder)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    result = capture(plan.nsys, folder / "trace", app, capture_range=plan.run.capture_range, on_line=on_line, env=env)  # type: ignore[arg-type]
+    result = capture(
+        plan.nsys,
+        folder / runfolder.TRACE_STEM,
+        plan.app(),
+        capture_range=plan.run.capture_range,
+        on_line=on_line,
+        env=env,
+    )  # type: ignore[arg-type]
     captured = time.time()
     runner_file = folder / plan.run.results
     if not runner_file.exists():
@@ -176,15 +185,15 @@ def execute(plan: ProfilePlan, on_line: Callable[[str], None] | None = None) -> 
         )
         raise TraceattrError(f"{folder}: nothing was timed ({reasons})")
     att = attribute(load_trace(result.sqlite))  # type: ignore[arg-type]
-    calls = call_table(att)
-    bandwidth, source = peak_bandwidth(att.trace.devices)
-    summary = with_events(summarize(calls, bandwidth), calls, runner.get("events", []))
+    analysis = analyse(att, events=runner.get("events", []))
+    calls, summary = analysis.calls, analysis.summary
+    bandwidth, source = analysis.peak_bytes_per_s, analysis.peak_source
     files = [
-        write_table(att.ranges, folder, "ranges", "parquet"),
-        write_table(att.ops_lazy(), folder, "kernels", "parquet"),
-        write_table(calls, folder, "calls", "csv"),
-        write_table(summary, folder, "summary", "csv"),
-        write_table(summary, folder, "summary", "json"),
+        write_table(att.ranges, folder, runfolder.RANGES, "parquet"),
+        write_table(att.ops_lazy(), folder, runfolder.KERNELS, "parquet"),
+        write_table(calls, folder, runfolder.CALLS, "csv"),
+        write_table(summary, folder, runfolder.SUMMARY, "csv"),
+        write_table(summary, folder, runfolder.SUMMARY, "json"),
     ]
     run_info = {
         "tool": "traceattr", "version": __version__, "command": "profile",
@@ -193,9 +202,9 @@ def execute(plan: ProfilePlan, on_line: Callable[[str], None] | None = None) -> 
         "clocks": runner.get("clocks"), "backends": runner.get("shapes"), "peak_bandwidth": bandwidth,
         "peak_bandwidth_source": source, "capture_seconds": round(captured - started, 1),
         "analysis_seconds": round(time.time() - captured, 1), "notes": list(att.notes),
-        "outputs": [f.name for f in files] + ["trace.nsys-rep", "trace.sqlite", "report.html"],
+        "outputs": [f.name for f in files] + [runfolder.TRACE_REPORT, runfolder.TRACE, runfolder.REPORT],
     }  # fmt: skip
-    files.append(write_manifest(folder, "run.json", run_info))
+    files.append(write_manifest(folder, runfolder.RUN, run_info))
     report = _write_report(att, folder, run_info, bandwidth)
     if report is not None:
         files.append(report)
@@ -205,20 +214,6 @@ def execute(plan: ProfilePlan, on_line: Callable[[str], None] | None = None) -> 
 def _write_report(att: Attribution, folder: Path, run_info: dict[str, Any], bandwidth: float | None) -> Path | None:
     from traceattr.report import write_report
 
-    info = write_report(att, folder / "report.html", title=f"traceattr profile {folder.name}", run=run_info,
+    info = write_report(att, folder / runfolder.REPORT, title=f"traceattr profile {folder.name}", run=run_info,
                         peak_bytes_per_s=bandwidth)  # fmt: skip
     return info.path
-
-
-def with_events(summary: pl.DataFrame, calls: pl.DataFrame, events: list[dict[str, Any]]) -> pl.DataFrame:
-    """Add the CUDA-event median per (shape, backend) and how far it is from the nsys span."""
-    if not events:
-        return summary.with_columns(
-            pl.lit(None, pl.Float64).alias("event_us"), pl.lit(None, pl.Float64).alias("event_vs_span")
-        )
-    ev = pl.DataFrame(events).select("backend", "shape", pl.col("iter").cast(pl.Int64), "event_us")
-    # events are keyed by the canonical shape name; calls carry it too (from the NVTX message)
-    med = ev.group_by("shape", "backend").agg(pl.col("event_us").median())
-    return summary.join(med, on=["shape", "backend"], how="left").with_columns(
-        (pl.col("event_us") / pl.col("median_us") - 1).alias("event_vs_span")
-    )

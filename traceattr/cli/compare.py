@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from traceattr.analysis.calls import calls
-from traceattr.analysis.crossover import crossovers
-from traceattr.analysis.roofline import peak_bandwidth
-from traceattr.analysis.summary import summarize
+from traceattr import runfolder
+from traceattr.analysis.pipeline import analyse
 from traceattr.cli import app
 from traceattr.cli.options import MatchOpt, TraceArg, check_regex
 from traceattr.errors import NoDataError
 from traceattr.output import write_table
-from traceattr.profile import with_events
 from traceattr.session import Session
 from traceattr.terminal import console, render_rules, render_summary
 
@@ -39,19 +35,20 @@ def compare_command(
     check_regex(match)
     session = Session(trace)
     att = session.attribute(match=match)
-    table = calls(att)
+    runner = runfolder.read_json(trace, runfolder.RUNNER)  # a profile run folder: add the CUDA-event cross-check
+    analysis = analyse(
+        att,
+        peak_bytes_per_s=bandwidth * 1e12 if bandwidth else None,
+        events=runner.get("events", []) if runner is not None else None,
+    )
+    table, summary, crossings = analysis.calls, analysis.summary, analysis.crossovers
     if table.height == 0:
         raise NoDataError(trace, "has no NVTX ranges with GPU work to compare")
-    peak, _ = peak_bandwidth(att.trace.devices, bandwidth * 1e12 if bandwidth else None)
-    summary = summarize(table, peak)
-    runner = trace / "runner.json" if trace.is_dir() else None
-    if runner is not None and runner.exists():  # a profile run folder: add the CUDA-event cross-check
-        summary = with_events(summary, table, json.loads(runner.read_text(encoding="utf-8")).get("events", []))
-    crossings = crossovers(summary)
     con = console()
     render_summary(summary, con, [])
     render_rules(crossings, con)
     if out is not None:
-        for frame, stem in ((table, "calls"), (summary, "summary"), (crossings, "crossovers")):
+        stems = (runfolder.CALLS, runfolder.SUMMARY, runfolder.CROSSOVERS)
+        for frame, stem in zip((table, summary, crossings), stems, strict=True):
             write_table(frame, out, stem, "csv")
-        con.print(f"wrote {out}/calls.csv, summary.csv, crossovers.csv")
+        con.print(f"wrote {out}/" + ", ".join(f"{stem}.csv" for stem in stems))

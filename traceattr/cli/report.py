@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
+from traceattr import runfolder
 from traceattr.attribution.engine import RangeFilter, attribute
 from traceattr.attribution.roles import RoleRules
 from traceattr.cli import app
 from traceattr.cli.options import DomainOpt, MatchOpt, ModeChoice, ModeOpt, RulesOpt, TraceArg, check_regex
-from traceattr.errors import TraceError
 from traceattr.trace.inputs import resolve_trace
 from traceattr.trace.loader import load_trace
-
-RUN_JSON = "run.json"  # written by `traceattr profile` next to its trace.sqlite
-REPORT_NAME = "report.html"
 
 
 @app.command("report")
@@ -56,24 +52,15 @@ def report_command(
 def _target(trace: Path, out: Path | None) -> Path:
     """Where the report goes: -o (a file, or an existing folder), the run folder, or beside the trace."""
     if out is not None:
-        return out / REPORT_NAME if out.is_dir() else out
+        return out / runfolder.REPORT if out.is_dir() else out
     if trace.is_dir():
-        return trace / REPORT_NAME
+        return trace / runfolder.REPORT
     return trace.with_name(f"{trace.stem}.report.html")
 
 
 def _run_info(trace: Path) -> dict[str, Any] | None:
     """A run folder's run.json (GPU, driver, versions, commands), shown in the report's header."""
-    run_file = trace / RUN_JSON
-    if not trace.is_dir() or not run_file.is_file():
-        return None
-    try:
-        content = json.loads(run_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise TraceError(run_file, f"unreadable run description ({err})") from None
-    if not isinstance(content, dict):
-        raise TraceError(run_file, "expected a JSON object")
-    return content
+    return runfolder.read_json(trace, runfolder.RUN)
 
 
 def _size(n: int) -> str:

@@ -12,10 +12,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from traceattr.analysis.calls import calls as measured_calls
 from traceattr.analysis.crossover import crossovers, with_family
-from traceattr.analysis.roofline import peak_bandwidth
-from traceattr.analysis.summary import summarize
+from traceattr.analysis.pipeline import analyse
 from traceattr.attribution.engine import Attribution
 from traceattr.errors import NoDataError
 
@@ -91,7 +89,8 @@ class ReportData:
 def collect(att: Attribution, peak_bytes_per_s: float | None = None, limits: Limits | None = None) -> ReportData:
     """Every frame of the report for *att*; raises :class:`NoDataError` when no range launched GPU work."""
     limits = limits or Limits()
-    c = measured_calls(att)
+    analysis = analyse(att, peak_bytes_per_s=peak_bytes_per_s)
+    c = analysis.calls
     if c.height == 0:
         why = "the --domain/--match filter chose no range that" if att.selected else "no NVTX range"
         hint = " (in innermost mode a range owns only the ops of no nested range: try --mode nsys)"
@@ -103,8 +102,8 @@ def collect(att: Attribution, peak_bytes_per_s: float | None = None, limits: Lim
     # the same fill as summarize(): a call whose name says no backend/shape is its own series
     c = c.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series")))
     c = _mark_medians(c)
-    peak, source = peak_bandwidth(att.trace.devices, peak_bytes_per_s)
-    full = _natural_order(summarize(c, peak))
+    peak, source = analysis.peak_bytes_per_s, analysis.peak_source
+    full = _natural_order(analysis.summary)
     totals = Totals(c.height, c["backend"].n_unique(), c["shape"].n_unique())
     notes: dict[str, list[str]] = {}
 

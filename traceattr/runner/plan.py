@@ -9,6 +9,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from traceattr import runfolder
+
 
 @dataclass(frozen=True)
 class RunPlan:
@@ -22,7 +24,7 @@ class RunPlan:
     seed: int = 0
     validate: bool = True  # compare with the torch reference before timing; refuse wrong kernels
     tolerance: dict[str, float] = field(default_factory=lambda: {"bf16": 0.02, "fp8": 0.08})
-    results: str = "runner.json"  # written into the run folder
+    results: str = runfolder.RUNNER  # written into the run folder
     capture_range: bool = True  # start/stop nsys capture around the timed loop (cudaProfilerApi)
 
     def write(self, path: Path) -> Path:

@@ -6,8 +6,7 @@ from pathlib import Path
 
 from traceattr.errors import TraceError
 from traceattr.nsys import export_sqlite
-
-RUN_TRACE = "trace.sqlite"  # the export inside a `traceattr profile` run folder
+from traceattr.runfolder import TRACE as RUN_TRACE
 
 
 def resolve_trace(path: str | Path) -> Path:

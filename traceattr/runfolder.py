@@ -1,0 +1,44 @@
+"""The files of a ``traceattr profile`` run folder, named once.
+
+``profile`` creates the folder; ``compare``, ``report``, ``round`` and
+``diff`` read it. Table files are named by stem (the writer adds ``.csv``,
+``.json`` or ``.parquet``). Pure names and a JSON reader: the GPU runner
+imports this too.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from traceattr.errors import TraceError
+
+TRACE_STEM = "trace"  # nsys --output: trace.nsys-rep, exported to trace.sqlite
+TRACE = f"{TRACE_STEM}.sqlite"
+TRACE_REPORT = f"{TRACE_STEM}.nsys-rep"
+PLAN = "plan.json"  # what the runner is asked to do (traceattr.runner.plan.RunPlan)
+RUNNER = "runner.json"  # what the runner saw: GPU, versions, per-shape arm status, clocks, CUDA events
+RUN = "run.json"  # the manifest profile writes last: commands, versions, outputs
+REPORT = "report.html"
+# table stems
+RANGES = "ranges"
+KERNELS = "kernels"
+CALLS = "calls"
+SUMMARY = "summary"
+CROSSOVERS = "crossovers"
+FIT = "fit"
+
+
+def read_json(folder: Path, name: str) -> dict[str, Any] | None:
+    """``folder/name`` as a JSON object; None when *folder* is not a folder or has no such file."""
+    path = Path(folder) / name
+    if not Path(folder).is_dir() or not path.is_file():
+        return None
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise TraceError(path, f"unreadable JSON ({err})") from None
+    if not isinstance(content, dict):
+        raise TraceError(path, "expected a JSON object")
+    return content
