@@ -10,6 +10,9 @@ Grammar (parts joined by ``_``, any order after an optional prefix word)::
              | "p" N          KV page size in tokens                         default 64
              | "bf16"|"fp8"   KV cache dtype                                 default bf16
              | "row"|"uniform"|"ragged"  how q is laid out                   default uniform
+             | "dcp" N        decode context parallelism over N ranks: the call is   default 1
+                              one rank's share (ctx/N tokens, all heads) plus the
+                              merge of the N ranks' partial results
              | model preset   heads per rank of a model: kimi-tp1 (96), kimi-tp4 (24),
                               kimi-tp8 (12), kimi-tp16 (6), deepseek-tp1 (128), deepseek-tp8 (16)
     N       := digits [k|m]   k = ×1000, m = ×1,000,000 ("900k", "1m"; "131k" is 131,000,
@@ -25,6 +28,13 @@ Query patterns with b > 1: ``uniform`` gives every request q tokens;
 ``ragged`` gives request i ``1 + (i * (q - 1)) // max(b - 1, 1)`` tokens (1 … q),
 the mix of an MTP batch; ``row`` lays the q·b query rows out as b·q requests of
 one token each (no folding of verify tokens into one request).
+
+DCP (``dcp8``): ``ctx`` stays the whole context; the N ranks hold contiguous
+shards of it, the first ``ctx % N`` one token longer. The measured rank is the
+last one, whose shard (``ctx // N`` tokens, :meth:`Shape.rank_share`) holds the
+verify tokens, so its causal mask is that of an ordinary call; after it come the
+merge of the N (output, LSE) partials. ``q8_ctx900k_dcp8`` is therefore
+``q8_ctx112500`` attention with all 16 heads plus an 8-way merge.
 """
 
 from __future__ import annotations
@@ -42,7 +52,7 @@ ROPE_DIM = 64  # decoupled rope part ("kpe")
 HEAD_DIM = LATENT_DIM + ROPE_DIM
 SOFTMAX_SCALE_DIM = 192  # DeepSeek's qk_nope (128) + qk_rope (64): sm_scale = 1/sqrt(192)
 
-DEFAULTS = {"heads": 16, "batch": 1, "page": 64, "kv_dtype": "bf16", "pattern": "uniform"}
+DEFAULTS = {"heads": 16, "batch": 1, "page": 64, "kv_dtype": "bf16", "pattern": "uniform", "dcp": 1}
 
 
 class ShapeError(TraceattrError, ValueError):
@@ -59,14 +69,20 @@ class Shape:
     kv_dtype: KvDtype = "bf16"
     pattern: QueryPattern = "uniform"
     prefix: str | None = None
+    dcp: int = 1  # decode context parallelism: ranks sharing the context (see the module doc)
 
     def __post_init__(self) -> None:
         for field, value, lo in (("q", self.q, 1), ("ctx", self.ctx, 1), ("heads", self.heads, 1),
-                                 ("batch", self.batch, 1), ("page", self.page, 1)):  # fmt: skip
+                                 ("batch", self.batch, 1), ("page", self.page, 1), ("dcp", self.dcp, 1)):  # fmt: skip
             if value < lo:
                 raise ShapeError(f"{field} must be ≥ {lo}, got {value}")
         if self.ctx < self.q:
             raise ShapeError(f"ctx ({self.ctx}) must hold at least the q ({self.q}) tokens being verified")
+        if self.ctx // self.dcp < self.q:
+            raise ShapeError(
+                f"dcp{self.dcp}: the last rank's shard ({self.ctx // self.dcp} tokens) must hold the q ({self.q}) "
+                "tokens being verified"
+            )
 
     @property
     def name(self) -> str:
@@ -76,6 +92,8 @@ class Shape:
                   f"p{self.page}"]  # fmt: skip
         if self.pattern != "uniform":
             parts.append(self.pattern)
+        if self.dcp > 1:
+            parts.append(f"dcp{self.dcp}")
         return "_".join(parts)
 
     @property
@@ -92,10 +110,19 @@ class Shape:
         parts = [self.prefix] if self.prefix else []
         parts += [f"q{self.q}", ctx_part]
         for key, text in (("heads", f"h{self.heads}"), ("batch", f"b{self.batch}"), ("kv_dtype", self.kv_dtype),
-                          ("page", f"p{self.page}"), ("pattern", self.pattern)):  # fmt: skip
+                          ("page", f"p{self.page}"), ("pattern", self.pattern), ("dcp", f"dcp{self.dcp}")):  # fmt: skip
             if getattr(self, key) != DEFAULTS[key]:
                 parts.append(text)
         return "_".join(parts)
+
+    def dcp_shards(self) -> list[int]:
+        """Tokens per request held by each DCP rank, first rank first (one shard when dcp is 1)."""
+        base, extra = divmod(self.ctx, self.dcp)
+        return [base + (1 if r < extra else 0) for r in range(self.dcp)]
+
+    def rank_share(self) -> Shape:
+        """What the measured (last) DCP rank attends to: its shard, all heads, as an ordinary shape."""
+        return replace(self, ctx=self.dcp_shards()[-1], dcp=1)
 
     def q_lens(self) -> list[int]:
         """Query tokens of each request, by the pattern."""
@@ -116,10 +143,18 @@ class Shape:
         return HEAD_DIM * (1 if self.kv_dtype == "fp8" else 2)
 
     def bytes_moved(self) -> int:
-        """Bytes a decode call must move at least: each request's KV read once, Q read, O written (bf16)."""
-        distinct_kv = self.batch * self.ctx  # row pattern re-reads, but the data is still ctx tokens per request
+        """Bytes a decode call must move at least: each request's KV read once, Q read, O written (bf16).
+
+        With DCP, what the measured rank moves: its shard's KV, Q, O, and the merge
+        reading N partial outputs (bf16) and LSEs (fp32) and writing the output.
+        """
+        share = self.rank_share() if self.dcp > 1 else self
+        distinct_kv = self.batch * share.ctx  # row pattern re-reads, but the data is still ctx tokens per request
         q_rows = sum(self.q_lens())
-        return distinct_kv * self.kv_bytes_per_token + q_rows * self.heads * (HEAD_DIM + LATENT_DIM) * 2
+        moved = distinct_kv * self.kv_bytes_per_token + q_rows * self.heads * (HEAD_DIM + LATENT_DIM) * 2
+        if self.dcp > 1:
+            moved += q_rows * self.heads * (self.dcp * (LATENT_DIM * 2 + 4) + LATENT_DIM * 2)
+        return moved
 
     def with_(self, **changes: object) -> Shape:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -134,7 +169,7 @@ def _count(n: int) -> str:
 
 
 _NUMBER = r"(\d+)([km]?)"
-_PART = re.compile(rf"^(q|ctx|kv|h|b|p){_NUMBER}$")
+_PART = re.compile(rf"^(q|ctx|kv|h|b|p|dcp){_NUMBER}$")
 _WORD = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
@@ -152,7 +187,9 @@ def parse_shape(text: str) -> Shape:
     for i, part in enumerate(raw.lower().split("_")):
         m = _PART.match(part)
         if m:
-            key = {"q": "q", "ctx": "ctx", "kv": "ctx", "h": "heads", "b": "batch", "p": "page"}[m.group(1)]
+            key = {"q": "q", "ctx": "ctx", "kv": "ctx", "h": "heads", "b": "batch", "p": "page", "dcp": "dcp"}[
+                m.group(1)
+            ]
             if key in fields:
                 raise ShapeError(f"shape {text!r}: {m.group(1)} given twice ({part!r})")
             fields[key] = _value(m.group(2), m.group(3))
@@ -164,12 +201,12 @@ def parse_shape(text: str) -> Shape:
             if "heads" in fields:
                 raise ShapeError(f"shape {text!r}: heads given twice ({part!r})")
             fields["heads"] = HEAD_PRESETS[part]
-        elif i == 0 and _WORD.match(part) and not re.match(r"^(q|ctx|kv|h|b|p)\d", part) and part not in HEAD_PRESETS:
+        elif i == 0 and _WORD.match(part) and not re.match(r"^(q|ctx|kv|h|b|p|dcp)\d", part):
             prefix = part
         else:
             raise ShapeError(
-                f"shape {text!r}: part {part!r} is not one of q<N>, ctx<N>|kv<N>, h<N>, b<N>, p<N>, bf16|fp8, "
-                f"row|uniform|ragged or a model preset ({', '.join(HEAD_PRESETS)}); N like 8, 900k, 1m"
+                f"shape {text!r}: part {part!r} is not one of q<N>, ctx<N>|kv<N>, h<N>, b<N>, p<N>, dcp<N>, "
+                f"bf16|fp8, row|uniform|ragged or a model preset ({', '.join(HEAD_PRESETS)}); N like 8, 900k, 1m"
             )
     for needed in ("q", "ctx"):
         if needed not in fields:
