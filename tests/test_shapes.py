@@ -29,8 +29,17 @@ def test_parse(text: str, expect: Shape) -> None:
     assert parse_shape(text) == expect
 
 
-@pytest.mark.parametrize("text", [*PUBLISHED_ROWS, "q8_ctx900k", "q3_ctx5000_h7_b3_fp8_p16_ragged", "q2_ctx4k_b2_row",
-                                  "q8_ctx900k_dcp8", "q2_ctx4k_b2_row_dcp4"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        *PUBLISHED_ROWS,
+        "q8_ctx900k",
+        "q3_ctx5000_h7_b3_fp8_p16_ragged",
+        "q2_ctx4k_b2_row",
+        "q8_ctx900k_dcp8",
+        "q2_ctx4k_b2_row_dcp4",
+    ],
+)
 def test_names_round_trip(text: str) -> None:
     shape = parse_shape(text)
     assert parse_shape(shape.name) == shape
