@@ -1,6 +1,7 @@
 """Generate a schema-exact nsys export shaped like an MLA decode sweep.
 
     python benchmarks/make_sweep_trace.py OUT.sqlite [--calls 500000]
+    python benchmarks/make_sweep_trace.py OUT.sqlite --shape nested [--calls 200000]
 
 Per shape a ``sweep`` range (level 0) holds its calls; each call is a
 ``traceattr`` range (level 1) around one backend call: a FlashMLA-style split
@@ -9,6 +10,12 @@ A B B A). Before each call an L2 flush kernel runs in its own ``flush`` range
 outside the call. With the default 500k calls: 750k calls' kernels
 (1,250,000 kernels), 1.25M API rows and ~1M NVTX ranges on one thread, as a
 sweep run by ``traceattr profile`` produces them.
+
+``--shape nested`` is the shape of issue 10: each call is a range holding a
+nested range around its kernel (arms A B B A: a FlashMLA split kernel or an
+fa3 kernel), and an L2 flush kernel outside every range before every other
+call, so 1–2 kernels per call. With 200k calls: 300,000 kernels, 300,000 API
+rows, 400,000 NVTX ranges.
 """
 
 from __future__ import annotations
@@ -107,13 +114,61 @@ def build(calls: int, shapes: int = 50, seed: int = 0) -> dict[str, pl.DataFrame
                                               "value": ["2025.3.2.0", "3.20.3"]})}  # fmt: skip
 
 
+def build_nested(calls: int, seed: int = 0) -> dict[str, pl.DataFrame]:
+    """Issue 10's shape: per call an outer range with a nested range, flushes outside ranges."""
+    rng = np.random.default_rng(seed)
+    strings = ["cudaLaunchKernel_v7000", SPLIT, FA3, FLUSH, "call", "launch"]
+    sid = {s: i + 1 for i, s in enumerate(strings)}
+    period = 200_000
+    t0 = 1_000_000_000 + np.arange(calls, dtype=np.int64) * period
+    arm = np.array([0, 1, 1, 0])[np.arange(calls) % 4]  # 0: FlashMLA split kernel, 1: fa3 kernel
+    flush = np.arange(calls) % 2 == 0  # a flush before every other call, outside every range
+    n_launch = flush.astype(np.int64) + 1
+    total = int(n_launch.sum())
+    call_of = np.repeat(np.arange(calls), n_launch)
+    first = np.cumsum(n_launch) - n_launch
+    slot = np.arange(total) - np.repeat(first, n_launch) + np.where(flush[call_of], 0, 1)  # 0 = flush
+    api_start = t0[call_of] + 1_000 + slot * 15_000 + rng.integers(0, 500, total)
+    api_end = api_start + 4_000 + rng.integers(0, 2_000, total)
+    dur = np.where(slot == 0, 30_000, 40_000 + rng.integers(0, 4_000, total))
+    gpu_start = api_end + 3_000 + slot * 45_000
+    kname = np.where(slot == 0, sid[FLUSH], np.where(arm[call_of] == 1, sid[FA3], sid[SPLIT]))
+    corr = np.arange(1, total + 1, dtype=np.int64)
+    gtid, gpid = global_tid(PID, TID), global_pid(PID)
+    runtime = pl.DataFrame({"start": api_start, "end": api_end, "eventClass": np.zeros(total, np.int64),
+                            "globalTid": np.full(total, gtid), "correlationId": corr,
+                            "nameId": np.full(total, sid["cudaLaunchKernel_v7000"]), "returnValue": np.zeros(total, np.int64)})  # fmt: skip
+    kernel = pl.DataFrame({"start": gpu_start, "end": gpu_start + dur, "deviceId": np.zeros(total, np.int64),
+                           "contextId": np.ones(total, np.int64), "streamId": np.full(total, 7),
+                           "correlationId": corr, "globalPid": np.full(total, gpid),
+                           "demangledName": kname, "shortName": kname, "mangledName": kname,
+                           "gridX": np.full(total, 132), "gridY": np.ones(total, np.int64), "gridZ": np.ones(total, np.int64),
+                           "blockX": np.full(total, 256), "blockY": np.ones(total, np.int64),
+                           "blockZ": np.ones(total, np.int64), "registersPerThread": np.full(total, 168),
+                           "staticSharedMemory": np.where(slot == 0, 0, 16), "dynamicSharedMemory": np.where(slot == 0, 0, 230_400),
+                           "gridId": np.arange(1000, 1000 + total, dtype=np.int64)})  # fmt: skip
+    # the call's kernel (slot 1, the last launch of the call) inside both ranges
+    last = np.cumsum(n_launch) - 1
+    inner_start, inner_end = api_start[last] - 100, api_end[last] + 100
+    outer_start, outer_end = inner_start - 300, inner_end + 300
+    nv = pl.concat([
+        pl.DataFrame({"start": outer_start, "end": outer_end, "eventType": S.NVTX_PUSHPOP, "textId": sid["call"]}),
+        pl.DataFrame({"start": inner_start, "end": inner_end, "eventType": S.NVTX_PUSHPOP, "textId": sid["launch"]}),
+    ]).sort("start").with_columns(globalTid=pl.lit(gtid), color=pl.lit(255))  # fmt: skip
+    return {"StringIds": pl.DataFrame({"id": list(sid.values()), "value": list(sid)}), S.KERNEL: kernel,
+            S.RUNTIME: runtime, S.NVTX: nv,
+            "META_DATA_EXPORT": pl.DataFrame({"name": ["EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION"],
+                                              "value": ["2025.3.2.0", "3.20.3"]})}  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
-    ap.add_argument("--calls", type=int, default=500_000)
+    ap.add_argument("--shape", choices=("sweep", "nested"), default="sweep")
+    ap.add_argument("--calls", type=int, help="calls (default: 500,000 for sweep, 200,000 for nested)")
     args = ap.parse_args()
     t = time.perf_counter()
-    tables = build(args.calls)
+    tables = build_nested(args.calls or 200_000) if args.shape == "nested" else build(args.calls or 500_000)
     write_export(args.out, tables, overwrite=True)
     n = tables[S.KERNEL].height
     print(f"{args.out}: {n:,} kernels, {tables[S.RUNTIME].height:,} API rows, {tables[S.NVTX].height:,} NVTX rows, "

@@ -88,17 +88,29 @@ class Attribution:
         return self.trace.meta
 
     def ops_lazy(self) -> pl.LazyFrame:
-        range_names = self.ranges.lazy().filter(pl.col("range_id").is_not_null()).select("range_id", "name")
+        # Every per-op frame is in op_id order with op_id == row (load_trace,
+        # _placement), so the wide table is built by positional gathers: no
+        # hash join, and string columns are gathered as views into the small
+        # name tables instead of copied per op.
+        ops, placed = self.trace.gpu_ops, self.placement
+        names = self.names.sort("name_key")
+        key = placed["name_key"]
+        named = self.ranges.filter(pl.col("range_id").is_not_null()).select("range_id", "name")
+        wide = ops.hstack(
+            [
+                placed["role"],
+                placed["family"],
+                *(names[c].gather(key) for c in ("name", "short_name", "mangled_name")),
+                placed["tid"],
+                placed["api_start_ns"],
+                placed["range_id"],
+                gather_by_key(named["range_id"], named["name"], placed["range_id"]).alias("range_name"),
+                placed["outer_range_id"],
+                gather_by_key(named["range_id"], named["name"], placed["outer_range_id"]).alias("outer_range_name"),
+            ]
+        )
         return (
-            self.trace.gpu_ops.lazy()
-            .join(self.placement.lazy(), on="op_id", how="left")
-            .join(self.names.lazy().select("name_key", "name", "short_name", "mangled_name"), on="name_key", how="left")
-            .join(range_names.rename({"name": "range_name"}), on="range_id", how="left")
-            .join(
-                range_names.rename({"range_id": "outer_range_id", "name": "outer_range_name"}),
-                on="outer_range_id",
-                how="left",
-            )
+            wide.lazy()
             .with_columns(
                 pl.col("start").alias("start_ns"),
                 pl.col("end").alias("end_ns"),
@@ -111,6 +123,19 @@ class Attribution:
     @cached_property
     def ops(self) -> pl.DataFrame:
         return self.ops_lazy().collect()
+
+
+def gather_by_key(keys: pl.Series, values: pl.Series, ids: pl.Series) -> pl.Series:
+    """``values`` at the row whose *keys* equals each of *ids* (null where none): a
+    binary search over the unique *keys* instead of a hash join."""
+    if not keys.is_sorted():
+        order = keys.arg_sort()
+        keys, values = keys.gather(order), values.gather(order)
+    if keys.len() == 0:
+        return pl.repeat(None, ids.len(), dtype=values.dtype, eager=True).alias(values.name)
+    pos = keys.search_sorted(ids.fill_null(keys[0])).clip(upper_bound=keys.len() - 1)
+    found = (keys.gather(pos) == ids).fill_null(False)
+    return values.gather(pos).set(~found, None).alias(values.name)  # type: ignore[arg-type]
 
 
 def attribute(
@@ -269,7 +294,8 @@ def _placement(
                             S.tid_from_global("global_tid").cast(pl.Int32).alias("tid")), on="op_id", how="left")
         .join(inner.select("op_id", "range_id", pl.col("root_id").alias("outer_range_id")), on="op_id", how="left")
     )  # fmt: skip
-    return rules.classify(placed, names, ranges.select("range_id", pl.col("name").alias("range_name")))
+    classified = rules.classify(placed, names, ranges.select("range_id", pl.col("name").alias("range_name")))
+    return classified.sort("op_id")  # op_id order, one row per op: Attribution.ops_lazy gathers by position
 
 
 def _op_facts(gpu_ops: pl.DataFrame, placement: pl.DataFrame) -> pl.DataFrame:

@@ -7,6 +7,7 @@ exit status 2, never a traceback.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import typer
@@ -39,13 +40,24 @@ def _root(
         raise typer.Exit()
 
 
-def _register() -> None:
-    # imported for their @app.command side effect
-    from traceattr.cli import attribute, compare, profile, report  # noqa: F401
+COMMANDS = ("attribute", "compare", "profile", "report")
+
+
+def _register(argv: list[str] | None = None) -> None:
+    """Import the command modules (for their @app.command side effect).
+
+    Only the one being run when the command line names one: each pulls in
+    what it needs (plotly, rich tables, analysis), and ``attribute --out``
+    should not pay for the others' imports. Help and errors see them all.
+    """
+    args = sys.argv[1:] if argv is None else argv
+    first = next((a for a in args if not a.startswith("-")), None)
+    for name in [first] if first in COMMANDS else COMMANDS:
+        importlib.import_module(f"traceattr.cli.{name}")
 
 
 def main(argv: list[str] | None = None) -> None:
-    _register()
+    _register(argv)
     try:
         app(args=argv, prog_name="traceattr")
     except TraceattrError as err:

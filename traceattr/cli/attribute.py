@@ -11,13 +11,12 @@ from typing import Annotated, Optional
 import typer
 
 from traceattr import __version__
-from traceattr.attribution.engine import RangeFilter, attribute
+from traceattr.attribution.engine import Attribution, RangeFilter, attribute
 from traceattr.attribution.roles import RoleRules
 from traceattr.cli import app
 from traceattr.cli.options import DomainOpt, MatchOpt, ModeChoice, ModeOpt, RulesOpt, TraceArg, check_regex
 from traceattr.errors import TraceattrError
 from traceattr.output import write_manifest, write_table
-from traceattr.terminal import console, render_attribution
 from traceattr.trace.inputs import resolve_trace
 from traceattr.trace.loader import load_trace
 
@@ -51,7 +50,7 @@ def attribute_command(
     fmt_value = fmt.value
     if out is None:
         if fmt_value == "table":
-            render_attribution(att, console(), limit)
+            _render(att, limit)
         elif fmt_value == "parquet":
             raise TraceattrError("--format parquet needs --out DIR")
         elif fmt_value == "csv":
@@ -70,5 +69,12 @@ def attribute_command(
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)), "seconds": round(time.time() - started, 3),
     })  # fmt: skip
     if fmt_value == "table":
-        render_attribution(att, console(), limit)
+        _render(att, limit)
     print(f"wrote {ranges_file}, {kernels_file}", file=sys.stderr)
+
+
+def _render(att: Attribution, limit: int) -> None:
+    # rich's table machinery is imported only when a table is shown: `--out` never pays for it
+    from traceattr.terminal import console, render_attribution
+
+    render_attribution(att, console(), limit)

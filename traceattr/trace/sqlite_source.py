@@ -26,8 +26,9 @@ import polars as pl
 
 from traceattr.errors import TraceError
 
-try:  # optional fast path
-    import adbc_driver_sqlite.dbapi as _adbc
+try:  # optional fast path; the low-level API, not adbc's DB-API module, which imports pyarrow (~0.3 s)
+    import adbc_driver_manager as _adbc
+    import adbc_driver_sqlite as _adbc_sqlite
 except ImportError:  # pragma: no cover - exercised on machines without ADBC
     _adbc = None
 
@@ -104,7 +105,7 @@ class SqliteSource:
     def close(self) -> None:
         self._conn.close()
         with self._lock:
-            for conn in self._opened:
+            for conn in reversed(self._opened):  # an ADBC connection before its database
                 conn.close()
             self._opened.clear()
         self._local = threading.local()
@@ -148,8 +149,15 @@ class SqliteSource:
         with self._translate_errors(query.what):
             if self.engine == "adbc":
                 # one query is one rowid chunk (row_chunks): its int64 buffers are
-                # narrowed right away, so a whole table's never pile up
-                raw = pl.read_database(query.sql, self._thread_conn())
+                # narrowed right away, so a whole table's never pile up. The Arrow
+                # stream goes straight into polars (PyCapsule), without pyarrow.
+                statement = _adbc.AdbcStatement(self._thread_conn())
+                try:
+                    statement.set_sql_query(query.sql)
+                    stream, _ = statement.execute_query()
+                    raw = pl.DataFrame(stream)
+                finally:
+                    statement.close()
             else:
                 rows = self._thread_conn().execute(query.sql).fetchall()
                 # text arrives as bytes (text_factory): decoded by _typed
@@ -176,7 +184,10 @@ class SqliteSource:
 
     def row_chunks(self, table: str, rows_per_chunk: int = 131_072) -> list[str]:
         """``rowid`` conditions splitting *table* into chunks for parallel reads."""
-        lo, hi = self.scalar_rows(f'SELECT min(rowid), max(rowid) FROM "{table}"', f"sizing {table}")[0]
+        # two queries: SQLite answers a lone min(rowid) or max(rowid) from the b-tree's
+        # edge, but scans the whole table for both in one SELECT
+        lo = self.scalar_rows(f'SELECT min(rowid) FROM "{table}"', f"sizing {table}")[0][0]
+        hi = self.scalar_rows(f'SELECT max(rowid) FROM "{table}"', f"sizing {table}")[0][0]
         if lo is None:
             return ["1"]
         return [f"rowid BETWEEN {a} AND {min(a + rows_per_chunk - 1, hi)}" for a in range(lo, hi + 1, rows_per_chunk)]
@@ -184,10 +195,15 @@ class SqliteSource:
     def _thread_conn(self) -> Any:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = _adbc.connect(self._uri) if self.engine == "adbc" else self._connect_sqlite3()
+            opened: list[Any] = []
+            if self.engine == "adbc":
+                opened.append(_adbc_sqlite.connect(self._uri))
+                conn = _adbc.AdbcConnection(opened[0])
+            else:
+                conn = self._connect_sqlite3()
             self._local.conn = conn
             with self._lock:
-                self._opened.append(conn)
+                self._opened += [*opened, conn]
         return conn
 
     def scalar_rows(self, sql: str, what: str) -> list[tuple[Any, ...]]:
