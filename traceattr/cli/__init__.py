@@ -40,7 +40,7 @@ def _root(
         raise typer.Exit()
 
 
-COMMANDS = ("attribute", "compare", "profile", "report")
+COMMANDS = ("attribute", "compare", "profile", "report", "round")
 
 
 def _register(argv: list[str] | None = None) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from plotly.offline import get_plotlyjs
 
 from traceattr import __version__
+from traceattr.analysis.rounds import Receipt
 from traceattr.attribution.engine import Attribution
 from traceattr.output import write_text
 from traceattr.report.data import Limits, ReportData, collect
@@ -29,7 +30,7 @@ from traceattr.report.figures_compare import attribution_figure, context_figure,
 from traceattr.report.figures_timeline import picker_html, timeline_figure
 from traceattr.report.html import Section, facts_html, notes_html, page, run_html
 from traceattr.report.style import backend_colors, figure_html
-from traceattr.report.table import numbers_table
+from traceattr.report.table import numbers_table, receipt_table
 
 __all__ = ["Limits", "ReportInfo", "build_report", "write_report"]
 
@@ -58,9 +59,10 @@ def build_report(
     run: Mapping[str, Any] | None = None,
     peak_bytes_per_s: float | None = None,
     limits: Limits | None = None,
+    receipt: Receipt | None = None,
 ) -> str:
     """The report of *att* as one HTML document (see the module doc)."""
-    return _build(att, title=title, run=run, peak_bytes_per_s=peak_bytes_per_s, limits=limits).html
+    return _build(att, title=title, run=run, peak_bytes_per_s=peak_bytes_per_s, limits=limits, receipt=receipt).html
 
 
 def write_report(
@@ -71,9 +73,10 @@ def write_report(
     run: Mapping[str, Any] | None = None,
     peak_bytes_per_s: float | None = None,
     limits: Limits | None = None,
+    receipt: Receipt | None = None,
 ) -> ReportInfo:
     """Write the report of *att* to *path* atomically (temp file, then rename); *run* is a run.json's content."""
-    built = _build(att, title=title, run=run, peak_bytes_per_s=peak_bytes_per_s, limits=limits)
+    built = _build(att, title=title, run=run, peak_bytes_per_s=peak_bytes_per_s, limits=limits, receipt=receipt)
     path = write_text(Path(path), built.html)
     return ReportInfo(path=path, size_bytes=path.stat().st_size, figures=built.sections, notes=built.notes)
 
@@ -85,11 +88,14 @@ def _build(
     run: Mapping[str, Any] | None,
     peak_bytes_per_s: float | None,
     limits: Limits | None,
+    receipt: Receipt | None = None,
 ) -> _Built:
     d = collect(att, peak_bytes_per_s, limits)
     colors = backend_colors(d.table["backend"])
     title = title or f"traceattr report: {att.meta.path.name}"
     sections = _sections(d, colors)
+    if receipt is not None:
+        sections.insert(0, _receipt_section(receipt))
     general = [*att.notes, *d.notes.get("report", ())]
     notes = [*general, *(n for s in sections for n in s.notes)]
     header = facts_html(_facts(att, d))
@@ -182,3 +188,18 @@ def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
             )
         )
     return out
+
+
+def _receipt_section(receipt: Receipt) -> Section:
+    h = receipt.header
+    return Section(
+        "round",
+        f"Round: {h.get('candidate')} vs {h.get('baseline')}",
+        "Per row: each arm's median of its per-round medians, ratio candidate/baseline with its bootstrap interval "
+        "(paired calls), and the verdict (faster/slower: the interval excludes 1; same: within the tolerance; "
+        "ambiguous: neither). A row is refused when a gate fails or was not measured: directional disagreement "
+        "(baseline-first vs candidate-first ratios), loaded SM clock / max, output parity. Retried rows keep every "
+        "attempt; the counts use the latest. ⚑: the verdict is smaller than the protocol sensitivity. The figures "
+        "below show the first round's capture.",
+        receipt_table(receipt),
+    )

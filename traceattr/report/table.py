@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from traceattr.analysis.rounds import Receipt
 from traceattr.attribution.engine import ROLE_COLUMNS
 from traceattr.report.style import us
 
@@ -86,3 +87,37 @@ def numbers_table(summary: pl.DataFrame, colors: dict[str, str], peak_note: str)
         '<div class="table-wrap"><table class="numbers sortable">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
+
+
+def receipt_table(receipt: Receipt) -> str:
+    """A round receipt: every (row, attempt) with both arms' µs, the ratio and its interval, verdict and gates."""
+    head = ("row", "attempt", "baseline µs", "candidate µs", "ratio", "interval", "verdict", "directional", "SM clock",
+            "parity", "sensitivity", "status")  # fmt: skip
+    rows = []
+    for r in receipt.rows.iter_rows(named=True):
+        interval = "" if r["low"] is None or r["high"] is None else f"{r['low']:.3f}–{r['high']:.3f}"
+        cells = [
+            html.escape(r["row"]), str(r["attempt"]), us(r["baseline_us"], 2), us(r["candidate_us"], 2),
+            "" if r["ratio"] is None else f"{r['ratio']:.3f}", interval,
+            html.escape(r["verdict"] + (" ⚑" if r["flagged"] else "")),
+            _gate(r["directional_gate"], None if r["directional"] is None else f"{r['directional']:.4f}"),
+            _gate(r["clock_gate"], None if r["clock_fraction"] is None else f"{r['clock_fraction']:.2f}"),
+            _gate(r["parity_gate"], f"{r['parity']}: {r['parity_value']}"),
+            "" if r["sensitivity"] is None else f"{r['sensitivity']:.3f}",
+            "pass" if r["status"] == "pass" else "<b>refused</b>: " + html.escape(r["refused_by"]),
+        ]  # fmt: skip
+        cls = ' class="win"' if r["status"] == "pass" else ""
+        rows.append(f"<tr{cls}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    s = receipt.summary()
+    gm = "n/a" if s["geomean"] is None else f"{s['geomean']:.4f}"
+    foot = f"<p>geomean candidate/baseline over passing rows: <b>{gm}</b> · <b>{s['passing']} / {s['rows']} rows pass</b></p>"
+    return (
+        '<div class="table-wrap"><table class="numbers">'
+        f"<thead><tr>{''.join(f'<th>{html.escape(h)}</th>' for h in head)}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>{foot}"
+    )
+
+
+def _gate(status: str, value: str | None) -> str:
+    text = status if value is None else f"{value} ({status})"
+    return html.escape(text)

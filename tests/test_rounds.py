@@ -1,0 +1,344 @@
+"""traceattr round on CPU: receipts from constructed traces (traceattr.synth) and constructed runner.json files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+from traceattr.analysis.calls import calls as call_table
+from traceattr.analysis.rounds import Capture, Gates, Receipt, Row, round_rows
+from traceattr.attribution.engine import attribute
+from traceattr.callnames import DOMAIN, CallName
+from traceattr.cli import main
+from traceattr.errors import TraceattrError
+from traceattr.rounds import RoundPlan, read_receipt, read_rows, retry_plan, run_round
+from traceattr.runner.plan import arm_letters, round_order
+from traceattr.shapes import parse_shape
+from traceattr.synth.builder import TraceBuilder
+from traceattr.trace.loader import load_trace
+
+BASE, CAND = "fa3", "fa3[splits=4]"
+ROWS = (Row("q1_ctx8k", parse_shape("q1_ctx8k").name), Row("q8_ctx32k", parse_shape("q8_ctx32k").name))
+US = 1000  # ns per µs
+
+# time of one call in ns: (shape, arm, iteration, position in its pair: 0 = ran first)
+Timing = Callable[[str, str, int, int], float]
+
+
+def timing(ratio: float = 1.0, first_bias: float = 0.0, noise: float = 0.002, seed: int = 0) -> Timing:
+    """Baseline 100 µs (200 µs on the second row), candidate ×ratio; the arm that runs first ×(1 − first_bias)."""
+    rng = np.random.default_rng(seed)
+
+    def t(shape: str, arm: str, _i: int, pos: int) -> float:
+        base = 100 * US if shape == ROWS[0].shape else 200 * US
+        scale = ratio if arm == CAND else 1.0
+        return base * scale * (1 - first_bias if pos == 0 else 1.0) * (1 + noise * rng.standard_normal())
+
+    return t
+
+
+def runner_json(
+    arms: tuple[str, ...],
+    *,
+    fraction: float | None = 0.95,
+    program: tuple[str | None, str | None] = ("fa3", "fa3"),
+    sha: tuple[str | None, str | None] = ("ab" * 32, "ab" * 32),
+    status: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A runner.json as the arms runner writes it (the agreed contract), for both rows."""
+    clocks = None if fraction is None else {"sm_clock_mhz_median": round(1980 * fraction), "sm_clock_max_mhz": 1980,
+                                            "fraction": fraction}  # fmt: skip
+    shapes = {}
+    for row in ROWS:
+        backends = {}
+        for arm in arms:
+            st = (status or {}).get(arm, "ok")
+            entry: dict[str, Any] = {"status": st, "relative_error": 0.004}
+            if st != "ok":
+                entry["reason"] = "split-KV needs ctx ≥ 16k"
+            digest = sha[0] if arm == BASE else sha[1]
+            if digest is not None:
+                entry["output_sha256"] = digest
+            backends[arm] = entry
+        shapes[row.shape] = {"backends": backends, **({"clocks": clocks} if clocks else {})}
+    arms_info = {BASE: {"backend": "fa3", "options": {}, "program": program[0]},
+                 CAND: {"backend": "fa3", "options": {"splits": 4}, "program": program[1]}}  # fmt: skip
+    return {"gpu": {"name": "NVIDIA H200"}, "shapes": shapes, "arms": arms_info, "timed": True,
+            "protocol": {"between": "flush", "order": "abba", "flush_bytes": 256 << 20}}  # fmt: skip
+
+
+def synth_capture(
+    path: Path, index: int, arms: tuple[str, ...], t: Timing, *, iters: int = 8, order: str = "abba",
+    skip: set[str] = frozenset(), **runner: Any,
+) -> Capture:  # fmt: skip
+    """A trace as the runner writes it: per row, *iters* iterations of the arms in ABBA (or blocked) order."""
+    b = TraceBuilder()
+    dom = b.domain(DOMAIN, tid=1)
+    letters = arm_letters(arms)
+    now = 10_000
+    for row in ROWS:
+        if order == "abba":
+            sequence = [(i, arm) for i in range(iters) for arm in round_order(arms, i)]
+        else:
+            sequence = [(i, arm) for arm in arms for i in range(iters)]
+        for n, (i, arm) in enumerate(sequence):
+            if arm in skip:
+                continue
+            pos = n % 2 if order == "abba" else 0
+            dur = int(t(row.shape, arm, i, pos))
+            b.push_range(tid=1, start=now, end=now + 5_000, message=CallName(arm, row.shape, letters[arm], i).message,
+                         domain=dom)  # fmt: skip
+            b.launch(tid=1, start=now + 100, end=now + 200, kernel="mla_decode_kernel", gpu_start=now + 1_000,
+                     gpu_end=now + 1_000 + dur)  # fmt: skip
+            now += dur + 20_000
+    trace = b.write(path / f"capture{index}_{order}.sqlite", gpu_name="NVIDIA H200", cc=(9, 0))
+    calls = call_table(attribute(load_trace(trace)))
+    status = {a: "unavailable" for a in skip}
+    return Capture(index, calls, runner_json(arms, status=status, **runner), str(path), order)
+
+
+def captures(path: Path, t: Timing, rounds: int = 3, **kw: Any) -> list[Capture]:
+    return [synth_capture(path, r, (BASE, CAND) if r % 2 == 0 else (CAND, BASE), t, **kw) for r in range(rounds)]
+
+
+def by_row(frame: pl.DataFrame) -> dict[str, dict[str, Any]]:
+    return {r["row"]: r for r in frame.iter_rows(named=True)}
+
+
+# -- verdicts and headline numbers -----------------------------------------------------------
+@pytest.mark.parametrize(("ratio", "noise", "verdict"), [(0.90, 0.002, "faster"), (1.10, 0.002, "slower"),
+                                                         (1.0, 0.002, "same"), (1.0, 0.15, "ambiguous")])  # fmt: skip
+def test_verdict_classes(tmp_path: Path, ratio: float, noise: float, verdict: str) -> None:
+    rows = round_rows(ROWS, captures(tmp_path, timing(ratio, noise=noise)), BASE, CAND, Gates(directional_limit=1.0))
+    got = by_row(rows)
+    for row in ROWS:
+        r = got[row.label]
+        assert r["verdict"] == verdict, r
+        assert r["pairs"] == 3 * 8 and r["rounds"] == 3 and len(r["baseline_rounds_us"]) == 3
+        assert r["ratio"] == pytest.approx(r["candidate_us"] / r["baseline_us"])
+        if noise < 0.01:
+            assert r["ratio"] == pytest.approx(ratio, rel=0.01)
+            assert r["baseline_us"] == pytest.approx(100 if row is ROWS[0] else 200, rel=0.01)
+    receipt = Receipt({"baseline": BASE, "candidate": CAND}, rows)
+    if verdict != "ambiguous":
+        assert receipt.geomean == pytest.approx(ratio, rel=0.01)
+
+
+# -- gates ------------------------------------------------------------------------------------
+def test_first_arm_bias_trips_the_directional_gate(tmp_path: Path) -> None:
+    # whichever arm runs first in a pair is 5% faster: the ratio depends on the order, not on the arms
+    rows = by_row(round_rows(ROWS, captures(tmp_path, timing(1.0, first_bias=0.05)), BASE, CAND))
+    for r in rows.values():
+        # baseline first: c / (0.95 b) = 1.0526; candidate first: 0.95 c / b = 0.95 → 0.1026
+        assert r["directional"] == pytest.approx(1 / 0.95 - 0.95, abs=0.01)
+        assert r["directional_gate"] == "fail" and r["status"] == "refused"
+        assert "directional 0.10" in r["refused_by"]
+    unbiased = by_row(round_rows(ROWS, captures(tmp_path, timing(1.0)), BASE, CAND))
+    assert all(r["directional"] < 0.02 and r["status"] == "pass" for r in unbiased.values())
+
+
+def test_low_loaded_clock_refuses_and_missing_clock_is_not_measured(tmp_path: Path) -> None:
+    t = timing(0.9)
+    low = by_row(round_rows(ROWS, captures(tmp_path, t, fraction=1297 / 1965), BASE, CAND))
+    assert all(
+        r["clock_gate"] == "fail" and r["clock_fraction"] == pytest.approx(0.66, abs=0.005) for r in low.values()
+    )
+    assert all("clock 0.66 < 0.7" in r["refused_by"] for r in low.values())
+    missing = by_row(round_rows(ROWS, captures(tmp_path, t, fraction=None), BASE, CAND))
+    assert all(r["clock_gate"] == "not measured" and r["status"] == "refused" for r in missing.values())
+    off = by_row(round_rows(ROWS, captures(tmp_path, t, fraction=None), BASE, CAND, Gates(min_clock=0)))
+    assert all(r["clock_gate"] == "off" and r["status"] == "pass" for r in off.values())
+
+
+def test_one_slow_round_clock_is_the_rows_clock(tmp_path: Path) -> None:
+    t = timing(0.9)
+    caps = [synth_capture(tmp_path, 0, (BASE, CAND), t), synth_capture(tmp_path, 1, (CAND, BASE), t, fraction=0.5)]
+    r = by_row(round_rows(ROWS, caps, BASE, CAND))[ROWS[0].label]
+    assert r["clock_fraction"] == 0.5 and r["clock_gate"] == "fail"
+
+
+def test_output_parity(tmp_path: Path) -> None:
+    t = timing(1.0)
+    same = by_row(round_rows(ROWS, captures(tmp_path, t, rounds=2), BASE, CAND))
+    assert all(r["parity"] == "bitwise" and r["parity_gate"] == "pass" for r in same.values())
+    differ = by_row(round_rows(ROWS, captures(tmp_path, t, rounds=2, sha=("ab" * 32, "cd" * 32)), BASE, CAND))
+    assert all(
+        r["parity_gate"] == "fail" and "parity (bitwise): outputs differ" in r["refused_by"] for r in differ.values()
+    )
+    nosha = by_row(round_rows(ROWS, captures(tmp_path, t, rounds=2, sha=("ab" * 32, None)), BASE, CAND))
+    assert all(r["parity_gate"] == "not measured" for r in nosha.values())
+    # different programs: bitwise is not expected; both arms passed the reference check
+    other = by_row(round_rows(ROWS, captures(tmp_path, t, rounds=2, program=("fa3", "fa3+merge"),
+                                             sha=("ab" * 32, "cd" * 32)), BASE, CAND))  # fmt: skip
+    assert all(r["parity"] == "reference" and r["parity_gate"] == "pass" for r in other.values())
+    off = by_row(round_rows(ROWS, captures(tmp_path, t, rounds=2, sha=("ab" * 32, "cd" * 32)), BASE, CAND,
+                            Gates(parity=False)))  # fmt: skip
+    assert all(r["parity_gate"] == "off" and r["status"] == "pass" for r in off.values())
+
+
+def test_an_arm_that_did_not_run_refuses_the_row(tmp_path: Path) -> None:
+    t = timing(0.9)
+    caps = [synth_capture(tmp_path, 0, (BASE, CAND), t), synth_capture(tmp_path, 1, (CAND, BASE), t, skip={CAND})]
+    r = by_row(round_rows(ROWS, caps, BASE, CAND))[ROWS[0].label]
+    assert r["arms_gate"] == "fail" and r["status"] == "refused"
+    assert f"{CAND} in round 2: split-KV needs ctx ≥ 16k" in r["refused_by"]
+    assert r["rounds"] == 2 and len(r["candidate_rounds_us"]) == 1
+
+
+def test_sensitivity_flags_a_verdict_smaller_than_the_protocol_effect(tmp_path: Path) -> None:
+    t = timing(0.97)
+    # back to back, the candidate is 8% slower than interleaved: the protocol moves the ratio more than the lever
+    slow = timing(0.97 * 1.08)
+    sens = [synth_capture(tmp_path, -1, (BASE, CAND), slow, order="blocked")]
+    rows = by_row(round_rows(ROWS, captures(tmp_path, t), BASE, CAND, sensitivity=sens))
+    for r in rows.values():
+        assert r["verdict"] == "faster" and r["flagged"]
+        assert r["sensitivity"] == pytest.approx(0.97 * 0.08, abs=0.01)
+        assert r["candidate_shift"] == pytest.approx(0.08, abs=0.01) and abs(r["baseline_shift"]) < 0.01
+    receipt = Receipt({"baseline": BASE, "candidate": CAND}, pl.DataFrame(list(rows.values())))
+    assert "⚑" in receipt.markdown() and "protocol sensitivity 0.07" in receipt.markdown()
+
+
+# -- orchestration with a fake executor, retry, receipts ---------------------------------------
+class FakeExecutor:
+    """Stands in for profile_executor: synthesises each requested capture; records what was asked."""
+
+    def __init__(self, tmp: Path, t: Timing, **runner: Any) -> None:
+        self.tmp, self.t, self.runner, self.requests = tmp, t, runner, []
+
+    def __call__(self, request, plan, on_line):  # type: ignore[no-untyped-def]
+        self.requests.append(request)
+        request.folder.mkdir(parents=True)
+        for shape in request.shapes:
+            on_line(f"[traceattr] timing {shape}: 2 arms × {plan.iters} rounds")
+        return synth_capture(request.folder, request.round, request.arms, self.t, order=request.order, **self.runner)
+
+
+def test_run_round_alternates_arms_and_writes_receipts(tmp_path: Path) -> None:
+    fake = FakeExecutor(tmp_path, timing(0.9, first_bias=0.05))
+    plan = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "round", sensitivity=True,
+                     rows_source="smoke")  # fmt: skip
+    seen: list[str] = []
+    receipt = run_round(plan, fake, on_progress=seen.append)
+    assert [(r.round, r.arms[0], r.order) for r in fake.requests] == [
+        (0, BASE, "abba"), (1, CAND, "abba"), (2, BASE, "abba"), (-1, BASE, "blocked")]  # fmt: skip
+    assert len(seen) == len(ROWS) * 4 and seen[0].startswith("round 1: ") and seen[-1].startswith("back to back: ")
+    assert receipt.summary()["passing"] == 0  # the first-arm bias refuses both rows
+    md = (plan.folder / "receipt.md").read_text(encoding="utf-8")
+    assert md.count("**refused**: directional") == 2 and "**0 / 2 rows pass**" in md
+    assert "| row | baseline µs | candidate µs | ratio | verdict | gates |" in md
+    csv = pl.read_csv(plan.folder / "receipt.csv")
+    assert csv["row"].to_list() == [r.label for r in ROWS] and csv["status"].to_list() == ["refused"] * 2
+    assert len(csv["baseline_rounds_us"][0].split(";")) == 3
+    back = read_receipt(plan.folder / "receipt.json")
+    assert back.rows.equals(receipt.rows) and back.header["protocol"]["between"] == "flush"
+    assert back.header["gates"]["directional_limit"] == 0.02 and back.header["runner"]["protocol"]["order"] == "abba"
+
+
+def test_retry_remeasures_only_refused_rows_and_keeps_both(tmp_path: Path) -> None:
+    first = Receipt(
+        RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "r0").header(),
+        round_rows(ROWS, [*captures(tmp_path, timing(0.9), rounds=2)[:1],
+                          synth_capture(tmp_path, 1, (CAND, BASE), timing(0.9), fraction=0.5)], BASE, CAND),
+    )  # fmt: skip
+    first = Receipt(
+        first.header,
+        first.rows.with_columns(  # only the second row refused
+            pl.when(pl.col("row") == ROWS[0].label).then(pl.lit("pass")).otherwise(pl.col("status")).alias("status")
+        ),
+    )
+    assert first.summary()["passing"] == 1
+    (tmp_path / "r0").mkdir()
+    (tmp_path / "r0" / "receipt.json").write_text(json.dumps(first.to_json(), default=str))
+    before = (tmp_path / "r0" / "receipt.json").read_bytes()
+    previous = read_receipt(tmp_path / "r0")
+    plan = retry_plan(previous, tmp_path / "out", rounds=2)
+    assert [r.label for r in plan.rows] == [ROWS[1].label] and plan.first_round == 3
+    fake = FakeExecutor(tmp_path, timing(0.9))
+    merged = run_round(plan, fake, previous=previous)
+    assert [r.round for r in fake.requests] == [3, 4] and fake.requests[0].arms[0] == CAND  # alternation continues
+    assert merged.rows.height == 3
+    attempts = merged.rows.filter(pl.col("row") == ROWS[1].label)
+    assert attempts["attempt"].to_list() == [1, 2] and attempts["status"].to_list() == ["refused", "pass"]
+    assert merged.summary()["passing"] == 2 and merged.header["retry_rounds"] == [2]
+    md = merged.markdown()
+    assert f"{ROWS[1].label} (attempt 1)" in md and f"{ROWS[1].label} (attempt 2)" in md and "**2 / 2 rows pass**" in md
+    assert (tmp_path / "r0" / "receipt.json").read_bytes() == before  # inputs are never modified
+    assert read_receipt(plan.folder).rows.height == 3
+    with pytest.raises(TraceattrError, match="nothing to retry"):
+        retry_plan(merged, tmp_path / "out")
+
+
+def test_markdown_escapes_and_geomean_over_passing_rows_only(tmp_path: Path) -> None:
+    rows = round_rows(ROWS, captures(tmp_path, timing(0.8)), BASE, CAND).with_columns(
+        pl.when(pl.col("row") == ROWS[1].label).then(pl.lit("refused")).otherwise(pl.col("status")).alias("status"),
+        pl.when(pl.col("row") == ROWS[1].label).then(pl.lit("clock 0.50 < 0.7")).otherwise(pl.lit("")).alias("refused_by"),
+        pl.when(pl.col("row") == ROWS[1].label).then(pl.lit(0.5)).otherwise(pl.col("ratio")).alias("ratio"),
+    )  # fmt: skip
+    receipt = Receipt({"baseline": "x|y", "candidate": CAND, "protocol": {"rounds": 3}}, rows)
+    assert receipt.geomean == pytest.approx(0.8, rel=0.01)  # the refused row's 0.5 is left out
+    md = receipt.markdown()
+    assert "x\\|y" in md and "**1 / 2 rows pass**" in md and "**refused**: clock 0.50 < 0.7" in md
+
+
+# -- rows and the command line ----------------------------------------------------------------
+def test_rows_file_and_named_sets(tmp_path: Path) -> None:
+    f = tmp_path / "rows.txt"
+    f.write_text("# published rows\nmtp_h96_b8_q4_kv342305\n\nq8_ctx900k  # long\n", encoding="utf-8")
+    rows = read_rows(str(f))
+    assert [r.label for r in rows] == ["mtp_h96_b8_q4_kv342305", "q8_ctx900k"]
+    assert rows[1].shape == parse_shape("q8_ctx900k").name
+    assert len(read_rows("decode-h200")) >= 8
+    f.write_text("q8_ctx900k\nq8_zz\n", encoding="utf-8")
+    with pytest.raises(TraceattrError, match=r"rows.txt:2: .*'zz'"):
+        read_rows(str(f))
+    f.write_text("q8_ctx900k\nq8_ctx900k_h16\n", encoding="utf-8")
+    with pytest.raises(TraceattrError, match=r"rows.txt:2: .* same shape"):
+        read_rows(str(f))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rows", "nope", "--baseline", "a", "--candidate", "b"], "neither a file nor a named set"),
+        (["--rows", "smoke", "--baseline", "fa3", "--candidate", "fa3"], "both 'fa3'"),
+        (["--rows", "smoke", "--baseline", "a", "--candidate", "b", "--between", "warm"], "--between 'warm'"),
+        (["--rows", "smoke", "--baseline", "a"], "missing --candidate"),
+        (["--rows", "smoke", "--baseline", "a", "--candidate", "b", "--min-clock", "1.5"], "fraction must lie"),
+        (["--retry", "{tmp}/none.json"], "unreadable receipt"),
+    ],
+)
+def test_cli_errors_are_one_line(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["round", *(a.replace("{tmp}", str(tmp_path)) for a in args), "--dry-run"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_dry_run_lists_the_captures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["round", "--rows", "smoke", "--baseline", BASE, "--candidate", CAND, "--sensitivity", "--rounds", "2",
+              "--out-root", str(tmp_path), "--dry-run"])  # fmt: skip
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "round-1: round 1, ABBA, first arm fa3" in out and f"round-2: round 2, ABBA, first arm {CAND}" in out
+    assert "sensitivity: back to back" in out and not list(tmp_path.iterdir())
+
+
+def test_report_has_a_round_section(tmp_path: Path) -> None:
+    from traceattr.report import build_report
+
+    caps = captures(tmp_path, timing(0.9), rounds=2)
+    receipt = Receipt({"baseline": BASE, "candidate": "<b>cand</b>"}, round_rows(ROWS, caps, BASE, CAND))
+    att = attribute(load_trace(next(tmp_path.glob("capture0_abba.sqlite"))))
+    page = build_report(att, receipt=receipt)
+    assert 'id="round"' in page and "&lt;b&gt;cand&lt;/b&gt;" in page and "<b>cand</b>" not in page
+    assert "2 / 2 rows pass" in page

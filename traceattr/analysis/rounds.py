@@ -1,0 +1,470 @@
+"""Round receipts: is the candidate arm faster than the baseline over a set of rows, and may each row be trusted?
+
+A round measures every row in ``N`` separate captures (each one ``traceattr
+profile`` run: its calls and its runner.json), arm order alternating between
+captures and ABBA inside each. Per row:
+
+* each arm's median per capture, the median of those (the headline µs), and
+  ``ratio`` = candidate / baseline of the two;
+* the verdict and its interval from :func:`traceattr.analysis.stats.compare_samples`
+  over the paired calls (one pair per iteration per capture);
+* gates, each a status (``pass``, ``fail``, ``not measured``, ``off``) with
+  its measured value, and a row is refused unless every gate passes or is off:
+
+  - ``directional``: |median ratio of the pairs where the baseline ran first −
+    median ratio of the pairs where the candidate ran first|; which arm ran
+    first is read from the calls' GPU start times, not assumed from the plan;
+  - ``clock``: the loaded SM clock while the row was timed (runner.json
+    ``shapes[shape].clocks.fraction``, NVML median / max SM clock), the lowest
+    over the captures;
+  - ``parity``: outputs bitwise equal (``output_sha256``) when runner.json
+    declares both arms the same ``program``; otherwise both arms passed the
+    runner's check against the torch reference;
+  - ``arms``: both arms ran in every capture.
+
+``sensitivity`` (optional, from captures run back to back instead of
+interleaved): how far the ratio moves with the protocol; a faster/slower
+verdict smaller than that is ``flagged``. Pure polars over frames and dicts:
+the GPU side lives in :mod:`traceattr.rounds`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from traceattr.analysis.stats import CONFIDENCE, SAME_WITHIN, compare_samples, geomean
+
+PASS, FAIL, NOT_MEASURED, OFF = "pass", "fail", "not measured", "off"
+GATES = ("arms", "directional", "clock", "parity")
+
+RECEIPT_SCHEMA: dict[str, pl.DataType] = {
+    "row": pl.String(),
+    "shape": pl.String(),
+    "attempt": pl.Int64(),
+    "status": pl.String(),  # pass | refused
+    "refused_by": pl.String(),  # "; "-joined failing gates with their values, "" when it passes
+    "baseline_us": pl.Float64(),
+    "candidate_us": pl.Float64(),
+    "ratio": pl.Float64(),
+    "low": pl.Float64(),
+    "high": pl.Float64(),
+    "verdict": pl.String(),
+    "rounds": pl.Int64(),
+    "pairs": pl.Int64(),
+    "baseline_rounds_us": pl.List(pl.Float64()),
+    "candidate_rounds_us": pl.List(pl.Float64()),
+    "arms_gate": pl.String(),
+    "arms_note": pl.String(),
+    "directional": pl.Float64(),
+    "directional_gate": pl.String(),
+    "clock_fraction": pl.Float64(),
+    "clock_mhz": pl.Float64(),
+    "clock_gate": pl.String(),
+    "parity": pl.String(),  # bitwise | reference
+    "parity_value": pl.String(),
+    "parity_gate": pl.String(),
+    "sensitivity": pl.Float64(),
+    "baseline_shift": pl.Float64(),
+    "candidate_shift": pl.Float64(),
+    "flagged": pl.Boolean(),
+}
+
+
+@dataclass(frozen=True)
+class Gates:
+    """Thresholds of a round; each one also decides what its gate reports."""
+
+    directional_limit: float = 0.02
+    min_clock: float = 0.70  # loaded SM clock / max; 0 turns the gate off
+    parity: bool = True
+    confidence: float = CONFIDENCE
+    same_within: float = SAME_WITHIN
+
+    def __post_init__(self) -> None:
+        if not self.directional_limit > 0:
+            raise ValueError("the directional-disagreement limit must be positive")
+        if not 0 <= self.min_clock <= 1:
+            raise ValueError("the loaded-clock fraction must lie in [0, 1]")
+
+
+@dataclass(frozen=True)
+class Capture:
+    """One capture of a round: its calls (analysis.calls) and the runner.json it wrote."""
+
+    round: int
+    calls: pl.DataFrame
+    runner: Mapping[str, Any]
+    folder: str | None = None
+    order: str = "abba"  # "blocked": back to back (the sensitivity captures)
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str  # as the user wrote it (a published row name, a shape)
+    shape: str  # canonical shape name: what the runner and the calls carry
+
+
+def samples(captures: Sequence[Capture], baseline: str, candidate: str) -> pl.DataFrame:
+    """``round, shape, iter, backend, start_ns, t_us`` of both arms' calls over *captures*."""
+    parts = [
+        c.calls.filter(pl.col("backend").is_in([baseline, candidate])).select(
+            pl.lit(c.round, pl.Int64).alias("round"),
+            pl.col("shape").cast(pl.String),
+            pl.col("iter").cast(pl.Int64),
+            pl.col("backend").cast(pl.String),
+            pl.col("gpu_start_ns").cast(pl.Int64).alias("start_ns"),
+            (pl.col("gpu_span_ns") / 1e3).cast(pl.Float64).alias("t_us"),
+        )
+        for c in captures
+    ]
+    schema = {"round": pl.Int64, "shape": pl.String, "iter": pl.Int64, "backend": pl.String, "start_ns": pl.Int64,
+              "t_us": pl.Float64}  # fmt: skip
+    return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
+
+
+def pairs(s: pl.DataFrame, baseline: str, candidate: str) -> pl.DataFrame:
+    """One row per (shape, round, iter) where both arms ran: ``base_us, cand_us, ratio, first`` (arm that ran first)."""
+    arm = pl.col("backend")
+    return (
+        s.group_by("shape", "round", "iter")
+        .agg(
+            pl.col("t_us").filter(arm == baseline).first().alias("base_us"),
+            pl.col("t_us").filter(arm == candidate).first().alias("cand_us"),
+            arm.sort_by("start_ns").first().alias("first"),
+        )
+        .drop_nulls(["base_us", "cand_us"])
+        .with_columns((pl.col("cand_us") / pl.col("base_us")).alias("ratio"))
+        .sort("shape", "round", "iter")
+    )
+
+
+def directional(p: pl.DataFrame, baseline: str, candidate: str) -> pl.DataFrame:
+    """``shape, directional``: |median ratio (baseline first) − median ratio (candidate first)|; null if one order is missing."""
+    first = pl.col("first")
+    return p.group_by("shape").agg(
+        (pl.col("ratio").filter(first == baseline).median() - pl.col("ratio").filter(first == candidate).median())
+        .abs()
+        .alias("directional")
+    )
+
+
+def round_medians(s: pl.DataFrame) -> pl.DataFrame:
+    """``shape, backend, rounds_us`` (median per capture, in round order) and ``median_us`` (their median)."""
+    per = s.group_by("shape", "backend", "round").agg(pl.col("t_us").median()).sort("round")
+    return per.group_by("shape", "backend").agg(
+        pl.col("t_us").alias("rounds_us"), pl.col("t_us").median().alias("median_us")
+    )
+
+
+def _shape_entry(runner: Mapping[str, Any], shape: str) -> Mapping[str, Any]:
+    entry = (runner.get("shapes") or {}).get(shape)
+    return entry if isinstance(entry, Mapping) else {}
+
+
+def _arm_entry(runner: Mapping[str, Any], shape: str, arm: str) -> Mapping[str, Any]:
+    entry = (_shape_entry(runner, shape).get("backends") or {}).get(arm)
+    return entry if isinstance(entry, Mapping) else {}
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def clock_gate(captures: Sequence[Capture], shape: str, min_clock: float) -> tuple[str, float | None, float | None]:
+    """(status, lowest fraction over the captures, its SM clock MHz); any capture without a clock → not measured."""
+    worst: tuple[float, float | None] | None = None
+    missing = not captures
+    for c in captures:
+        clocks = _shape_entry(c.runner, shape).get("clocks")
+        clocks = clocks if isinstance(clocks, Mapping) else {}
+        mhz, top = _number(clocks.get("sm_clock_mhz_median")), _number(clocks.get("sm_clock_max_mhz"))
+        fraction = _number(clocks.get("fraction"))
+        if fraction is None and mhz is not None and top:
+            fraction = mhz / top
+        if fraction is None:
+            missing = True
+            continue
+        if worst is None or fraction < worst[0]:
+            worst = (fraction, mhz)
+    value, mhz = worst if worst else (None, None)
+    if min_clock <= 0:
+        return OFF, value, mhz
+    if missing:
+        return NOT_MEASURED, value, mhz
+    return (PASS if value is not None and value >= min_clock else FAIL), value, mhz
+
+
+def arms_gate(
+    captures: Sequence[Capture], shape: str, arms: Sequence[str], timed: set[tuple[int, str]]
+) -> tuple[str, str]:
+    """(status, why): both arms timed in every capture; *timed* holds (round, arm) pairs seen in the calls."""
+    problems = []
+    for c in captures:
+        for arm in arms:
+            if (c.round, arm) in timed:
+                continue
+            entry = _arm_entry(c.runner, shape, arm)
+            why = entry.get("reason") or entry.get("status") or "no calls in the trace"
+            problems.append(f"{arm} in round {c.round + 1}: {why}")
+    return (FAIL, "; ".join(dict.fromkeys(problems))) if problems else (PASS, "")
+
+
+def parity_gate(
+    captures: Sequence[Capture], shape: str, baseline: str, candidate: str, enabled: bool
+) -> tuple[str, str, str]:
+    """(status, mode, value): bitwise for arms declared the same program, else the runner's reference check."""
+    programs = []
+    for c in captures:
+        arms = c.runner.get("arms") if isinstance(c.runner.get("arms"), Mapping) else {}
+        b, k = arms.get(baseline) or {}, arms.get(candidate) or {}
+        programs.append(isinstance(b, Mapping) and isinstance(k, Mapping) and b.get("program") is not None
+                        and b.get("program") == k.get("program"))  # fmt: skip
+    bitwise = bool(captures) and all(programs)
+    mode = "bitwise" if bitwise else "reference"
+    if not enabled:
+        return OFF, mode, ""
+    if not captures:
+        return NOT_MEASURED, mode, "no capture"
+    if bitwise:
+        for c in captures:
+            sb = _arm_entry(c.runner, shape, baseline).get("output_sha256")
+            sc = _arm_entry(c.runner, shape, candidate).get("output_sha256")
+            if not sb or not sc:
+                return NOT_MEASURED, mode, f"no output_sha256 in round {c.round + 1}"
+            if sb != sc:
+                return FAIL, mode, f"outputs differ in round {c.round + 1} ({str(sb)[:12]} vs {str(sc)[:12]})"
+        return PASS, mode, "outputs bitwise equal"
+    worst = 0.0
+    for c in captures:
+        for arm in (baseline, candidate):
+            entry = _arm_entry(c.runner, shape, arm)
+            err = _number(entry.get("relative_error"))
+            if entry.get("status") == "wrong":
+                return FAIL, mode, f"{arm}: {entry.get('reason', 'wrong output')}"
+            if err is None:
+                return NOT_MEASURED, mode, f"{arm} not checked against the reference in round {c.round + 1}"
+            worst = max(worst, err)
+    return PASS, mode, f"max relative error vs reference {worst:.2g}"
+
+
+def _sensitivity(sens: Sequence[Capture], baseline: str, candidate: str) -> pl.DataFrame:
+    """``shape, b_blocked, c_blocked``: each arm's median when timed back to back."""
+    s = samples(sens, baseline, candidate)
+    arm = pl.col("backend")
+    return s.group_by("shape").agg(
+        pl.col("t_us").filter(arm == baseline).median().alias("b_blocked"),
+        pl.col("t_us").filter(arm == candidate).median().alias("c_blocked"),
+    )
+
+
+def round_rows(
+    rows: Sequence[Row],
+    captures: Sequence[Capture],
+    baseline: str,
+    candidate: str,
+    gates: Gates = Gates(),
+    *,
+    sensitivity: Sequence[Capture] = (),
+    attempt: int = 1,
+) -> pl.DataFrame:
+    """The receipt rows (:data:`RECEIPT_SCHEMA`) of one attempt at *rows* (see the module doc)."""
+    if baseline == candidate:
+        raise ValueError("baseline and candidate must be distinct arm labels")
+    s = samples(captures, baseline, candidate)
+    p = pairs(s, baseline, candidate)
+    med = {(sh, b): (r, m) for sh, b, r, m in round_medians(s).iter_rows()}
+    dirs = dict(directional(p, baseline, candidate).iter_rows())
+    timed = {(r, b, sh) for r, b, sh in s.select("round", "backend", "shape").unique().iter_rows()}
+    blocked = {sh: (b, c) for sh, b, c in _sensitivity(sensitivity, baseline, candidate).iter_rows()}
+    out = []
+    for row in rows:
+        sp = p.filter(pl.col("shape") == row.shape)
+        b_rounds, b_us = med.get((row.shape, baseline), ([], None))
+        c_rounds, c_us = med.get((row.shape, candidate), ([], None))
+        ratio = c_us / b_us if b_us and c_us else None
+        cmp = compare_samples(sp["base_us"], sp["cand_us"], paired=True, confidence=gates.confidence,
+                              same_within=gates.same_within)  # fmt: skip
+        seen = {(r, b) for r, b, sh in timed if sh == row.shape}
+        a_status, a_note = arms_gate(captures, row.shape, (baseline, candidate), seen)
+        d = dirs.get(row.shape)
+        d_status = NOT_MEASURED if d is None else (PASS if d <= gates.directional_limit else FAIL)
+        k_status, k_frac, k_mhz = clock_gate(captures, row.shape, gates.min_clock)
+        p_status, p_mode, p_value = parity_gate(captures, row.shape, baseline, candidate, gates.parity)
+        refused = []
+        if a_status != PASS:
+            refused.append(f"arms: {a_note}")
+        if d_status != PASS:
+            refused.append(
+                f"directional {d:.4f} > {gates.directional_limit}" if d is not None else "directional not measured"
+            )
+        if k_status not in (PASS, OFF):
+            refused.append(f"clock {k_frac:.2f} < {gates.min_clock}" if k_status == FAIL else "clock not measured")
+        if p_status not in (PASS, OFF):
+            refused.append(f"parity ({p_mode}): {p_value}")
+        sens = b_shift = c_shift = None
+        if row.shape in blocked and ratio is not None:
+            bb, cb = blocked[row.shape]
+            if bb and cb:
+                sens = abs(cb / bb - ratio)
+                b_shift, c_shift = bb / b_us - 1, cb / c_us - 1
+        flagged = bool(sens is not None and ratio is not None and cmp.decided and abs(ratio - 1) < sens)
+        out.append({
+            "row": row.label, "shape": row.shape, "attempt": attempt,
+            "status": "refused" if refused else "pass", "refused_by": "; ".join(refused),
+            "baseline_us": b_us, "candidate_us": c_us, "ratio": ratio,
+            "low": _finite(cmp.low), "high": _finite(cmp.high), "verdict": cmp.verdict,
+            "rounds": len({r for r, _ in seen}), "pairs": sp.height,
+            "baseline_rounds_us": list(b_rounds), "candidate_rounds_us": list(c_rounds),
+            "arms_gate": a_status, "arms_note": a_note,
+            "directional": d, "directional_gate": d_status,
+            "clock_fraction": k_frac, "clock_mhz": k_mhz, "clock_gate": k_status,
+            "parity": p_mode, "parity_value": p_value, "parity_gate": p_status,
+            "sensitivity": sens, "baseline_shift": b_shift, "candidate_shift": c_shift, "flagged": flagged,
+        })  # fmt: skip
+    return pl.DataFrame(out, schema=RECEIPT_SCHEMA, orient="row") if out else pl.DataFrame(schema=RECEIPT_SCHEMA)
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """A round's result: what was compared and how (``header``), and one row per (row, attempt)."""
+
+    header: dict[str, Any]
+    rows: pl.DataFrame
+    captures: tuple[str, ...] = field(default=())
+
+    @property
+    def final(self) -> pl.DataFrame:
+        """The latest attempt of every row, in the order rows were first listed."""
+        order = self.rows.select("row").unique(maintain_order=True).with_row_index("_order")
+        return (
+            self.rows.sort("attempt")
+            .group_by("row", maintain_order=True)
+            .last()
+            .join(order, on="row")
+            .sort("_order")
+            .drop("_order")
+        )
+
+    @property
+    def passing(self) -> pl.DataFrame:
+        return self.final.filter(pl.col("status") == "pass")
+
+    @property
+    def geomean(self) -> float:
+        """Geometric mean of candidate/baseline over the passing rows (their latest attempt)."""
+        return geomean(self.passing["ratio"].drop_nulls().to_numpy())
+
+    @property
+    def refused(self) -> pl.DataFrame:
+        return self.final.filter(pl.col("status") != "pass")
+
+    def summary(self) -> dict[str, Any]:
+        final = self.final
+        counts = final.group_by("verdict").len()
+        passing = self.passing
+        return {
+            "rows": final.height,
+            "passing": passing.height,
+            "geomean": _finite(self.geomean),
+            "verdicts": {v: n for v, n in counts.iter_rows()},
+            "passing_verdicts": {v: n for v, n in passing.group_by("verdict").len().iter_rows()},
+        }
+
+    def retry_rows(self) -> list[Row]:
+        """The rows whose latest attempt was refused."""
+        return [Row(label, shape) for label, shape in self.refused.select("row", "shape").iter_rows()]
+
+    def with_attempt(self, rows: pl.DataFrame, captures: Sequence[str] = ()) -> Receipt:
+        """This receipt plus a new attempt's *rows* (a retry keeps both results)."""
+        attempt = int(self.rows["attempt"].max() or 0) + 1
+        merged = pl.concat([self.rows, rows.with_columns(pl.lit(attempt, pl.Int64).alias("attempt"))])
+        return Receipt(self.header, merged, (*self.captures, *captures))
+
+    # -- serialisation -----------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {**self.header, "summary": self.summary(), "captures": list(self.captures), "rows": self.rows.to_dicts()}
+
+    @classmethod
+    def from_json(cls, content: Mapping[str, Any]) -> Receipt:
+        rows = content.get("rows")
+        if not isinstance(rows, list):
+            raise ValueError("no 'rows' list")
+        frame = pl.DataFrame(rows, schema=RECEIPT_SCHEMA, orient="row") if rows else pl.DataFrame(schema=RECEIPT_SCHEMA)
+        header = {k: v for k, v in content.items() if k not in ("summary", "captures", "rows")}
+        return cls(header, frame, tuple(content.get("captures") or ()))
+
+    def csv_frame(self) -> pl.DataFrame:
+        """The rows with per-round lists as ``;``-joined text (CSV has no lists)."""
+        return self.rows.with_columns(
+            pl.col(c).list.eval(pl.element().round(3).cast(pl.String)).list.join(";")
+            for c in ("baseline_rounds_us", "candidate_rounds_us")
+        )
+
+    def markdown(self) -> str:
+        """A table to paste into a PR: row | baseline µs | candidate µs | ratio | verdict | gates; then the totals."""
+        h = self.header
+        lines = [
+            f"**{_md(h.get('candidate', '?'))} vs {_md(h.get('baseline', '?'))}** · {_protocol(h)}",
+            "",
+            "| row | baseline µs | candidate µs | ratio | verdict | gates |",
+            "|---|--:|--:|--:|---|---|",
+        ]
+        retried = set(self.rows.filter(pl.col("attempt") > 1)["row"].to_list())
+        for r in (
+            self.rows.sort("attempt")
+            .join(self.rows.select("row").unique(maintain_order=True).with_row_index("_o"), on="row")
+            .sort("_o", "attempt")
+            .iter_rows(named=True)
+        ):
+            label = _md(r["row"]) + (f" (attempt {r['attempt']})" if r["row"] in retried else "")
+            ratio = _num(r["ratio"], 3)
+            if r["low"] is not None and r["high"] is not None:
+                ratio += f" [{r['low']:.3f}, {r['high']:.3f}]"
+            verdict = r["verdict"] + (" ⚑" if r["flagged"] else "")
+            gates = "ok" if r["status"] == "pass" else "**refused**: " + _md(r["refused_by"])
+            if r["sensitivity"] is not None:
+                gates += f" · protocol sensitivity {r['sensitivity']:.3f}"
+            lines.append(
+                f"| {label} | {_num(r['baseline_us'], 2)} | {_num(r['candidate_us'], 2)} | {ratio} | {verdict} | {gates} |"
+            )
+        s = self.summary()
+        gm = "n/a" if s["geomean"] is None else f"{s['geomean']:.4f}"
+        lines += [
+            "",
+            f"geomean candidate/baseline over passing rows: **{gm}** · **{s['passing']} / {s['rows']} rows pass**",
+        ]
+        if any(self.rows["flagged"].fill_null(False)):
+            lines.append("⚑ the verdict is smaller than the protocol sensitivity (back to back vs interleaved)")
+        return "\n".join(lines) + "\n"
+
+
+def _protocol(h: Mapping[str, Any]) -> str:
+    p = h.get("protocol") or {}
+    g = h.get("gates") or {}
+    flush = p.get("flush_bytes")
+    parts = [
+        f"{p.get('rounds', '?')} rounds × {p.get('iters', '?')} iterations",
+        f"{p.get('order', 'abba').upper()} inside, arm order alternating between rounds",
+        f"between calls: {p.get('between', '?')}" + (f" ({flush / 2**20:.0f} MiB L2 flush)" if flush else ""),
+        "CUDA graphs" if p.get("graphs") else "eager",
+        f"gates: directional ≤ {g.get('directional_limit')}, loaded SM clock ≥ {g.get('min_clock')}, parity "
+        + ("on" if g.get("parity", True) else "off"),
+    ]
+    return " · ".join(parts)
+
+
+def _md(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _num(x: float | None, digits: int) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:,.{digits}f}"

@@ -1,0 +1,142 @@
+"""``traceattr round``: A/B one arm against another over a row set, with gates and receipts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from traceattr.analysis.rounds import Gates, Receipt
+from traceattr.cli import app
+from traceattr.errors import TraceattrError
+from traceattr.rounds import (
+    ROW_SETS,
+    RoundPlan,
+    check_between,
+    folder_name,
+    read_receipt,
+    read_rows,
+    retry_plan,
+    run_round,
+)
+from traceattr.terminal import console
+
+
+@app.command("round")
+def round_command(
+    rows: Annotated[
+        Optional[str],
+        typer.Option("--rows", help=f"File of shapes (one a line) or a named set: {', '.join(ROW_SETS)}."),
+    ] = None,
+    baseline: Annotated[Optional[str], typer.Option("--baseline", help="The shipped arm (e.g. fa3).")] = None,
+    candidate: Annotated[Optional[str], typer.Option("--candidate", help="The lever (e.g. 'fa3[splits=4]').")] = None,
+    rounds: Annotated[
+        Optional[int], typer.Option(help="Separate captures; arm order alternates between them. [default: 3]")
+    ] = None,
+    iters: Annotated[int, typer.Option(help="ABBA iterations per capture (each arm once per iteration).")] = 20,
+    warmup: Annotated[int, typer.Option(help="Untimed calls per arm after validation.")] = 3,
+    graphs: Annotated[bool, typer.Option("--graphs", help="Replay each call as a captured CUDA graph.")] = False,
+    between: Annotated[
+        str, typer.Option(help="What runs before every call: flush (cold L2), flush+KERNEL, or none.")
+    ] = "flush",
+    flush_mb: Annotated[
+        Optional[int], typer.Option(help="L2 flush buffer in MB (default: 2× L2, at least 128).")
+    ] = None,
+    sensitivity: Annotated[
+        bool, typer.Option("--sensitivity", help="Also time each row back to back and report how far the ratio moves.")
+    ] = False,
+    directional_limit: Annotated[
+        float, typer.Option(help="Refuse a row when |ratio(baseline first) − ratio(candidate first)| exceeds this.")
+    ] = 0.02,
+    min_clock: Annotated[
+        float, typer.Option(help="Refuse a row whose loaded SM clock / max is below this (0: gate off).")
+    ] = 0.70,
+    parity: Annotated[
+        bool, typer.Option(help="Gate on output parity (bitwise for arms declared the same program).")
+    ] = True,
+    same_within: Annotated[float, typer.Option(help="'same' when the interval lies within 1 ± this.")] = 0.01,
+    confidence: Annotated[float, typer.Option(help="Confidence level of the ratio's interval.")] = 0.95,
+    seed: Annotated[int, typer.Option(help="Seed of the random inputs.")] = 0,
+    retry: Annotated[
+        Optional[Path],
+        typer.Option("--retry", help="A receipt.json (or its round folder): re-measure its refused rows."),
+    ] = None,
+    out_root: Annotated[Path, typer.Option("--out-root", help="Round folders are created here.")] = Path("reports"),
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the captures a round would run and stop.")] = False,
+) -> None:
+    """A/B a candidate arm against a baseline over a row set: per-row ratio, verdict and gates, PR-ready receipts.
+
+    Example: traceattr round --rows decode-h200 --baseline fa3 --candidate 'fa3[splits=4]'
+    """
+    previous = None
+    if retry is not None:
+        if rows or baseline or candidate:
+            raise TraceattrError(
+                "--retry takes rows, arms, protocol and gates from the receipt; drop --rows/--baseline/--candidate"
+            )
+        previous = read_receipt(retry)
+        plan = retry_plan(previous, out_root, rounds=rounds)
+    else:
+        missing = [
+            name for name, v in (("--rows", rows), ("--baseline", baseline), ("--candidate", candidate)) if not v
+        ]
+        if missing:
+            raise TraceattrError(f"missing {', '.join(missing)} (or --retry RECEIPT)")
+        assert rows and baseline and candidate
+        check_between(between, (baseline, candidate))
+        try:
+            gates = Gates(directional_limit, min_clock, parity, confidence, same_within)
+        except ValueError as err:
+            raise TraceattrError(str(err)) from None
+        plan = RoundPlan(
+            rows=read_rows(rows), baseline=baseline, candidate=candidate,
+            folder=folder_name(out_root, baseline, candidate), rounds=3 if rounds is None else rounds, iters=iters,
+            warmup=warmup, graphs=graphs, between=between, flush_bytes=flush_mb * (1 << 20) if flush_mb else None,
+            sensitivity=sensitivity, seed=seed, gates=gates, rows_source=rows,
+        )  # fmt: skip
+    con = console()
+    requests = plan.requests()
+    con.print(
+        f"{plan.candidate} vs {plan.baseline}: {len(plan.rows)} rows × {len(requests)} captures → {plan.folder}",
+        highlight=False,
+        markup=False,
+    )
+    if dry_run:
+        for r in requests:
+            what = "back to back" if r.order == "blocked" else f"round {r.round + 1}, ABBA"
+            con.print(f"  {r.folder.name}: {what}, first arm {r.arms[0]}", highlight=False, markup=False)
+        for row in plan.rows:
+            con.print(f"  row {row.label} = {row.shape}", highlight=False, markup=False)
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=con, transient=False) as progress:
+        task = progress.add_task("starting nsys …", total=len(plan.rows) * len(requests))
+
+        def on_line(line: str) -> None:
+            if line.startswith("[traceattr] "):
+                progress.console.print(line, style="dim", highlight=False, markup=False)
+
+        def on_progress(what: str) -> None:
+            progress.update(task, advance=1, description=what)
+
+        receipt = run_round(plan, on_line=on_line, on_progress=on_progress, previous=previous)
+        progress.update(task, completed=len(plan.rows) * len(requests), description="done")
+    _write_report(receipt, plan)
+    con.print(receipt.markdown(), highlight=False, markup=False)
+    con.print(f"receipts: {plan.folder}/receipt.md, receipt.csv, receipt.json, report.html", highlight=False)
+
+
+def _write_report(receipt: Receipt, plan: RoundPlan) -> None:
+    """report.html of the round folder: the receipt, then the first capture's figures."""
+    from traceattr import runfolder
+    from traceattr.attribution.engine import attribute
+    from traceattr.report import write_report
+    from traceattr.trace.loader import load_trace
+
+    first = next((Path(f) for f in receipt.captures if (Path(f) / runfolder.TRACE).is_file()), None)
+    if first is None:
+        return
+    att = attribute(load_trace(first / runfolder.TRACE))
+    write_report(att, plan.folder / runfolder.REPORT, title=f"traceattr round {plan.folder.name}", receipt=receipt)

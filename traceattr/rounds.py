@@ -1,0 +1,262 @@
+"""``traceattr round``: an A/B optimization round over a set of rows, with receipts.
+
+A round is ``rounds`` separate captures (each one ``traceattr profile`` run
+of every row with the two arms), the arm order alternating between captures
+(baseline first in rounds 1, 3, …; candidate first in 2, 4, …) and ABBA
+inside each, the L2 flushed before every call. ``--sensitivity`` adds one
+capture with each arm's calls back to back, to show how much the protocol
+moves the answer. :mod:`traceattr.analysis.rounds` turns the captures into a
+receipt; this module plans and runs them and writes the receipt files.
+
+Captures go through an *executor* (default: :func:`profile_executor`, which
+needs a GPU and nsys), so the orchestration is tested on CPU with a fake.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from traceattr import __version__
+from traceattr.analysis.rounds import Capture, Gates, Receipt, Row, round_rows
+from traceattr.errors import TraceattrError
+from traceattr.output import write_manifest, write_table, write_text
+from traceattr.shapes import PUBLISHED_ROWS, ShapeError, parse_shape
+
+BETWEEN = ("flush", "none")  # plus "flush+KERNEL": a flush, then one call of KERNEL (an arm), before every call
+RECEIPT = "receipt"  # receipt.md / .csv / .json in the round folder
+
+# Named row sets (--rows NAME); a file of shapes, one a line, works too.
+ROW_SETS: dict[str, tuple[str, ...]] = {
+    # decode on one H200: single-token and MTP verify widths, short to very long context
+    "decode-h200": (
+        "q1_ctx8k", "q1_ctx32k", "q1_ctx131k", "q1_ctx900k",
+        "q4_ctx8k", "q4_ctx131k", "q8_ctx32k", "q8_ctx900k",
+    ),
+    "published": PUBLISHED_ROWS,  # row names kernel teams publish (traceattr shapes lists them)
+    "smoke": ("q1_ctx8k", "q8_ctx32k"),  # two quick rows, to try a setup
+}  # fmt: skip
+
+
+def read_rows(spec: str) -> tuple[Row, ...]:
+    """The rows of a named set or of a file (one shape a line; blank lines and ``#`` comments skipped)."""
+    if spec in ROW_SETS:
+        lines = [(f"row set {spec!r}", i + 1, text) for i, text in enumerate(ROW_SETS[spec])]
+    else:
+        path = Path(spec)
+        if not path.is_file():
+            raise TraceattrError(f"--rows {spec!r}: neither a file nor a named set ({', '.join(ROW_SETS)})")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise TraceattrError(f"{path}: unreadable ({err})") from None
+        lines = [(str(path), i + 1, line.split("#", 1)[0].strip()) for i, line in enumerate(text.splitlines())]
+    rows: list[Row] = []
+    seen: dict[str, str] = {}
+    for where, number, label in lines:
+        if not label:
+            continue
+        try:
+            shape = parse_shape(label).name
+        except ShapeError as err:
+            raise TraceattrError(f"{where}:{number}: {err}") from None
+        if shape in seen:
+            raise TraceattrError(f"{where}:{number}: {label!r} is the same shape as {seen[shape]!r} ({shape})")
+        seen[shape] = label
+        rows.append(Row(label, shape))
+    if not rows:
+        raise TraceattrError(f"--rows {spec!r}: no rows")
+    return tuple(rows)
+
+
+def check_between(between: str, arms: Sequence[str]) -> str:
+    """``flush``, ``none`` or ``flush+KERNEL``; a one-line error otherwise."""
+    if between in BETWEEN or (between.startswith("flush+") and len(between) > len("flush+")):
+        return between
+    raise TraceattrError(f"--between {between!r}: expected flush, none or flush+KERNEL (e.g. flush+{arms[0]})")
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    rows: tuple[Row, ...]
+    baseline: str
+    candidate: str
+    folder: Path
+    rounds: int = 3
+    iters: int = 20
+    warmup: int = 3
+    graphs: bool = False
+    between: str = "flush"
+    flush_bytes: int | None = None
+    sensitivity: bool = False
+    seed: int = 0
+    gates: Gates = field(default_factory=Gates)
+    rows_source: str = ""
+    first_round: int = 0  # a retry continues the numbering (and the alternation) of the round it retries
+
+    def __post_init__(self) -> None:
+        if self.baseline == self.candidate:
+            raise TraceattrError(
+                f"--baseline and --candidate are both {self.baseline!r}: an A/A round needs two labels for the "
+                "same program, so their calls can be told apart"
+            )
+        if self.rounds < 1 or self.iters < 2:
+            raise TraceattrError("--rounds must be at least 1 and --iters at least 2 (ABBA needs both orders)")
+
+    def requests(self) -> list[CaptureRequest]:
+        shapes = tuple(r.shape for r in self.rows)
+        out = []
+        for i in range(self.rounds):
+            index = self.first_round + i
+            arms = (self.baseline, self.candidate) if index % 2 == 0 else (self.candidate, self.baseline)
+            out.append(CaptureRequest(index, shapes, arms, "abba", self.folder / f"round-{index + 1}"))
+        if self.sensitivity:
+            out.append(
+                CaptureRequest(-1, shapes, (self.baseline, self.candidate), "blocked", self.folder / "sensitivity")
+            )
+        return out
+
+    def header(self) -> dict[str, Any]:
+        return {
+            "tool": "traceattr", "version": __version__, "command": "round", "argv": sys.argv,
+            "baseline": self.baseline, "candidate": self.candidate, "rows_source": self.rows_source,
+            "protocol": {
+                "rounds": self.rounds, "iters": self.iters, "warmup": self.warmup, "order": "abba",
+                "arm_order": "alternating between rounds", "between": self.between, "cold_l2": self.between != "none",
+                "flush_bytes": self.flush_bytes, "graphs": self.graphs, "seed": self.seed,
+                "sensitivity": self.sensitivity, "timing": "nsys GPU span per call (first op start to last op end)",
+            },
+            "gates": asdict(self.gates),
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CaptureRequest:
+    round: int  # 0-based round index; -1: the back-to-back sensitivity capture
+    shapes: tuple[str, ...]
+    arms: tuple[str, ...]  # in the order of this capture (the first runs first in even iterations)
+    order: str  # "abba" or "blocked"
+    folder: Path
+
+
+Executor = Callable[[CaptureRequest, RoundPlan, Callable[[str], None]], Capture]
+
+
+def profile_executor(request: CaptureRequest, plan: RoundPlan, on_line: Callable[[str], None]) -> Capture:
+    """One capture through ``traceattr profile`` (needs a CUDA GPU and nsys)."""
+    from traceattr.profile import execute, make_plan
+
+    protocol = {"between": plan.between, "order": request.order}
+    wanted = {k: v for k, v in protocol.items() if (k, v) not in (("between", "flush"), ("order", "abba"))}
+    missing = [k for k in wanted if k not in inspect.signature(make_plan).parameters]
+    if missing:  # the runner protocol options land with the arms work; refuse rather than ignore them
+        raise TraceattrError(f"this traceattr's profile runner cannot set {', '.join(missing)} yet")
+    profile_plan = make_plan(
+        [parse_shape(s) for s in request.shapes], request.arms, iters=plan.iters, warmup=plan.warmup,
+        graphs=plan.graphs, seed=plan.seed, flush_bytes=plan.flush_bytes, out_root=request.folder.parent, **wanted,
+    )  # fmt: skip
+    result = execute(replace(profile_plan, folder=request.folder), on_line=on_line)
+    return Capture(request.round, result.calls, result.runner, str(request.folder), request.order)
+
+
+_TIMING = re.compile(r"^\[traceattr\] timing (\S+?):")
+
+
+def run_round(
+    plan: RoundPlan,
+    executor: Executor = profile_executor,
+    *,
+    on_line: Callable[[str], None] | None = None,
+    on_progress: Callable[[str], None] | None = None,
+    previous: Receipt | None = None,
+) -> Receipt:
+    """Run every capture of *plan*, then build (or, with *previous*, extend) the receipt and write it."""
+    plan.folder.mkdir(parents=True, exist_ok=False)
+    captures: list[Capture] = []
+    sensitivity: list[Capture] = []
+    for request in plan.requests():
+        label = "back to back" if request.order == "blocked" else f"round {request.round + 1}"
+
+        def show(line: str, label: str = label) -> None:
+            if on_line is not None:
+                on_line(line)
+            m = _TIMING.match(line)
+            if m and on_progress is not None:
+                on_progress(f"{label}: {m.group(1)}")
+
+        capture = executor(request, plan, show)
+        (sensitivity if request.order == "blocked" else captures).append(capture)
+    rows = round_rows(plan.rows, captures, plan.baseline, plan.candidate, plan.gates, sensitivity=sensitivity)
+    folders = tuple(c.folder for c in [*captures, *sensitivity] if c.folder)
+    if previous is None:
+        header = plan.header()
+        header["runner"] = _runner_facts(captures)
+        if header["protocol"]["flush_bytes"] is None:  # profile chose it from the L2 size: record what ran
+            header["protocol"]["flush_bytes"] = header["runner"].get("flush_bytes")
+        receipt = Receipt(header, rows, folders)
+    else:
+        merged = previous.with_attempt(rows, folders)
+        retries = [*previous.header.get("retry_rounds", []), plan.rounds]
+        receipt = replace(merged, header={**previous.header, "retry_rounds": retries})
+    write_receipt(receipt, plan.folder)
+    return receipt
+
+
+def _runner_facts(captures: Sequence[Capture]) -> dict[str, Any]:
+    """What the runner itself recorded about the protocol and the GPU (first capture)."""
+    if not captures:
+        return {}
+    r = captures[0].runner
+    return {"gpu": r.get("gpu"), "protocol": r.get("protocol"), "arms": r.get("arms"),
+            "flush_bytes": (r.get("plan") or {}).get("flush_bytes")}  # fmt: skip
+
+
+def write_receipt(receipt: Receipt, folder: Path) -> list[Path]:
+    """receipt.md, receipt.csv and receipt.json in *folder* (each written whole or not at all)."""
+    md = write_text(folder / f"{RECEIPT}.md", receipt.markdown())
+    csv = write_table(receipt.csv_frame(), folder, RECEIPT, "csv")
+    js = write_manifest(folder, f"{RECEIPT}.json", receipt.to_json())
+    return [md, csv, js]
+
+
+def read_receipt(path: Path) -> Receipt:
+    """A receipt.json written by :func:`write_receipt` (a round folder names its receipt.json)."""
+    import json
+
+    path = path / f"{RECEIPT}.json" if path.is_dir() else path
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(content, dict) or content.get("command") != "round":
+            raise ValueError("not a traceattr round receipt")
+        return Receipt.from_json(content)
+    except (OSError, UnicodeDecodeError, ValueError, TypeError) as err:
+        raise TraceattrError(f"{path}: unreadable receipt ({err})") from None
+
+
+def retry_plan(previous: Receipt, out_root: Path, *, rounds: int | None = None) -> RoundPlan:
+    """A plan that re-measures only the refused rows of *previous*, with its arms, protocol and gates."""
+    rows = tuple(previous.retry_rows())
+    if not rows:
+        raise TraceattrError("nothing to retry: every row of the receipt passed")
+    h = previous.header
+    p, g = h.get("protocol") or {}, h.get("gates") or {}
+    done = int(p.get("rounds", 0)) + sum(int(x) for x in h.get("retry_rounds", []))
+    return RoundPlan(
+        rows=rows, baseline=h["baseline"], candidate=h["candidate"], folder=folder_name(out_root, h["baseline"],
+        h["candidate"], "retry"), rounds=rounds or int(p.get("rounds", 3)), iters=int(p.get("iters", 20)),
+        warmup=int(p.get("warmup", 3)), graphs=bool(p.get("graphs")), between=p.get("between", "flush"),
+        flush_bytes=p.get("flush_bytes"), sensitivity=bool(p.get("sensitivity")), seed=int(p.get("seed", 0)),
+        gates=Gates(**{k: v for k, v in g.items() if k in Gates.__dataclass_fields__}),
+        rows_source=h.get("rows_source", ""), first_round=done,
+    )  # fmt: skip
+
+
+def folder_name(out_root: Path, baseline: str, candidate: str, kind: str = "round") -> Path:
+    safe = re.sub(r"[^A-Za-z0-9_.=-]+", "-", f"{candidate}_vs_{baseline}").strip("-")
+    return out_root / f"{time.strftime('%Y%m%d-%H%M%S')}_{kind}_{safe}"
