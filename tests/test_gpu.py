@@ -105,3 +105,98 @@ def test_profile_end_to_end(tmp_path: Path) -> None:
     # overhead, which dominates calls this small, so only the lower bound is tight)
     assert (summary["event_vs_span"] > -0.05).all()
     assert "trtllm-gen" in out.stdout and "needs sm_10" in out.stdout
+
+
+# --- arms: levers and plug-ins, each checked against the torch reference -------------------------
+
+PLUGIN_ROOT = Path(__file__).parent.parent / "examples" / "mla_plugin"
+PLUGIN = "mla_plugin.torch_mla:TorchMLA"
+
+
+def _arm_output(text: str, shape_name: str, *, shuffle: bool = True):
+    """(output rows, the reference of what the arm read, the runner's entry) of one arm on one shape."""
+    from traceattr.arms import parse_arm
+    from traceattr.runner.loop import ShapeInputs, check_output, prepare_arm
+    from traceattr.runner.plan import RunPlan
+
+    shape = parse_shape(shape_name)
+    plan = RunPlan(shapes=(shape.name,), arms=(text,), shuffle=shuffle, seed=3)
+    data = ShapeInputs(shape, plan)
+    arm = parse_arm(text)
+    call, inputs = prepare_arm(arm, shape, data, plan.seed)
+    entry: dict = {}
+    refusal = check_output(arm, shape, call, inputs, data, plan, entry)
+    assert refusal is None, refusal
+    return call.output_rows(call.run()), data.reference(inputs), entry
+
+
+@pytest.mark.parametrize("shape_name", ["q8_ctx8k_h16", "q1_ctx20000_h128", "q4_ctx4100_h96_b3_ragged", "q8_ctx8k_fp8"])
+@pytest.mark.parametrize("splits", [2, 4, 16])
+def test_split_kv_arm_matches_the_reference(shape_name: str, splits: int) -> None:
+    out, ref, entry = _arm_output(f"fa3[splits={splits}]", shape_name)
+    limit = 0.08 if "fp8" in shape_name else 0.02
+    assert relative_error(out, ref) < limit and entry["relative_error"] < limit
+    assert relative_error(out.roll(1, dims=0), ref) > 0.5  # rows in request order, not just any order
+    fa3, _, _ = _arm_output("fa3", shape_name)
+    assert relative_error(out, fa3.float()) < limit  # the lever changes the merge, not the answer
+
+
+@pytest.mark.parametrize("text", ["fa3", "fa3[splits=4]", "fa2", f"cand={PLUGIN}"])
+def test_dcp_row_is_the_rank_share_plus_the_merge(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(PLUGIN_ROOT))
+    out, _, entry = _arm_output(text, "q8_ctx64k_dcp4")
+    # the rank's own partial matches the reference over its shard; the merge matches a torch merge
+    assert entry["relative_error"] < 0.02 and entry["merge_relative_error"] < 0.01
+    assert out.shape == (8, 16, 512)
+
+
+@pytest.mark.parametrize("text", ["fa3[page=32]", "fa3[kv=fp8]", "fa2[page=16]", "flashmla[graphs]"])
+def test_data_options_read_the_same_tokens(text: str) -> None:
+    out, ref, _ = _arm_output(text, "q8_ctx8k_h16")
+    assert relative_error(out, ref) < (0.08 if "fp8" in text else 0.02)
+    _, base_ref, _ = _arm_output("fa3", "q8_ctx8k_h16")
+    # re-paging keeps every token, so the answer is the same as on the original cache
+    assert relative_error(out, base_ref) < (0.08 if "fp8" in text else 0.02)
+
+
+@pytest.mark.parametrize("shape_name", ["q8_ctx8k_h16", "q4_ctx4100_h96_b3_ragged", "q1_ctx20000_h128"])
+def test_plugin_example_matches_the_reference(shape_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(PLUGIN_ROOT))
+    out, ref, entry = _arm_output(f"cand={PLUGIN}", shape_name)
+    assert relative_error(out, ref) < 0.02 and len(entry["output_sha256"]) == 64
+
+
+@pytest.mark.skipif(not (os.environ.get("TRACEATTR_NSYS") or shutil.which("nsys")), reason="needs nsys")
+def test_profile_arms_and_protocol(tmp_path: Path) -> None:
+    """runner.json carries arms, protocol, per-shape clocks and output fingerprints; between ranges run."""
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": f"{PLUGIN_ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    out = subprocess.run(
+        [sys.executable, "-m", "traceattr", "profile", "--shape", "q4_ctx16k_h16", "--shape", "q4_ctx64k_dcp4",
+         "--iters", "4", "--warmup", "1", "--out-root", str(tmp_path), "-b", "fa3", "-b", "fa3[graphs]",
+         "-b", "fa3[splits=4]", "--arm", f"cand={PLUGIN}", "-b", "flashmla", "--between", "flush+fa2",
+         "--order", "blocked"],
+        capture_output=True, text=True, check=False, env=env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (folder,) = tmp_path.iterdir()
+    runner = json.loads((folder / "runner.json").read_text())
+    assert runner["protocol"]["between"] == "flush+fa2" and runner["protocol"]["order"] == "blocked"
+    arms = runner["arms"]
+    assert arms["fa3"]["program"] == arms["fa3[graphs]"]["program"] != arms["fa3[splits=4]"]["program"]
+    assert arms["cand"] == {"backend": PLUGIN, "options": {}, "program": PLUGIN}
+    for name, shape in runner["shapes"].items():
+        clocks = shape["clocks"]
+        assert clocks["sm_clock_max_mhz"] and 0.3 < clocks["fraction"] <= 1.0 and clocks["samples"] >= 2, name
+        ok = {k: v for k, v in shape["backends"].items() if v["status"] == "ok"}
+        assert {"fa3", "fa3[graphs]", "fa3[splits=4]", "cand"} <= set(ok), shape["backends"]
+        assert ok["fa3"]["output_sha256"] == ok["fa3[graphs]"]["output_sha256"]  # one program, bitwise
+    assert runner["shapes"]["q4_ctx64k_h16_b1_bf16_p64_dcp4"]["backends"]["flashmla"]["status"] == "unavailable"
+    import polars as pl
+
+    summary = pl.read_csv(folder / "summary.csv")
+    assert {"fa3", "fa3[graphs]", "fa3[splits=4]", "cand"} <= set(summary["backend"].to_list())
+    assert summary.filter(pl.col("backend") == "fa3[splits=4]")["reduce_us"].min() > 0  # merge_states: a reduce
+    calls = pl.read_csv(folder / "calls.csv")
+    assert calls.group_by("shape", "backend").len()["len"].unique().to_list() == [4]
+    ranges = pl.read_parquet(folder / "ranges.parquet")
+    assert ranges.filter(pl.col("message") == "between").height == calls.height  # one predecessor per call

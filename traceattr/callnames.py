@@ -4,9 +4,12 @@ One range per call, domain ``traceattr``, message of ``key=value`` words::
 
     backend=fa3 shape=q8_ctx900k_h16_b1_bf16_p64 arm=A iter=12
 
-nsys shows it as ``traceattr:backend=fa3 shape=… arm=A iter=12``. The L2
-flush before each call runs in its own ``traceattr:flush`` range (outside the
-call's), warm-up calls in ``traceattr:warmup …`` ranges. Pure string code: both
+nsys shows it as ``traceattr:backend=fa3 shape=… arm=A iter=12``. The
+``backend`` word is the arm's label (:mod:`traceattr.arms`: ``fa3``,
+``fa3[splits=4]``, ``cand``; never whitespace). The L2 flush before each call
+runs in its own ``traceattr:flush`` range (outside the call's), the
+``--between flush+ARM`` predecessor call in a ``traceattr:between`` range,
+warm-up calls in ``traceattr:warmup …`` ranges. Pure string code: both
 the GPU runner and the CPU-only analysis import it.
 """
 
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 
 DOMAIN = "traceattr"
 FLUSH = "flush"
+BETWEEN = "between"
 WARMUP = "warmup"
 _WORD = re.compile(r"(\w+)=(\S+)")
 KEYS = ("backend", "shape", "arm", "iter")

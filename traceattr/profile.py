@@ -23,25 +23,24 @@ import polars as pl
 
 from traceattr import __version__, runfolder
 from traceattr.analysis.pipeline import analyse
+from traceattr.arms import Arm, check_arm, default_arms, parse_arm, parse_arms
 from traceattr.attribution.engine import Attribution, attribute
-from traceattr.backends import BACKENDS, check, current_device
+from traceattr.backends import current_device
 from traceattr.backends.base import Device
 from traceattr.backends.layout import KvLayout
 from traceattr.capture import capture, profile_command
 from traceattr.errors import BackendUnsupported, TraceattrError
 from traceattr.nsys import find_nsys
 from traceattr.output import write_manifest, write_table
-from traceattr.runner.plan import RunPlan
+from traceattr.runner.plan import ORDERS, RunPlan, between_arm
 from traceattr.shapes import Shape
 from traceattr.trace.loader import load_trace
-
-DEFAULT_BACKENDS = ("fa3", "fa2", "flashmla", "fa3-per-token", "trtllm-gen", "cute-dsl", "cake")
 
 
 @dataclass(frozen=True)
 class Availability:
     shape: str
-    backend: str
+    backend: str  # the arm's label
     reason: str | None  # None: it runs
     notes: tuple[str, ...] = ()
 
@@ -49,7 +48,7 @@ class Availability:
 @dataclass(frozen=True)
 class ProfilePlan:
     shapes: tuple[Shape, ...]
-    backends: tuple[str, ...]
+    arms: tuple[Arm, ...]
     device: Device | None
     device_problem: str | None
     nsys: Path | None
@@ -57,6 +56,11 @@ class ProfilePlan:
     run: RunPlan
     folder: Path
     tensors: dict[str, dict[str, int]] = field(default_factory=dict)  # per shape: bytes of kv, q, pages
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        """The arms' labels, in A B … order."""
+        return tuple(a.label for a in self.arms)
 
     @property
     def runnable(self) -> tuple[str, ...]:
@@ -75,7 +79,7 @@ class ProfilePlan:
 
 def make_plan(
     shapes: Sequence[Shape],
-    backends: Sequence[str] | None = None,
+    arms: Sequence[str | Arm] | None = None,
     *,
     iters: int = 20,
     warmup: int = 3,
@@ -84,36 +88,46 @@ def make_plan(
     seed: int = 0,
     validate: bool = True,
     flush_bytes: int | None = None,
+    between: str = "flush",
+    order: str = "abba",
     out_root: Path = Path("reports"),
 ) -> ProfilePlan:
+    """The plan of a profile run: *arms* (texts of :mod:`traceattr.arms` or parsed arms; default one per
+    registered backend) on *shapes*, and what runs between calls (*between*) in which *order*."""
     if not shapes:
         raise TraceattrError("give at least one --shape (traceattr shapes lists the grammar)")
-    names = tuple(backends) if backends else DEFAULT_BACKENDS
-    for name in names:
-        if name not in BACKENDS:
-            raise TraceattrError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
+    chosen = parse_arms(a.text if isinstance(a, Arm) else a for a in arms) if arms else default_arms()
     if iters < 1 or warmup < 1:
         raise TraceattrError("--iters and --warmup must be at least 1 (warm-up compiles and validates)")
+    if order not in ORDERS:
+        raise TraceattrError(f"--order must be one of {', '.join(ORDERS)}, got {order!r}")
+    try:
+        predecessor = between_arm(between)
+    except ValueError as err:
+        raise TraceattrError(str(err)) from None
+    if predecessor is not None:
+        between = f"flush+{parse_arm(predecessor).text}"
     device, problem = current_device()
     availability = []
     for shape in shapes:
-        for name in names:
+        for arm in chosen:
             try:
-                plan = check(name, shape, device)
-                availability.append(Availability(shape.name, name, None, plan.notes))
+                plan = check_arm(arm, shape, device)
+                availability.append(Availability(shape.name, arm.label, None, plan.notes))
             except BackendUnsupported as err:
-                availability.append(Availability(shape.name, name, str(err).split(": ", 1)[-1]))
+                availability.append(Availability(shape.name, arm.label, str(err).split(": ", 1)[-1]))
     l2 = device.l2_bytes if device else 0
     flush = flush_bytes or max(2 * l2, 128 << 20)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     label = shapes[0].short_name if len(shapes) == 1 else f"sweep{len(shapes)}_{shapes[0].short_name}"
     run = RunPlan(
-        shapes=tuple(s.name for s in shapes), backends=names, iters=iters, warmup=warmup, flush_bytes=flush,
-        graphs=graphs, shuffle=shuffle, seed=seed, validate=validate,
+        shapes=tuple(s.name for s in shapes), arms=tuple(a.text for a in chosen), iters=iters, warmup=warmup,
+        flush_bytes=flush, between=between, order=order, graphs=graphs, shuffle=shuffle, seed=seed,
+        validate=validate,
     )  # fmt: skip
     tensors = {}
     for s in shapes:
-        layout = KvLayout(s)
+        layout = KvLayout(s.rank_share() if s.dcp > 1 else s)  # a DCP row holds the measured rank's shard
         kv_bytes = layout.num_pages * s.page * 576 * (1 if s.kv_dtype == "fp8" else 2)
         q_bytes = sum(s.q_lens()) * s.heads * 576 * 2
         tensors[s.name] = {
@@ -124,7 +138,7 @@ def make_plan(
         }
     return ProfilePlan(
         tuple(shapes),
-        names,
+        chosen,
         device,
         problem,
         find_nsys(),
@@ -199,7 +213,8 @@ def execute(plan: ProfilePlan, on_line: Callable[[str], None] | None = None) -> 
         "tool": "traceattr", "version": __version__, "command": "profile",
         "argv": sys.argv, "nsys_command": shlex.join(result.command), "nsys_version": att.meta.nsys_version,
         "plan": asdict(plan.run), "gpu": runner.get("gpu"), "versions": runner.get("versions"),
-        "clocks": runner.get("clocks"), "backends": runner.get("shapes"), "peak_bandwidth": bandwidth,
+        "clocks": runner.get("clocks"), "arms": runner.get("arms"), "protocol": runner.get("protocol"),
+        "backends": runner.get("shapes"), "peak_bandwidth": bandwidth,
         "peak_bandwidth_source": source, "capture_seconds": round(captured - started, 1),
         "analysis_seconds": round(time.time() - captured, 1), "notes": list(att.notes),
         "outputs": [f.name for f in files] + [runfolder.TRACE_REPORT, runfolder.TRACE, runfolder.REPORT],

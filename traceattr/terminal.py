@@ -177,18 +177,23 @@ def render_plan(plan: Any, console: Console) -> None:
             name, f"{t['pages']:,}", _bytes(t["kv_bytes"]), _bytes(t["q_bytes"]), _bytes(t["min_bytes_moved"])
         )
     console.print(sizes)
-    table = Table(title="Backends", title_justify="left")
-    for head in ("shape", "backend", "runs?", "why not / notes"):
+    table = Table(title="Arms", title_justify="left")
+    for head in ("shape", "arm", "runs?", "why not / notes"):
         table.add_column(head)
     for a in plan.availability:
         ok = a.reason is None
-        table.add_row(a.shape, a.backend, Text("yes", "green") if ok else Text("no", "red"),
+        table.add_row(a.shape, Text(a.backend), Text("yes", "green") if ok else Text("no", "red"),
                       Text(a.reason or "; ".join(a.notes)))  # fmt: skip
     console.print(table)
     r = plan.run
+    order = "A B … B A" if r.order == "abba" else "each arm back to back"
+    before = {"flush": f"L2 flush {_bytes(r.flush_bytes)} before every call",
+              "none": "nothing between calls (warm L2)"}.get(
+        r.between, f"L2 flush {_bytes(r.flush_bytes)} then {r.between.partition('+')[2]}'s call before every call"
+    )  # fmt: skip
     console.print(
-        f"{r.iters} rounds × {len(plan.runnable)} arms (A B … B A), {r.warmup} warm-up calls each, "
-        f"L2 flush {_bytes(r.flush_bytes)} before every call{', CUDA graphs' if r.graphs else ''}"
+        f"{r.iters} rounds × {len(plan.runnable)} arms ({order}), {r.warmup} warm-up calls each, "
+        f"{before}{', CUDA graphs' if r.graphs else ''}"
         f"{', shuffled pages' if r.shuffle else ''}; validation {'on' if r.validate else 'off'}"
     )
     console.print(Text.assemble(("run folder: ", "bold"), str(plan.folder)))
@@ -230,7 +235,9 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
         console.print(table)
         flips = part.filter(pl.col("consistent").not_())
         for row in flips.iter_rows(named=True):
-            console.print(f"[yellow]note:[/yellow] {row['backend']} vs the winner flips direction across rounds")
+            console.print(
+                Text.assemble(("note:", "yellow"), f" {row['backend']} vs the winner flips direction across rounds")
+            )
     for shape, backend, reason in unavailable:
         console.print(Text(f"{shape}: {backend} not run: {reason}", "dim"))
 

@@ -9,13 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traceattr.backends.base import Backend, CallPlan, Capabilities, Device, rejection_reason
+from traceattr.backends.base import Backend, CallPlan, Capabilities, Device, OptionSpec, rejection_reason
 from traceattr.backends.flashinfer_trtllm import CAKE, CUTE_DSL, TRTLLM_GEN, TrtllmDecode
 from traceattr.backends.flashinfer_wrapper import FlashinferMLA
 from traceattr.backends.flashmla import FlashMLA
-from traceattr.errors import BackendUnsupported
+from traceattr.backends.plugins import entry_point_backends, is_spec, load_spec
+from traceattr.errors import BackendUnsupported, TraceattrError
 from traceattr.shapes import Shape
 
+# The split-KV lever: the same call as N requests per original one, then flashinfer's merge_states.
+SPLITS = OptionSpec(
+    "splits",
+    "split each request's KV into N page-aligned chunks run as N requests (LSE in base 2), then merge the "
+    "N partial results with flashinfer's separate merge_states kernel",
+    minimum=1,
+    field="splits",
+)
 _FA2_ARCHS = frozenset({(8, 0), (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (10, 3), (10, 7), (11, 0), (12, 0), (12, 1)})
 FA3 = Capabilities(
     name="fa3",
@@ -24,6 +33,8 @@ FA3 = Capabilities(
     kv_dtypes=frozenset({"bf16", "fp8"}),
     packages=("flashinfer",),
     structure="one persistent kernel; split-KV merge inside, after a grid sync",
+    options=(SPLITS,),
+    lse=True,
 )
 FA2 = Capabilities(
     name="fa2",
@@ -33,6 +44,8 @@ FA2 = Capabilities(
     archs_by_dtype={"fp8": frozenset({(9, 0)})},  # its fp8 KV path is Hopper-only
     packages=("flashinfer",),
     structure="one persistent kernel; split-KV merge inside, after a grid sync",
+    options=(SPLITS,),
+    lse=True,
 )
 FA3_PER_TOKEN = Capabilities(
     name="fa3-per-token",
@@ -55,11 +68,26 @@ BACKENDS: Mapping[str, Backend] = {
 }  # type: ignore[dict-item]
 
 
+def registry() -> dict[str, Backend]:
+    """Every backend by name: the built-ins, then those installed packages register as entry points."""
+    found = dict(BACKENDS)
+    for name, backend in entry_point_backends().items():
+        if name in found:
+            raise TraceattrError(f"entry point {name!r} in group traceattr.backends clashes with a built-in backend")
+        found[name] = backend
+    return found
+
+
 def get_backend(name: str) -> Backend:
-    try:
+    """A registry name (``fa3``) or a plug-in spec (``my_pkg.my_mod:MyBackend``) as a backend."""
+    if is_spec(name):
+        return load_spec(name)
+    if name in BACKENDS:
         return BACKENDS[name]
-    except KeyError:
-        raise ValueError(f"backend must be one of {', '.join(sorted(BACKENDS))}, got {name!r}") from None
+    known = registry()
+    if name not in known:
+        raise TraceattrError(f"unknown backend {name!r}; known: {', '.join(known)} (or a plug-in package.module:Class)")
+    return known[name]
 
 
 def check(name: str, shape: Shape, device: Device | None, *, packages: bool = True) -> CallPlan:
@@ -88,4 +116,7 @@ def current_device() -> tuple[Device | None, str | None]:
     )
 
 
-__all__ = ["BACKENDS", "CallPlan", "Capabilities", "Device", "check", "current_device", "get_backend"]
+__all__ = [
+    "BACKENDS", "SPLITS", "CallPlan", "Capabilities", "Device", "OptionSpec", "check", "current_device", "get_backend",
+    "registry",
+]  # fmt: skip

@@ -17,7 +17,7 @@ import importlib.util
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from traceattr.shapes import SOFTMAX_SCALE_DIM, Shape
 
@@ -41,6 +41,26 @@ class Device:
 
 
 @dataclass(frozen=True)
+class OptionSpec:
+    """One option an arm may give a backend (``fa3[splits=4]``), described as data.
+
+    ``field`` names the backend dataclass field the value is set on
+    (``dataclasses.replace``); options with no field are the runner's (graphs,
+    page, kv). ``program`` says whether the option changes the computed numbers:
+    arms whose options differ only in non-program options run the same program
+    and must agree bitwise.
+    """
+
+    name: str
+    help: str
+    kind: Literal["flag", "int", "choice"] = "int"
+    choices: tuple[str, ...] = ()
+    minimum: int = 1
+    field: str | None = None
+    program: bool = True
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """Everything a backend accepts, as sets and ranges (each rejection names the value and the set)."""
 
@@ -58,6 +78,8 @@ class Capabilities:
     packages: tuple[str, ...] = ()  # import names it needs
     supports_graphs: bool = True
     structure: str = ""  # how its kernels split the work, for the plan and the report
+    options: tuple[OptionSpec, ...] = ()  # backend-specific arm options (traceattr.arms adds graphs, page, kv)
+    lse: bool = False  # prepare(..., lse=True) gives a call whose run() returns (output, base-2 LSE): DCP rows
 
     def describe_archs(self) -> str:
         return ", ".join(f"sm_{a}{b}" for a, b in sorted(self.archs))
@@ -142,7 +164,11 @@ class Call(Protocol):
     plan: CallPlan
 
     def run(self) -> Any:
-        """Launch the call once (asynchronously); returns the output tensor."""
+        """Launch the call once (asynchronously); returns the output tensor.
+
+        Prepared with ``lse=True`` (backends whose capabilities say ``lse``): returns
+        ``(output, lse)``, the LSE ``[rows, heads]`` fp32 in base 2, rows as ``output_rows``.
+        """
 
     def output_rows(self, out: Any) -> Any:
         """*out* as ``[total_query_rows, heads, 512]`` in request order, for validation."""
@@ -154,5 +180,5 @@ class Backend(Protocol):
     def plan(self, shape: Shape) -> CallPlan:
         """The call's arguments as data; raises BackendUnsupported when it cannot be built."""
 
-    def prepare(self, shape: Shape, inputs: Any) -> Call:
-        """Build the call on the GPU from shared inputs (see backends.inputs)."""
+    def prepare(self, shape: Shape, inputs: Any, *, lse: bool = False) -> Call:
+        """Build the call on the GPU from shared inputs (see backends.inputs); ``lse`` only if caps.lse."""

@@ -119,7 +119,7 @@ class TrtllmDecode:
         notes = ("fp8: queries are quantised to e4m3 like the cache; scales fold into bmm1/bmm2",) if fp8 else ()
         return CallPlan(self.caps.name, shape, tensors, scalars, notes)
 
-    def prepare(self, shape: Shape, inputs: Any) -> _TrtllmCall:
+    def prepare(self, shape: Shape, inputs: Any, *, lse: bool = False) -> _TrtllmCall:
         import flashinfer
         import torch
 

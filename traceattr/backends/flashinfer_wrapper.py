@@ -7,6 +7,17 @@ lever. The *per-token* variant runs the q verify tokens as q requests of one
 token each (no folding of verify tokens into one request): the Hopper
 stand-in for trtllm-gen's fold-less path, whose time grows with q.
 
+With ``splits=N`` (the arm ``fa3[splits=N]``) the same KV is cut into N
+page-aligned chunks per request, each chunk run as its own request with its
+LSE (base 2), and flashinfer's separate ``merge_states`` kernel merges the N
+partial results: the "separate merge kernel" side of the lever, on the same
+attention kernel. Causal verify rows (q > 1) see all of every chunk but the
+last, so the first N-1 chunks are one non-causal launch and the last chunk a
+causal one; with q = 1 all N chunks are one launch. Partials are written
+straight into a ``[N, rows, H, 512]`` buffer read by the merge as
+``[1, N, rows·H, 512]`` (one sequence position, rows·H "heads"), so no copy
+runs between attention and merge.
+
 Current API only (no deprecation warnings): ``plan(metadata=MLAPlanMetadata.csr(...), …)``
 by keyword and ``run(query=…, kv_cache=…)`` with packed rank-3 tensors.
 """
@@ -31,9 +42,20 @@ class FlashinferMLA:
     caps: Capabilities
     wrapper_backend: str
     per_token: bool = False
+    splits: int = 1  # > 1: KV chunks as separate requests + flashinfer merge_states
 
     def requests(self, layout: KvLayout) -> Requests:
         return layout.row_requests() if self.per_token else layout.requests()
+
+    def launches(self, req: Requests) -> list[tuple[Requests, bool]]:
+        """(requests, causal) of each attention launch; with splits, chunk-major (chunk j of every request)."""
+        causal = max(req.q_lens) > 1
+        if self.splits == 1:
+            return [(req, causal)]
+        chunks = req.chunks(self.splits)
+        if not causal:
+            return [(Requests.concat(chunks), False)]
+        return [(Requests.concat(chunks[:-1]), False), (chunks[-1], True)]
 
     def plan(self, shape: Shape) -> CallPlan:
         req = self.requests(KvLayout(shape))
@@ -59,22 +81,53 @@ class FlashinferMLA:
             "q_data_type": "bfloat16",
             "kv_data_type": _KV_DTYPE[shape.kv_dtype],
         }
-        notes = ()
+        notes: tuple[str, ...] = ()
         if self.per_token:
             notes = (f"{shape.q} verify tokens × {shape.batch} requests run as {b} one-token requests",)
+        if self.splits > 1:
+            launches = self.launches(req)
+            scalars["splits"] = self.splits
+            tensors["partials"] = TensorSpec((self.splits, req.total_q, shape.heads, LATENT_DIM), "bfloat16")
+            tensors["partial_lse"] = TensorSpec((self.splits, req.total_q, shape.heads), "float32")
+            notes += (
+                f"KV split into {self.splits} chunks per request: {len(launches)} attention launch(es) "
+                f"({', '.join('causal' if c else 'non-causal' for _, c in launches)}) + merge_states",
+            )
         return CallPlan(self.caps.name, shape, tensors, scalars, notes)
 
-    def prepare(self, shape: Shape, inputs: Any) -> _WrapperCall:
+    def prepare(self, shape: Shape, inputs: Any, *, lse: bool = False) -> _WrapperCall | _SplitCall:
         import flashinfer
         import torch
 
+        plan = self.plan(shape)
+        req = self.requests(inputs.layout)
+        scales = {"ckv_scale": inputs.kv_scale, "kpe_scale": inputs.kv_scale} if shape.kv_dtype == "fp8" else {}
+        if self.splits == 1:
+            wrapper, keep = self._planned(flashinfer, torch, shape, inputs, req, plan.scalars["causal"], lse)
+            return _WrapperCall(plan, wrapper, inputs.q, inputs.kv, scales, keep, lse)
+        n, rows = self.splits, req.total_q
+        partials = torch.empty(n, rows, shape.heads, LATENT_DIM, dtype=torch.bfloat16, device=inputs.device)
+        partial_lse = torch.empty(n, rows, shape.heads, dtype=torch.float32, device=inputs.device)
+        runs, keep_all, first = [], [], 0
+        for part, causal in self.launches(req):
+            count = part.total_q // rows  # chunks in this launch
+            wrapper, keep = self._planned(flashinfer, torch, shape, inputs, part, causal, True)
+            query = inputs.q if count == 1 else inputs.q.repeat(count, 1, 1)  # every chunk sees every row
+            out = partials[first : first + count].view(count * rows, shape.heads, LATENT_DIM)
+            out_lse = partial_lse[first : first + count].view(count * rows, shape.heads)
+            runs.append((wrapper, query, out, out_lse))
+            keep_all.append((keep, query))
+            first += count
+        return _SplitCall(plan, runs, inputs.kv, scales, partials, partial_lse, flashinfer.merge_states, keep_all, lse)
+
+    def _planned(self, flashinfer: Any, torch: Any, shape: Shape, inputs: Any, req: Requests, causal: bool,
+                 lse: bool) -> tuple[Any, tuple[Any, ...]]:  # fmt: skip
+        """A wrapper planned for *req* (LSE in base 2 when asked), and what must outlive it."""
         from traceattr.backends.inputs import metadata
 
-        plan = self.plan(shape)
-        meta = metadata(inputs, self.requests(inputs.layout))
+        meta = metadata(inputs, req)
         workspace = torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=inputs.device)
         wrapper = flashinfer.mla.BatchMLAPagedAttentionWrapper(workspace, backend=self.wrapper_backend)
-        kv_dtype = inputs.kv.dtype
         wrapper.plan(
             metadata=flashinfer.mla.MLAPlanMetadata.csr(
                 meta["qo_indptr"], meta["kv_indptr"], meta["kv_indices"], meta["kv_lens"]
@@ -83,13 +136,13 @@ class FlashinferMLA:
             head_dim_ckv=LATENT_DIM,
             head_dim_kpe=ROPE_DIM,
             page_size=shape.page,
-            causal=plan.scalars["causal"],
+            causal=causal,
             sm_scale=SM_SCALE,
             q_data_type=torch.bfloat16,
-            kv_data_type=kv_dtype,
+            kv_data_type=inputs.kv.dtype,
+            lse_mode="base2" if lse else "none",
         )
-        scales = {"ckv_scale": inputs.kv_scale, "kpe_scale": inputs.kv_scale} if shape.kv_dtype == "fp8" else {}
-        return _WrapperCall(plan, wrapper, inputs.q, inputs.kv, scales, (workspace, meta))
+        return wrapper, (workspace, meta)
 
 
 @dataclass
@@ -100,9 +153,38 @@ class _WrapperCall:
     kv_cache: Any
     scales: dict[str, float]
     keep_alive: tuple[Any, ...]  # workspace and metadata must outlive the plan
+    lse: bool = False
 
     def run(self) -> Any:
+        if self.lse:
+            return self.wrapper.run(query=self.query, kv_cache=self.kv_cache, return_lse=True, **self.scales)
         return self.wrapper.run(query=self.query, kv_cache=self.kv_cache, **self.scales)
 
     def output_rows(self, out: Any) -> Any:
         return out  # already [total_q, H, 512] in request order (per-token rows too)
+
+
+@dataclass
+class _SplitCall:
+    """Attention over the KV chunks into one partials buffer, then one merge_states over it."""
+
+    plan: CallPlan
+    runs: list[tuple[Any, Any, Any, Any]]  # (wrapper, query, out view, lse view) per launch
+    kv_cache: Any
+    scales: dict[str, float]
+    partials: Any  # [N, rows, H, 512]
+    partial_lse: Any  # [N, rows, H]
+    merge: Any
+    keep_alive: list[Any]
+    lse: bool = False
+
+    def run(self) -> Any:
+        for wrapper, query, out, out_lse in self.runs:
+            wrapper.run(query=query, kv_cache=self.kv_cache, out=out, lse=out_lse, return_lse=True, **self.scales)
+        n, rows, heads, dim = self.partials.shape
+        merged, merged_lse = self.merge(self.partials.view(1, n, rows * heads, dim), self.partial_lse.view(1, n, -1))
+        out = merged.view(rows, heads, dim)
+        return (out, merged_lse.view(rows, heads)) if self.lse else out
+
+    def output_rows(self, out: Any) -> Any:
+        return out

@@ -52,7 +52,7 @@ class FlashMLA:
         scalars = {"head_dim_v": LATENT_DIM, "softmax_scale": SM_SCALE, "causal": s_q > 1, "use_legacy": True}
         return CallPlan(self.caps.name, shape, tensors, scalars)
 
-    def prepare(self, shape: Shape, inputs: Any) -> _FlashMLACall:
+    def prepare(self, shape: Shape, inputs: Any, *, lse: bool = False) -> _FlashMLACall:
         import flash_mla
 
         plan = self.plan(shape)

@@ -66,3 +66,36 @@ def metadata(inputs: MLAInputs, requests: Requests) -> dict[str, torch.Tensor]:
         "kv_indices": inputs.ints(requests.kv_indices),
         "kv_lens": inputs.ints(list(requests.kv_lens)),
     }
+
+
+def as_shape(inputs: MLAInputs, shape: Shape) -> MLAInputs:
+    """The same KV tokens and queries in the cache *shape* asks for (its page size and KV dtype).
+
+    Arms with ``page=`` or ``kv=`` read these: a separate cache holding token t of
+    request b exactly where *shape*'s layout puts it (shuffled alike). bf16 → fp8
+    quantises as :func:`build_inputs` does, so ``fa3[kv=fp8]`` on a bf16 row reads
+    what ``fa3`` on the fp8 row would.
+    """
+    if (shape.page, shape.kv_dtype) == (inputs.shape.page, inputs.shape.kv_dtype):
+        return inputs
+    old, new = inputs.layout, KvLayout(shape, shuffle=inputs.layout.shuffle, seed=inputs.layout.seed)
+    flat_old = inputs.kv.view(-1, HEAD_DIM)
+    kv = torch.zeros(new.num_pages * shape.page, HEAD_DIM, dtype=torch.bfloat16, device=inputs.device)
+    tok = torch.arange(shape.ctx, device=inputs.device)
+    for b in range(shape.batch):
+        src = _token_rows(old.owned[b], inputs.shape.page, tok, inputs.device)
+        dst = _token_rows(new.owned[b], shape.page, tok, inputs.device)
+        values = flat_old[src]
+        kv[dst] = values if values.dtype == torch.bfloat16 else (values.to(torch.bfloat16) * inputs.kv_scale)
+    kv = kv.view(new.num_pages, shape.page, HEAD_DIM)
+    scale = 1.0
+    if shape.kv_dtype == "fp8":
+        scale = 0.5  # as build_inputs
+        kv = (kv / scale).to(torch.float8_e4m3fn)
+    return MLAInputs(shape, new, kv, scale, inputs.q)
+
+
+def _token_rows(pages: tuple[int, ...], page: int, tok: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Row of each token in a ``[pages·page, 576]`` view of the cache."""
+    ids = torch.tensor(pages, dtype=torch.long, device=device)
+    return ids[tok // page] * page + tok % page

@@ -55,6 +55,42 @@ class Requests:
         w = width or self.max_pages
         return [list(p) + [0] * (w - len(p)) for p in self.pages]
 
+    def chunks(self, n: int) -> list[Requests]:
+        """The KV of every request cut into *n* page-aligned chunks: chunk j as its own batch.
+
+        Chunk j of a request holds its pages ``[j·P/n, (j+1)·P/n)`` and keeps all its
+        query rows; only the last chunk holds the newest tokens (where a causal mask
+        bites). Raises :class:`BackendUnsupported` when a request has fewer than *n*
+        pages or its last chunk fewer tokens than its query rows.
+        """
+        from traceattr.errors import BackendUnsupported
+
+        out = []
+        for j in range(n):
+            kv_lens, pages = [], []
+            for q, length, owned in zip(self.q_lens, self.kv_lens, self.pages, strict=True):
+                p = len(owned)
+                if p < n:
+                    raise BackendUnsupported(f"splits={n} needs at least {n} KV pages per request, one has {p}")
+                lo, hi = j * p // n, (j + 1) * p // n
+                tokens = (hi - lo) * self.page_size if j < n - 1 else length - lo * self.page_size
+                if j == n - 1 and tokens < q:
+                    raise BackendUnsupported(f"splits={n}: the last chunk ({tokens} tokens) is shorter than q={q}")
+                kv_lens.append(tokens)
+                pages.append(owned[lo:hi])
+            out.append(Requests(self.q_lens, tuple(kv_lens), tuple(pages), self.page_size))
+        return out
+
+    @staticmethod
+    def concat(parts: list[Requests]) -> Requests:
+        """One batch of all requests of *parts*, in order."""
+        return Requests(
+            tuple(q for r in parts for q in r.q_lens),
+            tuple(k for r in parts for k in r.kv_lens),
+            tuple(p for r in parts for p in r.pages),
+            parts[0].page_size,
+        )
+
     @property
     def uniform_q(self) -> int | None:
         """The common q of every request, or None when it varies."""

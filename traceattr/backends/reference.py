@@ -50,3 +50,10 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     """‖out − ref‖ / ‖ref‖ over all rows (fp32)."""
     out = out.float()
     return float(torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref).clamp_min(1e-30))
+
+
+@torch.no_grad()
+def merge_reference(partials: torch.Tensor, lse: torch.Tensor) -> torch.Tensor:
+    """Merge ``[N, rows, H, D]`` partial outputs by their base-2 LSEs ``[N, rows, H]``, in fp32."""
+    weights = torch.exp2(lse.float() - lse.float().amax(0, keepdim=True))
+    return (weights[..., None] * partials.float()).sum(0) / weights.sum(0)[..., None]

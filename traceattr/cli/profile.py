@@ -8,8 +8,9 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
+from traceattr.arms import GENERIC_OPTIONS
 from traceattr.cli import app
-from traceattr.profile import DEFAULT_BACKENDS, execute, make_plan, require_runnable
+from traceattr.profile import execute, make_plan, require_runnable
 from traceattr.shapes import DEFAULTS, HEAD_PRESETS, PUBLISHED_ROWS, parse_shape
 from traceattr.terminal import console, render_plan, render_summary
 
@@ -21,7 +22,14 @@ def profile_command(
     ],
     backend: Annotated[
         Optional[list[str]],
-        typer.Option("--backend", "-b", help=f"Arms to time (repeatable); default: {', '.join(DEFAULT_BACKENDS)}."),
+        typer.Option(
+            "--backend",
+            "-b",
+            "--arm",
+            help="Arm to time (repeatable): [label=]backend[options], e.g. fa3, 'fa3[splits=4]', "
+            f"'flashmla[graphs]', cand=my_pkg.my_mod:MyBackend; options every backend takes: "
+            f"{', '.join(o.name for o in GENERIC_OPTIONS)}. Default: every registered backend.",
+        ),
     ] = None,
     iters: Annotated[int, typer.Option(help="Timed rounds; every arm runs once per round.")] = 20,
     warmup: Annotated[int, typer.Option(help="Untimed calls per arm after validation.")] = 3,
@@ -34,6 +42,16 @@ def profile_command(
     flush_mb: Annotated[
         Optional[int], typer.Option(help="L2 flush buffer in MB (default: 2× L2, at least 128).")
     ] = None,
+    between: Annotated[
+        str,
+        typer.Option(
+            help="What runs before every timed call: flush (the L2 flush), flush+ARM (the flush, then ARM's "
+            "call, so every arm follows the same kernel) or none."
+        ),
+    ] = "flush",
+    order: Annotated[
+        str, typer.Option(help="abba: arms interleaved, reversed every other round; blocked: each arm back to back.")
+    ] = "abba",
     out_root: Annotated[Path, typer.Option("--out-root", help="Run folders are created here.")] = Path("reports"),
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the plan (backends, tensors, nsys command) and stop.")
@@ -46,7 +64,7 @@ def profile_command(
     shapes = [parse_shape(s) for s in shape]
     plan = make_plan(
         shapes, backend, iters=iters, warmup=warmup, graphs=graphs, shuffle=shuffle, seed=seed, validate=validate,
-        flush_bytes=flush_mb * (1 << 20) if flush_mb else None, out_root=out_root,
+        flush_bytes=flush_mb * (1 << 20) if flush_mb else None, between=between, order=order, out_root=out_root,
     )  # fmt: skip
     con = console()
     if dry_run:

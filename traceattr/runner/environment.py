@@ -65,33 +65,42 @@ def _text(value: bytes | str) -> str:
 class ClockSampler:
     """Samples SM/memory clocks, temperature and power every *period* s in a thread."""
 
-    period: float = 0.05
+    period: float = 0.02  # NVML clock queries take microseconds; short shapes still get samples
     samples: list[tuple[float, int, int, int, float]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _nvml: Any = None
+    _handle: Any = None
 
     def __enter__(self) -> ClockSampler:
-        nvml = _nvml()
-        if nvml is not None:
-            handle = nvml.nvmlDeviceGetHandleByIndex(0)
-            self._thread = threading.Thread(target=self._loop, args=(nvml, handle), daemon=True)
+        self._nvml = _nvml()
+        if self._nvml is not None:
+            self._handle = self._nvml.nvmlDeviceGetHandleByIndex(0)
+            self._thread = threading.Thread(target=self._loop, daemon=True)
             self._thread.start()
         return self
 
-    def _loop(self, nvml: Any, handle: Any) -> None:
+    def _loop(self) -> None:
         while not self._stop.is_set():
-            # a transient NVML error must not kill the timed loop: skip that sample
-            with contextlib.suppress(Exception):
-                self.samples.append(
-                    (
-                        time.time(),
-                        nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
-                        nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
-                        nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
-                        nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-                    )
-                )
+            self.sample()
             self._stop.wait(self.period)
+
+    def sample(self) -> None:
+        """Take one sample now (also called at the edges of each shape's timed loop)."""
+        nvml, handle = self._nvml, self._handle
+        if nvml is None:
+            return
+        # a transient NVML error must not kill the timed loop: skip that sample
+        with contextlib.suppress(Exception):
+            self.samples.append(
+                (
+                    time.time(),
+                    nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
+                    nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
+                    nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
+                    nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+                )
+            )
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
@@ -114,3 +123,16 @@ class ClockSampler:
             out["sm_clock_share_of_max"] = round(out["sm_clock_mhz_median"] / max_sm_mhz, 3)
             out["low_clock"] = out["sm_clock_share_of_max"] < 0.9
         return out
+
+    def window(self, start: float, end: float, max_sm_mhz: int | None) -> dict[str, Any]:
+        """The loaded SM clock over samples taken in ``[start, end]`` (one shape's timed calls).
+
+        ``{sm_clock_mhz_median, sm_clock_max_mhz, fraction, samples}``; ``sm_clock_max_mhz``
+        is the GPU's maximum SM clock (NVML), ``fraction`` the median over it. Nones
+        when NVML is unavailable or no sample fell inside.
+        """
+        sm = [s[1] for s in self.samples if start <= s[0] <= end]
+        median = statistics.median(sm) if sm else None
+        fraction = round(median / max_sm_mhz, 4) if median and max_sm_mhz else None
+        return {"sm_clock_mhz_median": median, "sm_clock_max_mhz": max_sm_mhz, "fraction": fraction,
+                "samples": len(sm)}  # fmt: skip

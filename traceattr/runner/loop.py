@@ -1,37 +1,68 @@
-"""The process nsys runs: build inputs, check every backend, then time isolated calls.
+"""The process nsys runs: build inputs, check every arm, then time isolated calls.
 
-Per shape: the inputs are built once; each available backend is prepared,
-run once and compared with the torch reference (a wrong kernel is refused,
-never timed), then warmed up. The timed loop runs ``iters`` rounds; in each
-round every arm runs once, in A B … order on even rounds and reversed on odd
-ones. Each call is preceded by an L2 flush in its own ``traceattr:flush``
-range and wrapped alone in a ``traceattr`` range whose message names
-backend, shape, arm and iteration (:mod:`traceattr.callnames`). CUDA events
-around the call give a second, independent time per call for cross-checking
-nsys. Only the timed loop is captured (cudaProfilerStart/Stop).
+Per shape: the inputs are built once (arms with ``page=``/``kv=`` get a
+re-paged or re-typed copy of the same tokens; a DCP row's inputs are the
+measured rank's shard). Each arm is prepared, run once and compared with the
+torch reference (a wrong kernel is refused, never timed), the output of that
+call is fingerprinted, then it is warmed up. The timed calls follow
+``plan.order`` (:func:`traceattr.runner.plan.call_order`): ``abba`` runs
+``iters`` rounds in which every arm runs once, in A B … order on even rounds
+and reversed on odd ones; ``blocked`` runs each arm's calls back to back.
+Before every call runs ``plan.between``: the L2 flush in its own
+``traceattr:flush`` range (``flush``), the flush and then another arm's call in
+a ``traceattr:between`` range (``flush+ARM``: every arm sees the same
+predecessor kernel), or nothing (``none``). Each call is wrapped alone in a
+``traceattr`` range whose message names the arm label, shape, arm letter and
+iteration (:mod:`traceattr.callnames`). CUDA events around the call give a
+second, independent time per call. Only the timed calls are captured
+(cudaProfilerStart/Stop).
+
+runner.json — the protocol ``profile``, ``compare`` and ``round`` read::
+
+    gpu, versions, plan            the GPU's facts (max_sm_clock_mhz from NVML), library versions, the RunPlan
+    protocol: {between: "flush" | "flush+ARM" | "none", order: "abba" | "blocked", flush_bytes: int,
+               graphs: bool}
+    arms: {label: {backend: str, options: {name: value}, program: str}}
+                                   equal program strings mean the same program: outputs must agree bitwise
+    shapes: {canonical shape name: {
+        kv_bytes: int,              bytes of the (rank's) KV cache as built
+        clocks: {sm_clock_mhz_median, sm_clock_max_mhz, fraction, samples}
+                                    NVML SM clock over this shape's timed calls; fraction = median / max;
+                                    None values when NVML is unavailable (samples: 0)
+        backends: {label: {arm: "A", status: "ok" | "unavailable" | "wrong" | "failed", reason?: str,
+                           notes: [str], prepare_s: float, relative_error: float (vs the torch reference),
+                           merge_relative_error?: float (DCP rows), output_sha256: str (bitwise hash of the
+                           output rows [rows, heads, 512] of one deterministic call, taken before timing)}}}}
+    timed: bool
+    events: [{backend: label, shape, iter, event_us}]   CUDA-event time of every timed call
+    clocks: {...}                   the whole timed loop (samples, medians, temperature, power)
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
 import traceback
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import nvtx
 import torch
 
-from traceattr.backends import check, current_device, get_backend
+from traceattr.arms import Arm, arm_backend, check_arm, parse_arm, parse_arms
+from traceattr.backends import current_device
 from traceattr.backends.base import SM_SCALE
-from traceattr.backends.inputs import build_inputs
-from traceattr.backends.reference import mla_reference, relative_error
-from traceattr.callnames import DOMAIN, FLUSH, CallName
+from traceattr.backends.dcp import DcpCall, prepare_dcp
+from traceattr.backends.inputs import as_shape, build_inputs
+from traceattr.backends.reference import merge_reference, mla_reference, relative_error
+from traceattr.callnames import BETWEEN, DOMAIN, FLUSH, CallName
 from traceattr.errors import BackendUnsupported
 from traceattr.runner.environment import ClockSampler, gpu_facts, versions
-from traceattr.runner.plan import RunPlan, arm_letters, round_order
-from traceattr.shapes import parse_shape
+from traceattr.runner.plan import RunPlan, arm_letters, between_arm, call_order
+from traceattr.shapes import Shape, parse_shape
 
 
 def say(message: str) -> None:
@@ -40,7 +71,7 @@ def say(message: str) -> None:
 
 
 class Prepared:
-    """A backend ready to time: its call, plus a CUDA graph of it in graph mode."""
+    """An arm ready to time: its call, plus a CUDA graph of it in graph mode."""
 
     def __init__(self, call: Any, graphs: bool) -> None:
         self.call = call
@@ -62,28 +93,105 @@ class Prepared:
             self.call.run()
 
 
+def fingerprint(rows: torch.Tensor) -> str:
+    """sha256 of the tensor's bytes, bit for bit."""
+    data = rows.detach().contiguous().view(torch.uint8).cpu().numpy().tobytes()
+    return hashlib.sha256(data).hexdigest()
+
+
+class ShapeInputs:
+    """One shape's inputs, their page/dtype variants, and a reference per KV dtype, each built once."""
+
+    def __init__(self, shape: Shape, plan: RunPlan) -> None:
+        self.base = build_inputs(shape.rank_share() if shape.dcp > 1 else shape, shuffle=plan.shuffle, seed=plan.seed)
+        self.variants: dict[tuple[int, str], Any] = {}
+        self.references: dict[str, torch.Tensor] = {}
+
+    def for_shape(self, call_shape: Shape) -> Any:
+        key = (call_shape.page, call_shape.kv_dtype)
+        if key not in self.variants:
+            self.variants[key] = as_shape(self.base, call_shape)
+        return self.variants[key]
+
+    def reference(self, inputs: Any) -> torch.Tensor:
+        # re-paging keeps every token: one reference per KV dtype
+        if inputs.shape.kv_dtype not in self.references:
+            say("computing the torch reference")
+            self.references[inputs.shape.kv_dtype] = mla_reference(inputs, inputs.layout.requests(), SM_SCALE)
+        return self.references[inputs.shape.kv_dtype]
+
+
+def prepare_arm(arm: Arm, shape: Shape, data: ShapeInputs, seed: int) -> tuple[Any, Any]:
+    """(the arm's call on *shape*, its inputs); a DCP row's call is the rank's call plus the merge."""
+    call_shape = arm.call_shape(shape)
+    inputs = data.for_shape(call_shape)
+    backend = arm_backend(arm)
+    if shape.dcp == 1:
+        return backend.prepare(call_shape, inputs), inputs
+    call = backend.prepare(call_shape, inputs, lse=True)
+    return prepare_dcp(call.plan, call, shape.dcp, seed), inputs
+
+
+def check_output(arm: Arm, shape: Shape, call: Any, inputs: Any, data: ShapeInputs, plan: RunPlan,
+                 entry: dict[str, Any]) -> str | None:  # fmt: skip
+    """Run *call* once: fingerprint its output and compare it with the reference; the refusal, or None."""
+    rows = call.output_rows(call.run())
+    torch.cuda.synchronize()
+    entry["output_sha256"] = fingerprint(rows)
+    if not plan.validate:
+        return None
+    limit = plan.tolerance[inputs.shape.kv_dtype]
+    if isinstance(call, DcpCall):
+        merged = merge_reference(call.partials, call.partial_lse)
+        entry["merge_relative_error"] = relative_error(rows, merged)
+        if not entry["merge_relative_error"] <= limit:
+            return f"DCP merge differs from a torch merge: relative error {entry['merge_relative_error']:.3g}"
+        rows = call.rank_rows()
+    err = relative_error(rows, data.reference(inputs))
+    entry["relative_error"] = err
+    if not err <= limit:
+        return f"output differs from the reference: relative error {err:.3g} > {limit}"
+    return None
+
+
 def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
     device, why = current_device()
     if device is None:
         raise SystemExit(f"traceattr runner: {why}")
     facts = gpu_facts()
-    results: dict[str, Any] = {"gpu": facts, "versions": versions(), "plan": plan.__dict__, "shapes": {}}
+    arms = parse_arms(plan.arms)
+    labels = tuple(a.label for a in arms)
+    before = between_arm(plan.between)
+    between = parse_arm(before) if before else None
+    results: dict[str, Any] = {
+        "gpu": facts,
+        "versions": versions(),
+        "plan": asdict(plan),
+        "protocol": {
+            "between": plan.between,
+            "order": plan.order,
+            "flush_bytes": plan.flush_bytes,
+            "graphs": plan.graphs,
+        },
+        "arms": {a.label: a.identity() for a in arms},
+        "shapes": {},
+    }
     flush = torch.empty(plan.flush_bytes, dtype=torch.uint8, device="cuda")
-    letters = arm_letters(plan.backends)
+    letters = arm_letters(labels)
     events: list[dict[str, Any]] = []
     timed_shapes = []
     for shape_name in plan.shapes:
         shape = parse_shape(shape_name)
         say(f"shape {shape.name}: building inputs")
-        inputs = build_inputs(shape, shuffle=plan.shuffle, seed=plan.seed)
-        report: dict[str, Any] = {"kv_bytes": inputs.kv_bytes(), "backends": {}}
-        reference = None
+        data = ShapeInputs(shape, plan)
+        report: dict[str, Any] = {"kv_bytes": data.base.kv_bytes(), "backends": {}}
         ready: dict[str, Prepared] = {}
-        for name in plan.backends:
+        for arm in arms:
+            name = arm.label
             entry: dict[str, Any] = {"arm": letters[name]}
             report["backends"][name] = entry
             try:
-                call_plan = check(name, shape, device)
+                call_plan = check_arm(arm, shape, device)
             except BackendUnsupported as err:
                 entry.update(status="unavailable", reason=str(err).split(": ", 1)[-1])
                 say(f"{name}: unavailable: {entry['reason']}")
@@ -92,25 +200,14 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
             try:
                 started = time.time()
                 say(f"{name}: preparing (first use compiles)")
-                call = get_backend(name).prepare(shape, inputs)
-                out = call.output_rows(call.run())
-                torch.cuda.synchronize()
+                call, inputs = prepare_arm(arm, shape, data, plan.seed)
+                refusal = check_output(arm, shape, call, inputs, data, plan, entry)
                 entry["prepare_s"] = round(time.time() - started, 1)
-                if plan.validate:
-                    if reference is None:
-                        say("computing the torch reference")
-                        reference = mla_reference(inputs, inputs.layout.requests(), SM_SCALE)
-                    err = relative_error(out, reference)
-                    entry["relative_error"] = err
-                    limit = plan.tolerance[shape.kv_dtype]
-                    if not err <= limit:
-                        entry.update(
-                            status="wrong",
-                            reason=f"output differs from the reference: relative error {err:.3g} > {limit}",
-                        )
-                        say(f"{name}: REFUSED: {entry['reason']}")
-                        continue
-                prepared = Prepared(call, plan.graphs)
+                if refusal:
+                    entry.update(status="wrong", reason=refusal)
+                    say(f"{name}: REFUSED: {refusal}")
+                    continue
+                prepared = Prepared(call, plan.graphs or arm.graphs)
                 # not annotated: the NVTX domain must first appear inside the capture range,
                 # or nsys's export may miss its DomainCreate row (and with it the name)
                 for _ in range(plan.warmup):
@@ -119,29 +216,49 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
                 ready[name] = prepared
                 entry["status"] = "ok"
                 say(f"{name}: ok (relative error {entry.get('relative_error', float('nan')):.2g})")
-            except Exception as exc:  # a backend that breaks is reported, the others still run
+            except Exception as exc:  # an arm that breaks is reported, the others still run
                 entry.update(status="failed", reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
                 entry["traceback"] = traceback.format_exc(limit=4)
                 say(f"{name}: FAILED: {entry['reason']}")
         results["shapes"][shape.name] = report
+        predecessor = None
+        if ready and between is not None:
+            try:  # the same predecessor for every arm: prepared once per shape, never timed
+                call, _ = prepare_arm(between, shape, data, plan.seed)
+                predecessor = Prepared(call, plan.graphs or between.graphs)
+                predecessor.launch()
+                torch.cuda.synchronize()
+            except Exception as exc:
+                reason = f"--between {plan.between}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+                for name in ready:
+                    report["backends"][name].update(status="failed", reason=reason)
+                say(f"shape {shape.name}: not timed: {reason}")
+                ready = {}
         if ready:
-            timed_shapes.append((shape, inputs, ready))
+            timed_shapes.append((shape, data, ready, predecessor))
         else:
-            del inputs
+            del data
     if not timed_shapes:
         results["timed"] = False
         return results
-    arms = tuple(b for b in plan.backends if any(b in r for _, _, r in timed_shapes))
+    max_sm = facts.get("max_sm_clock_mhz")
     with ClockSampler() as clocks:
         if plan.capture_range:
             torch.cuda.profiler.start()
-        for shape, _inputs, ready in timed_shapes:
-            say(f"timing {shape.name}: {len(ready)} arms × {plan.iters} rounds")
-            order_arms = tuple(a for a in arms if a in ready)
-            for r in range(plan.iters):
-                for name in round_order(order_arms, r):
-                    with nvtx.annotate(FLUSH, domain=DOMAIN):
-                        flush.zero_()
+        for shape, _data, ready, predecessor in timed_shapes:
+            order_arms = tuple(a for a in labels if a in ready)
+            say(f"timing {shape.name}: {len(ready)} arms × {plan.iters} calls ({plan.order}, between: {plan.between})")
+            torch.cuda.synchronize()
+            clocks.sample()
+            window_start = time.time()
+            for group in call_order(order_arms, plan.iters, plan.order):
+                for name, r in group:
+                    if plan.between != "none":
+                        with nvtx.annotate(FLUSH, domain=DOMAIN):
+                            flush.zero_()
+                    if predecessor is not None:
+                        with nvtx.annotate(BETWEEN, domain=DOMAIN):
+                            predecessor.launch()
                     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     message = CallName(name, shape.name, letters[name], r).message
                     with nvtx.annotate(message, domain=DOMAIN):
@@ -149,7 +266,9 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
                         ready[name].launch()
                         stop.record()
                     events.append({"backend": name, "shape": shape.name, "iter": r, "_events": (start, stop)})
-                torch.cuda.synchronize()  # one round in flight at a time
+                torch.cuda.synchronize()  # one group in flight at a time
+            clocks.sample()
+            results["shapes"][shape.name]["clocks"] = clocks.window(window_start, time.time(), max_sm)
         torch.cuda.synchronize()
         if plan.capture_range:
             torch.cuda.profiler.stop()
@@ -158,7 +277,7 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
         e["event_us"] = round(start.elapsed_time(stop) * 1000.0, 3)
     results["timed"] = True
     results["events"] = events
-    results["clocks"] = clocks.summary(facts.get("max_sm_clock_mhz"))
+    results["clocks"] = clocks.summary(max_sm)
     return results
 
 
