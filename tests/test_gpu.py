@@ -136,7 +136,8 @@ def test_split_kv_arm_matches_the_reference(shape_name: str, splits: int) -> Non
     out, ref, entry = _arm_output(f"fa3[splits={splits}]", shape_name)
     limit = 0.08 if "fp8" in shape_name else 0.02
     assert relative_error(out, ref) < limit and entry["relative_error"] < limit
-    assert relative_error(out.roll(1, dims=0), ref) > 0.5  # rows in request order, not just any order
+    # rows in request order, not just any order (one row: the features in order)
+    assert relative_error(out.roll(1, dims=0 if out.shape[0] > 1 else -1), ref) > 0.5
     fa3, _, _ = _arm_output("fa3", shape_name)
     assert relative_error(out, fa3.float()) < limit  # the lever changes the merge, not the answer
 
