@@ -110,14 +110,16 @@ def test_reduce_kernel_vs_in_kernel_merge(sweep) -> None:
 
 
 def test_winners_and_the_crossover(sweep) -> None:
-    _, _, summary = sweep
+    _, table, summary = sweep
     winners = dict(summary.filter(pl.col("winner")).select("shape", "backend").iter_rows())
     assert winners["q8_ctx8k_h16_b1_bf16_p64"] == "fa3" and winners["q8_ctx900k_h16_b1_bf16_p64"] == "flashmla"
     per_token = summary.filter(pl.col("backend") == "fa3-per-token").sort("ratio_to_best")
     assert per_token["ratio_to_best"].max() > 5  # ~ctx × q: unfolded verify tokens re-read the KV
-    cross = crossovers(summary).filter(pl.col("faster_below") == "fa3", pl.col("faster_above") == "flashmla")
-    assert cross.height == 1
+    cross = crossovers(summary, table)
+    assert cross.height == 1  # the one change of winner, and no other pair's crossing
     row = cross.row(0, named=True)
+    assert (row["faster_below"], row["faster_above"], row["decided"]) == ("fa3", "flashmla", True)
+    assert row["ratio_at_low_lo"] > 1 > row["ratio_at_high_hi"]  # really faster on both sides
     assert row["ctx_low"] == 131_000 and row["ctx_high"] == 512_000 and 131_000 < row["crossover_ctx"] < 512_000
     q900 = summary.filter(pl.col("shape") == "q8_ctx900k_h16_b1_bf16_p64", pl.col("backend") == "fa3")
     assert 0.45 < q900["roofline"].item() < 0.55  # ~50% of 4.8 TB/s for 1.04 GB

@@ -19,12 +19,14 @@ import polars as pl
 import pytest
 
 import traceattr
+from traceattr.analysis.crossover import rule_text
 from traceattr.attribution.engine import Attribution
 from traceattr.cli import main
 from traceattr.report import Limits, build_report, write_report
 from traceattr.report.data import _evenly_in_time, collect
-from traceattr.report.figures_compare import attribution_figure
+from traceattr.report.figures_compare import attribution_figure, context_figure
 from traceattr.report.figures_timeline import timeline_figure
+from traceattr.report.style import backend_colors
 from traceattr.synth.builder import TraceBuilder
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "traces" / "h200_mla_fa2_fa3.sqlite"
@@ -245,8 +247,10 @@ def test_flashmla_crossover_marked(flashmla_att: Attribution) -> None:
     cross = d.crossovers.row(0, named=True)
     assert (cross["faster_below"], cross["faster_above"]) == ("flashmla", "fa3")
     assert 128_000 < cross["crossover_ctx"] < 900_000
-    page = build_report(flashmla_att)
-    assert "flashmla | fa3 at ctx ≈" in page
+    assert cross["decided"] and cross["ratio_at_low_lo"] > 1 > cross["ratio_at_high_hi"]
+    fig = context_figure(d, backend_colors(d.summary["backend"]))
+    labels = [t for tr in fig.data if tr.text for t in tr.text]
+    assert rule_text(cross) in labels  # the sentence `compare` prints, on the chart
 
 
 # -- escaping ---------------------------------------------------------------------------------
@@ -260,7 +264,7 @@ def test_hostile_names_render_as_text(flashmla_att: Attribution, tmp_path: Path)
         assert "evil&lt;script&gt;alert(1)&lt;" in page  # the kernel, in timeline hovers
     assert "traceattr:&lt;script&gt;x&lt;" in pages[0]  # the nested NVTX range, on its lane
     # the range names say backend "<script>alert(2)</script>", shape q1_ctx4096: table cell and picker group
-    assert '</span>&lt;script&gt;alert(2)&lt;/script&gt; <span class="best">' in pages[1]
+    assert "</span>&lt;script&gt;alert(2)&lt;/script&gt;</td>" in pages[1]  # alone: no winner badge
     assert '<optgroup label="q1_ctx4096 · &lt;script&gt;alert(2)&lt;/script&gt;">' in pages[1]
 
 
@@ -276,7 +280,7 @@ def test_caps_leave_visible_notes(flashmla_att: Attribution, tmp_path: Path) -> 
     info = write_report(flashmla_att, tmp_path / "small.html", limits=limits)
     page = info.path.read_text(encoding="utf-8")
     expected = [
-        "the figures show 1 of 2 shapes (series), those with the most GPU time",
+        "the distributions, role bars and timeline show 1 of 2 shapes (series), those with the most GPU time",
         "showing 4 of 10 calls as points: at most 2 per backend and shape",
         "the picker offers 2 of 10 calls",
         "1 call has more than 2 GPU ops: their timelines show the 2 longest",
@@ -284,7 +288,12 @@ def test_caps_leave_visible_notes(flashmla_att: Attribution, tmp_path: Path) -> 
     for text in expected:
         assert any(text in note for note in info.notes), text
         assert re.search(r'<div class="note">[^<]*' + re.escape(text), page), text
-    assert re.findall(r'<section id="([\w-]+)">', page) == ["numbers", "attribution", "distributions", "timeline"]
+    # time vs context never drops a shape: both context lengths and the crossover stay
+    assert re.findall(r'<section id="([\w-]+)">', page) == [
+        "numbers", "attribution", "distributions", "timeline", "context"
+    ]  # fmt: skip
+    d = collect(flashmla_att, limits=limits)
+    assert sorted(d.context["ctx"].unique()) == [128_000, 900_000] and d.crossovers.height == 1
 
 
 def test_write_report_info_and_run_header(flashmla_att: Attribution, tmp_path: Path) -> None:

@@ -235,3 +235,12 @@ PUBLISHED_ROWS = (
     "mirror_h96_b2_q1_kv77699",
     "prefill_h12_b2_q512_kv32768",
 )
+
+
+def fmt_ctx(ctx: float) -> str:
+    """A context length, compact: 131072 -> 131k, 1048576 -> 1.05M (exact values go in hovers)."""
+    if ctx >= 1e6:
+        return f"{ctx / 1e6:.3g}M"
+    if ctx >= 1e3:
+        return f"{ctx / 1e3:.0f}k"
+    return f"{ctx:.0f}"

@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from traceattr.analysis.crossover import rule_text
+from traceattr.analysis.verdicts import tie_text
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution
 
 
@@ -222,35 +224,49 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
                      "kernels", "roofline", "vs best", *(["CUDA events"] if events else [])):  # fmt: skip
             table.add_column(head, justify="left" if head == "backend" else "right")
         for row in part.sort("median_us").iter_rows(named=True):
+            mark = _MARKS.get(row.get("verdict") or "", "  ")
             cross_check = []
             if events:
                 ev = row.get("event_us")
                 cross_check = [f"{ev:,.1f} ({100 * row['event_vs_span']:+.1f}%)" if ev is not None else ""]
             table.add_row(
-                Text(("★ " if row["winner"] else "  ") + row["backend"]), str(row["calls"]), f"{row['median_us']:,.1f}",
+                Text(mark + row["backend"]), str(row["calls"]), f"{row['median_us']:,.1f}",
                 f"{row['p10_us']:,.1f}–{row['p90_us']:,.1f}", *[f"{row[r]:,.1f}" for r in roles], f"{row['gap_us']:,.1f}",
                 f"{row['kernels']:.0f}", "" if row["roofline"] is None else f"{100 * row['roofline']:.0f}%",
                 f"{row['ratio_to_best']:.2f}×", *cross_check,
             )  # fmt: skip
+        table.caption = verdict_caption(part)
+        table.caption_justify = "left"
         console.print(table)
         flips = part.filter(pl.col("consistent").not_())
         for row in flips.iter_rows(named=True):
             console.print(
                 Text.assemble(("note:", "yellow"), f" {row['backend']} vs the winner flips direction across rounds")
             )
+    if summary["winner"].any():
+        console.print(Text("★ winner: faster than every other backend (95% interval of the ratio of medians)", "dim"))
     for shape, backend, reason in unavailable:
         console.print(Text(f"{shape}: {backend} not run: {reason}", "dim"))
 
 
+_MARKS = {"winner": "★ ", "tie": "≈ ", "same program": "= "}
+
+
+def verdict_caption(part: pl.DataFrame) -> str | None:
+    """What one shape's table concludes, under it: a tie (no winner) and arms that run the same program."""
+    lines = []
+    tied = part.filter(pl.col("verdict") == "tie").sort("median_us")
+    if tied.height:
+        lines.append(f"≈ {tie_text(tied['tie_pct'][0])} between {', '.join(tied['backend'])}: no winner")
+    for row in part.filter(pl.col("verdict") == "same program").iter_rows(named=True):
+        lines.append(f"= {row['backend']} runs the same program as {row['same_program_as']} here: not compared")
+    return "\n".join(lines) or None
+
+
 def render_rules(crossings: pl.DataFrame, console: Console) -> None:
-    """Crossovers as decision rules: which backend to use below and above a context length."""
+    """Crossovers as decision rules (which backend below and above a context length), and the ties that make none."""
     if crossings.height == 0:
         return
-    console.print(Text("Decision rules (where the faster backend changes along ctx):", "bold"))
+    console.print(Text("Decision rules (where the faster backend changes along ctx, 95% confidence):", "bold"))
     for row in crossings.iter_rows(named=True):
-        console.print(
-            Text(
-                f"  {row['family']}: {row['faster_below']} below ≈{row['crossover_ctx'] / 1000:,.0f}k ctx, "
-                f"{row['faster_above']} above (measured at {row['ctx_low'] / 1000:,.0f}k and {row['ctx_high'] / 1000:,.0f}k)"
-            )
-        )
+        console.print(Text(f"  {row['family']}: {rule_text(row)}"))

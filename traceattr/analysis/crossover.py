@@ -4,9 +4,18 @@ Shapes that differ only in ctx form a family (q, heads, batch, page, dtype,
 pattern alike). Along each family's ctx axis, two backends cross where their
 median times are equal; the crossing is interpolated log-linearly between
 the two measured ctx points that bracket the sign change of log(t_a / t_b).
-By default only crossings where the *fastest* backend changes are kept: those
-are the decision rules ("above ~240k ctx at q=8 use FlashMLA"); ``every=True``
-keeps the crossings of every pair.
+By default only crossings where the *fastest* backend changes are kept (the
+fastest, or an arm running its very program); ``every=True`` keeps the
+crossings of every pair.
+
+A crossing is a *decision rule* (``decided``) only where the interval of the
+ratio of medians (per-call samples, :func:`traceattr.analysis.stats.compare_samples`)
+excludes 1 at both measured points, each in its own direction: the backend
+below is really faster at ``ctx_low`` and the one above really faster at
+``ctx_high``. Otherwise the crossing is a *tie within noise* (±``noise_pct``
+%, how far the undecided intervals reach from 1), which says no rule. Two
+arms running the same program (:func:`traceattr.backends.same_program`)
+never cross. Terminal, ``--json`` and the report all read this one frame.
 """
 
 from __future__ import annotations
@@ -16,7 +25,27 @@ import math
 
 import polars as pl
 
-from traceattr.shapes import ShapeError, parse_shape
+from traceattr.analysis.verdicts import Samples, call_samples, compare_arms, tie_text
+from traceattr.backends import same_program
+from traceattr.shapes import ShapeError, fmt_ctx, parse_shape
+
+CROSSOVER_SCHEMA = {
+    "family": pl.String,
+    "faster_below": pl.String,
+    "faster_above": pl.String,
+    "ctx_low": pl.Int64,  # the measured ctx that bracket the crossing
+    "ctx_high": pl.Int64,
+    "crossover_ctx": pl.Int64,  # interpolated
+    "decided": pl.Boolean,  # a rule (both sides really faster where measured), or a tie within noise
+    # t(faster_above) / t(faster_below) at ctx_low (> 1 when decided) and at ctx_high (< 1), with intervals
+    "ratio_at_low": pl.Float64,
+    "ratio_at_low_lo": pl.Float64,
+    "ratio_at_low_hi": pl.Float64,
+    "ratio_at_high": pl.Float64,
+    "ratio_at_high_lo": pl.Float64,
+    "ratio_at_high_hi": pl.Float64,
+    "noise_pct": pl.Float64,  # for a tie: how far the undecided intervals reach from 1, in %
+}
 
 
 def with_family(summary: pl.DataFrame) -> pl.DataFrame:
@@ -32,34 +61,64 @@ def with_family(summary: pl.DataFrame) -> pl.DataFrame:
     return summary.join(info, on="shape", how="inner")
 
 
-def crossovers(summary: pl.DataFrame, *, every: bool = False) -> pl.DataFrame:
-    """``family, faster_below, faster_above, ctx_low, ctx_high, crossover_ctx`` per crossing."""
+def crossovers(summary: pl.DataFrame, calls: pl.DataFrame, *, every: bool = False) -> pl.DataFrame:
+    """Crossings along ctx of *summary*'s families (see module doc and :data:`CROSSOVER_SCHEMA`).
+
+    *calls* are the per-call rows *summary* was made from (``analysis.calls``), the samples of each interval.
+    """
     fam = with_family(summary)
-    best = (
-        fam.sort("median_us").group_by("family", "ctx").first().select("family", "ctx", pl.col("backend").alias("best"))
+    samples = call_samples(
+        calls.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series")))
     )
-    winner = {(f, c): b for f, c, b in best.iter_rows()}
+    # the fastest at each point, and any arm that runs its program (at q = 1 fa3-per-token is fa3) ...
+    leaders = fam.filter((pl.col("ratio_to_best") == 1) | (pl.col("verdict") == "same program"))
+    leading = {(f, c, b) for f, c, b in leaders.select("family", "ctx", "backend").iter_rows()}
+    # ... but such a twin's own crossings repeat the fastest's: one rule, named after the fastest
+    twins = fam.filter(pl.col("verdict") == "same program")
+    twin = {(f, c, b) for f, c, b in twins.select("family", "ctx", "backend").iter_rows()}
     out = []
     for (family,), part in fam.group_by(["family"]):
         backends = sorted(part["backend"].unique().to_list())
         for i, a in enumerate(backends):
             for b in backends[i + 1 :]:
-                ta = part.filter(pl.col("backend") == a).select("ctx", pl.col("median_us").alias("ta"))
+                ta = part.filter(pl.col("backend") == a).select("ctx", "shape", pl.col("median_us").alias("ta"))
                 tb = part.filter(pl.col("backend") == b).select("ctx", pl.col("median_us").alias("tb"))
                 both = ta.join(tb, on="ctx").sort("ctx")
-                pts = [(c, math.log(x / y)) for c, x, y in both.iter_rows() if x > 0 and y > 0]
-                for (c0, d0), (c1, d1) in itertools.pairwise(pts):
-                    if d0 == 0 or (d0 < 0) == (d1 < 0):
+                pts = [(c, s, math.log(x / y)) for c, s, x, y in both.iter_rows() if x > 0 and y > 0]
+                for (c0, s0, d0), (c1, s1, d1) in itertools.pairwise(pts):
+                    if d0 == 0 or (d0 < 0) == (d1 < 0) or same_program(a, b, s0) or same_program(a, b, s1):
+                        continue
+                    below, above = (a, b) if d0 < 0 else (b, a)
+                    if not every and (
+                        (family, c0, below) not in leading
+                        or (family, c1, above) not in leading
+                        or (family, c0, below) in twin
+                        or (family, c1, above) in twin
+                    ):
                         continue
                     # interpolate in log(ctx) where log(ta/tb) crosses zero
                     frac = d0 / (d0 - d1)
                     cross = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
-                    below, above = (a, b) if d0 < 0 else (b, a)
-                    if every or (winner[(family, c0)] == below and winner[(family, c1)] == above):
-                        out.append((family, below, above, c0, c1, round(cross)))
-    return pl.DataFrame(
-        out,
-        schema={"family": pl.String, "faster_below": pl.String, "faster_above": pl.String,
-                "ctx_low": pl.Int64, "ctx_high": pl.Int64, "crossover_ctx": pl.Int64},
-        orient="row",
-    ).sort("family", "crossover_ctx")  # fmt: skip
+                    out.append((family, below, above, c0, c1, round(cross), *_judge(samples, s0, s1, below, above)))
+    return pl.DataFrame(out, schema=CROSSOVER_SCHEMA, orient="row").sort("family", "crossover_ctx")
+
+
+def _judge(samples: Samples, s0: str, s1: str, below: str, above: str) -> tuple:
+    """(decided, the two ratios above/below with their intervals, noise %) of one crossing."""
+    lo = compare_arms(samples, s0, below, above)  # above vs below where below should win: "slower"
+    hi = compare_arms(samples, s1, below, above)  # ... and where above should win: "faster"
+    decided = lo.verdict == "slower" and hi.verdict == "faster"
+    undecided = [c.noise for c, want in ((lo, "slower"), (hi, "faster")) if c.verdict != want]
+    noise = None if decided else 100 * max(undecided)
+    return (decided, lo.ratio, lo.low, lo.high, hi.ratio, hi.low, hi.high, noise)
+
+
+def rule_text(row: dict) -> str:
+    """One crossing (a row of :func:`crossovers`) as the sentence every view prints, without its family."""
+    measured = f"{fmt_ctx(row['ctx_low'])} and {fmt_ctx(row['ctx_high'])}"
+    if row["decided"]:
+        return (
+            f"{row['faster_below']} below ≈{fmt_ctx(row['crossover_ctx'])} ctx, {row['faster_above']} above "
+            f"(measured at {measured})"
+        )
+    return f"{row['faster_below']} vs {row['faster_above']}: {tie_text(row['noise_pct'])} between {measured}, no rule"

@@ -42,7 +42,7 @@ def analyse(
     summary = summarize(table, peak)
     if events is not None:
         summary = with_events(summary, table, events)
-    return Analysis(table, summary, crossovers(summary), peak, source)
+    return Analysis(table, summary, crossovers(summary, table), peak, source)
 
 
 def with_events(summary: pl.DataFrame, calls: pl.DataFrame, events: Sequence[dict[str, Any]]) -> pl.DataFrame:

@@ -32,6 +32,7 @@ CONFIDENCE = 0.95
 SAME_WITHIN = 0.01  # ±1%: below this a difference is noise for a kernel-level decision
 _RESAMPLES = 2000
 _SEED = 0
+_BATCH_VALUES = 20_000_000  # resampled values held at once (~160 MB): bounds memory on traces with many calls
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,11 @@ class Comparison:
     def half_width(self) -> float:
         """Half the interval's width, as a fraction of 1 (the "±x%" of a tie)."""
         return (self.high - self.low) / 2 if math.isfinite(self.high - self.low) else math.nan
+
+    @property
+    def noise(self) -> float:
+        """How far from 1 the interval reaches, as a fraction (the "±x%" of a tie within noise)."""
+        return max(1 - self.low, self.high - 1, 0.0) if math.isfinite(self.high - self.low) else math.nan
 
     @property
     def decided(self) -> bool:
@@ -97,6 +103,7 @@ def compare_samples(
             n_resamples=n_resamples,
             confidence_level=confidence,
             method="percentile",
+            batch=max(1, _BATCH_VALUES // max(len(b), len(c))),
             rng=np.random.default_rng(seed),
         )
         low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)

@@ -4,6 +4,10 @@ Times are per call (first kernel start → last kernel end, the span); the
 median is the headline and p10–p90 the spread. Role columns are medians of
 the per-call role sums. ``roofline`` is the share of peak HBM bandwidth the
 median call reaches for the bytes the shape must move (KV read once + Q + O).
+``winner`` is a declared winner: faster than every other backend with 95%
+confidence (:mod:`traceattr.analysis.verdicts`); ``verdict`` says winner, tie
+(within ``tie_pct`` %), slower, same program or alone, and
+``vs_best_low``–``vs_best_high`` is the interval of ``ratio_to_best``.
 With arms run in rounds (ABBA), ``round_wins`` counts the rounds in which a
 backend was the fastest, and ``consistent`` is False when the comparison
 with the winner flips direction between rounds.
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceattr.analysis.verdicts import call_samples, shape_verdicts
 from traceattr.attribution.engine import ROLE_COLUMNS
 from traceattr.shapes import ShapeError, parse_shape
 
@@ -20,7 +25,8 @@ SUMMARY_COLUMNS = (
     "shape", "backend", "calls", "median_us", "p10_us", "p90_us", "min_us", "max_us", "cv",
     "busy_us", "kernel_sum_us", "gap_us", "launch_us", "kernels",
     *[c.replace("_ns", "_us") for c in ROLE_COLUMNS],
-    "bytes", "roofline", "ratio_to_best", "winner", "round_wins", "rounds", "consistent",
+    "bytes", "roofline", "ratio_to_best", "vs_best_low", "vs_best_high", "verdict", "same_program_as", "winner",
+    "tie_pct", "round_wins", "rounds", "consistent",
 )  # fmt: skip
 
 
@@ -54,8 +60,7 @@ def summarize(calls: pl.DataFrame, peak_bytes_per_s: float | None) -> pl.DataFra
     agg = agg.with_columns(
         roof.cast(pl.Float64).alias("roofline"),
         (pl.col("median_us") / best).alias("ratio_to_best"),
-        (pl.col("median_us") == best).alias("winner"),
-    )
+    ).join(shape_verdicts(agg, call_samples(c)), on=["shape", "backend"], how="left")
     return agg.join(_rounds(c), on=["shape", "backend"], how="left").select(SUMMARY_COLUMNS).sort("shape", "median_us")
 
 

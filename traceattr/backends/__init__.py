@@ -15,7 +15,7 @@ from traceattr.backends.flashinfer_wrapper import FlashinferMLA
 from traceattr.backends.flashmla import FlashMLA
 from traceattr.backends.plugins import entry_point_backends, is_spec, load_spec
 from traceattr.errors import BackendUnsupported, TraceattrError
-from traceattr.shapes import Shape
+from traceattr.shapes import Shape, ShapeError, parse_shape
 
 # The split-KV lever: the same call as N requests per original one, then flashinfer's merge_states.
 SPLITS = OptionSpec(
@@ -55,6 +55,7 @@ FA3_PER_TOKEN = Capabilities(
     patterns=frozenset({"uniform", "ragged"}),
     packages=("flashinfer",),
     structure="fa3 with each verify token a separate request: no folding, time grows with q",
+    same_program_as={"fa3": lambda shape: shape.q == 1},  # one token per request either way
 )
 
 BACKENDS: Mapping[str, Backend] = {
@@ -99,6 +100,38 @@ def check(name: str, shape: Shape, device: Device | None, *, packages: bool = Tr
     return backend.plan(shape)
 
 
+def same_program(arm_a: str, arm_b: str, shape: Shape | str) -> bool:
+    """Whether two arms run the same GPU program on *shape*, so that no timing difference between them means anything.
+
+    An arm is the same program as itself (an A/A comparison); otherwise a backend declares it
+    (``Capabilities.same_program_as``), in either direction, and arms ``backend[options]`` need the
+    same options. Arms or shapes traceattr does not know are different programs.
+    """
+    if arm_a == arm_b:
+        return True
+    # arms with the same options on backends that declare it (fa3[splits=4] and fa3-per-token[splits=4] at q = 1)
+    (arm_a, opts_a), (arm_b, opts_b) = (_split_options(arm) for arm in (arm_a, arm_b))
+    if opts_a != opts_b:
+        return False
+    if isinstance(shape, str):
+        try:
+            shape = parse_shape(shape)
+        except ShapeError:
+            return False
+    for a, b in ((arm_a, arm_b), (arm_b, arm_a)):
+        backend = BACKENDS.get(a)
+        when = backend.caps.same_program_as.get(b) if backend is not None else None
+        if when is not None and when(shape):
+            return True
+    return False
+
+
+def _split_options(arm: str) -> tuple[str, str]:
+    """``fa3[splits=4]`` → (``fa3``, ``splits=4``); a plain name has no options."""
+    base, bracket, rest = arm.partition("[")
+    return (base, rest.removesuffix("]")) if bracket else (arm, "")
+
+
 def current_device() -> tuple[Device | None, str | None]:
     """(the CUDA device torch sees, None) or (None, why there is none)."""
     try:
@@ -118,5 +151,5 @@ def current_device() -> tuple[Device | None, str | None]:
 
 __all__ = [
     "BACKENDS", "SPLITS", "CallPlan", "Capabilities", "Device", "OptionSpec", "check", "current_device", "get_backend",
-    "registry",
+    "registry", "same_program",
 ]  # fmt: skip

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -80,6 +80,8 @@ class Capabilities:
     structure: str = ""  # how its kernels split the work, for the plan and the report
     options: tuple[OptionSpec, ...] = ()  # backend-specific arm options (traceattr.arms adds graphs, page, kv)
     lse: bool = False  # prepare(..., lse=True) gives a call whose run() returns (output, base-2 LSE): DCP rows
+    # other arms that run this very program on some shapes (fa3-per-token is fa3 at q = 1): never a rule between them
+    same_program_as: Mapping[str, Callable[[Shape], bool]] = field(default_factory=dict)
 
     def describe_archs(self) -> str:
         return ", ".join(f"sm_{a}{b}" for a, b in sorted(self.archs))

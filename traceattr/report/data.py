@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from traceattr.analysis.crossover import crossovers, with_family
+from traceattr.analysis.crossover import with_family
 from traceattr.analysis.pipeline import analyse
 from traceattr.attribution.engine import Attribution
 from traceattr.errors import NoDataError
@@ -109,13 +109,17 @@ def collect(att: Attribution, peak_bytes_per_s: float | None = None, limits: Lim
 
     # Many shapes (a trace whose ranges are not a benchmark, e.g. one range per torch op) would make
     # thousands of panels: the figures draw the shapes with the most GPU time, the table more rows.
+    # Time vs context and its crossovers use every shape and call: a family's curve never loses a point.
+    context = _context(full)
+    crossings = _crossings(analysis.crossovers, context)  # the very frame `compare` prints
     pair_time = c.group_by(GROUP).agg(pl.col("gpu_span_ns").sum())
     heavy = c.group_by("shape").agg(pl.col("gpu_span_ns").sum()).sort("gpu_span_ns", "shape", descending=[True, False])
     if heavy.height > limits.shapes:
         keep = heavy.head(limits.shapes)["shape"]
         c = c.filter(pl.col("shape").is_in(keep.implode()))
         notes.setdefault("report", []).append(
-            f"the figures show {limits.shapes:,} of {heavy.height:,} shapes (series), those with the most GPU time"
+            f"the distributions, role bars and timeline show {limits.shapes:,} of {heavy.height:,} shapes (series), "
+            "those with the most GPU time; time vs context shows every shape"
         )
     summary = full.filter(pl.col("shape").is_in(c["shape"].unique().implode()))
     table = full
@@ -137,7 +141,6 @@ def collect(att: Attribution, peak_bytes_per_s: float | None = None, limits: Lim
             f"showing {strip.height:,} of {c.height:,} calls as points: at most {limits.strip_points:,} per backend "
             "and shape, evenly spaced by time, plus the fastest and slowest; boxes use every call"
         )
-    context = _context(summary)
     timeline, timeline_notes = _timeline(att, c, summary, limits)
     if timeline_notes:
         notes["timeline"] = timeline_notes
@@ -151,7 +154,7 @@ def collect(att: Attribution, peak_bytes_per_s: float | None = None, limits: Lim
         boxes=_boxes(c),
         strip=strip,
         context=context,
-        crossovers=_crossings(summary, context),
+        crossovers=crossings,
         timeline=timeline,
         notes=notes,
     )
@@ -214,9 +217,8 @@ def _context(summary: pl.DataFrame) -> pl.DataFrame:
     return fam.join(multi.select("family"), on="family", how="semi").sort("family", "backend", "ctx")
 
 
-def _crossings(summary: pl.DataFrame, context: pl.DataFrame) -> pl.DataFrame:
-    """crossovers() plus ``at_us``: the time both backends take at the crossing (log-log interpolation)."""
-    cross = crossovers(summary)
+def _crossings(cross: pl.DataFrame, context: pl.DataFrame) -> pl.DataFrame:
+    """*cross* (analysis.crossover.crossovers) plus ``at_us``: the time at the crossing (log-log interpolation)."""
     if cross.height == 0:
         return cross.with_columns(pl.lit(None, pl.Float64).alias("at_us"))
     t = context.select("family", "backend", "ctx", "median_us")

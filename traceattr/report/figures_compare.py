@@ -8,8 +8,10 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
+from traceattr.analysis.crossover import rule_text
 from traceattr.report.data import ReportData
-from traceattr.report.style import GAPS, ROLE_COLORS, SEGMENTS, TEMPLATE, esc, fmt_ctx, new_figure
+from traceattr.report.style import GAPS, ROLE_COLORS, SEGMENTS, TEMPLATE, esc, new_figure
+from traceattr.shapes import fmt_ctx
 
 
 def _segment_column(segment: str) -> str:
@@ -187,7 +189,7 @@ def context_figure(d: ReportData, colors: dict[str, str]) -> go.Figure:
         cross = d.crossovers.filter(pl.col("family") == family)
         lo, hi = part["median_us"].min(), part["median_us"].max()
         for k, r in enumerate(cross.iter_rows(named=True)):
-            label = f"{esc(r['faster_below'])} | {esc(r['faster_above'])} at ctx ≈ {fmt_ctx(r['crossover_ctx'])}"
+            label = esc(rule_text(r))
             fig.add_trace(
                 go.Scatter(
                     x=[r["crossover_ctx"]] * 2, y=[lo * 0.8, hi * 1.25], mode="lines", showlegend=False,  # type: ignore[operator]

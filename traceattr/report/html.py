@@ -45,6 +45,7 @@ table.sortable th[data-dir="asc"]::after { content: " ▲"; }
 table.sortable th[data-dir="desc"]::after { content: " ▼"; }
 tr.win td { background: #eaf5ea; }
 .best { font-size: 11px; color: #1a7f37; border: 1px solid #1a7f3766; border-radius: 8px; padding: 0 5px; }
+.tie { font-size: 11px; color: #6e5a00; border: 1px solid #9a7d0066; border-radius: 8px; padding: 0 5px; }
 .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 6px; }
 table.kv td { text-align: left; white-space: normal; overflow-wrap: anywhere; }
 table.kv td:first-child { color: var(--muted); white-space: nowrap; }

@@ -98,12 +98,3 @@ def figure_html(fig: go.Figure, div_id: str) -> str:
         default_width="100%",
         default_height=f"{fig.layout.height or 450}px",
     )
-
-
-def fmt_ctx(ctx: float) -> str:
-    """A context length, compact: 131072 -> 131k, 1048576 -> 1.05M (exact values go in hovers)."""
-    if ctx >= 1e6:
-        return f"{ctx / 1e6:.3g}M"
-    if ctx >= 1e3:
-        return f"{ctx / 1e3:.0f}k"
-    return f"{ctx:.0f}"

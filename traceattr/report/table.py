@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceattr.analysis.rounds import Receipt
+from traceattr.analysis.verdicts import tie_text
 from traceattr.attribution.engine import ROLE_COLUMNS
 from traceattr.report.style import us
 
@@ -64,6 +65,17 @@ def _columns(summary: pl.DataFrame, peak_note: str) -> list[Column]:
     return cols
 
 
+def _badge(r: dict) -> str:
+    """The shape's verdict beside a backend: a declared winner, a tie within noise, or the same program as another."""
+    if r["verdict"] == "winner":
+        return ' <span class="best" title="faster than every other backend (95% interval)">fastest</span>'
+    if r["verdict"] == "tie":
+        return f' <span class="tie">{html.escape(tie_text(r["tie_pct"]))}</span>'
+    if r["verdict"] == "same program":
+        return f' <span class="tie">same program as {html.escape(r["same_program_as"])}</span>'
+    return ""
+
+
 def numbers_table(summary: pl.DataFrame, colors: dict[str, str], peak_note: str) -> str:
     """*summary* as a sortable HTML table; the fastest backend of each shape is marked."""
     cols = _columns(summary, peak_note)
@@ -79,7 +91,7 @@ def numbers_table(summary: pl.DataFrame, colors: dict[str, str], peak_note: str)
             text = c.fmt(r)
             if c.key == "backend":
                 swatch = f'<span class="swatch" style="background:{colors.get(r["backend"], "#999")}"></span>'
-                text = swatch + text + (' <span class="best">fastest</span>' if r["winner"] else "")
+                text = swatch + text + _badge(r)
             cells.append(f"<td{sort}>{text}</td>")
         cls = ' class="win"' if r["winner"] else ""
         rows.append(f"<tr{cls}>{''.join(cells)}</tr>")

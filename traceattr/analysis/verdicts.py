@@ -1,0 +1,80 @@
+"""Who wins a shape: the fastest backend, declared only where every other one is really slower.
+
+The backend with the lowest median is the shape's *winner* only when, for
+every other backend, the interval of the ratio of medians (other / fastest,
+from the per-call spans; :func:`traceattr.analysis.stats.compare_samples`) says
+``slower``. Otherwise the backends whose interval does not say so *tie* with
+the fastest "within noise (±x%)", x being how far the widest of their
+intervals reaches from 1. An arm that runs the same program as the fastest
+(:func:`traceattr.backends.same_program`: fa3-per-token at q = 1 is fa3) is no
+competitor: it neither wins, nor ties, nor makes the fastest lose its title.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+
+from traceattr.analysis.stats import Comparison, compare_samples
+from traceattr.backends import same_program
+
+Samples = dict[tuple[str, str], np.ndarray]
+VERDICT_SCHEMA = {
+    "shape": pl.String,
+    "backend": pl.String,
+    "vs_best_low": pl.Float64,  # interval of ratio_to_best (median / the fastest backend's median)
+    "vs_best_high": pl.Float64,
+    "verdict": pl.String,  # winner | tie | slower | same program | alone
+    "same_program_as": pl.String,  # the fastest backend, where this arm runs its program
+    "winner": pl.Boolean,  # a declared winner (verdict "winner")
+    "tie_pct": pl.Float64,  # per shape, where no winner is declared: the ±x% of the tie
+}
+
+
+def call_samples(calls: pl.DataFrame) -> Samples:
+    """Per-call GPU spans (ns) of each (shape, backend) of *calls* (shape and backend filled)."""
+    parts = calls.select("shape", "backend", pl.col("gpu_span_ns").cast(pl.Float64)).partition_by(
+        "shape", "backend", as_dict=True
+    )
+    return {(s, b): part["gpu_span_ns"].drop_nulls().to_numpy() for (s, b), part in parts.items()}  # type: ignore[misc]
+
+
+def compare_arms(samples: Samples, shape: str, baseline: str, candidate: str) -> Comparison:
+    """*candidate* vs *baseline* at *shape*: ratio of median spans with its interval and verdict."""
+    return compare_samples(samples[(shape, baseline)], samples[(shape, candidate)])
+
+
+def shape_verdicts(summary: pl.DataFrame, samples: Samples) -> pl.DataFrame:
+    """One row per (shape, backend) of *summary* (``shape, backend, median_us``): see :data:`VERDICT_SCHEMA`."""
+    rows: list[tuple] = []
+    ordered = summary.select("shape", "backend", "median_us").sort("shape", "median_us", "backend")
+    for (shape,), part in ordered.group_by(["shape"], maintain_order=True):
+        best, *others = part["backend"].to_list()
+        mine: list[tuple] = []  # (backend, low, high, verdict, same_program_as)
+        noise = 0.0
+        for other in others:
+            if same_program(best, other, shape):
+                mine.append((other, None, None, "same program", best))
+                continue
+            cmp = compare_arms(samples, shape, best, other)
+            # "slower": the interval lies above 1 + tolerance; anything else does not exclude a tie
+            verdict = "slower" if cmp.verdict == "slower" else "tie"
+            if verdict == "tie":
+                noise = max(noise, cmp.noise) if math.isfinite(cmp.noise) else math.inf
+            mine.append((other, cmp.low, cmp.high, verdict, None))
+        competitors = [m for m in mine if m[3] != "same program"]
+        tied = any(m[3] == "tie" for m in competitors)
+        verdict = "alone" if not competitors else "tie" if tied else "winner"
+        mine.insert(0, (best, 1.0, 1.0, verdict, None))
+        tie_pct = 100 * noise if tied else None
+        rows += [(shape, *m, m[3] == "winner", tie_pct) for m in mine]
+    return pl.DataFrame(rows, schema=VERDICT_SCHEMA, orient="row")
+
+
+def tie_text(noise_pct: float | None) -> str:
+    """How a tie reads everywhere: "tie within noise (±0.8%)"."""
+    if noise_pct is None or not math.isfinite(noise_pct):
+        return "tie (too few calls to tell)"
+    return f"tie within noise (±{noise_pct:.1f}%)"
