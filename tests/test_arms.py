@@ -211,3 +211,39 @@ def test_profile_dry_run_with_arms(tmp_path: Path) -> None:
     )  # fmt: skip
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert "flashmla has no option 'splits'" in bad.stderr
+
+
+def test_arm_labels_survive_analysis_and_terminal(tmp_path: Path) -> None:
+    """Labels with brackets and '=' go through call names, the summary and rich tables intact."""
+    import polars as pl
+
+    import traceattr
+    from traceattr.analysis.pipeline import analyse
+    from traceattr.callnames import CallName, parse_message
+    from traceattr.synth.builder import TraceBuilder
+    from traceattr.terminal import console, render_summary
+
+    fa3 = "flashinfer::mla::hopper::BatchMLAPageAttentionHopperKernel<true, 1>"
+    merge = "flashinfer::MergeStatesLargeNumIndexSetsKernel<8u, 64u, 2u, 4u, __nv_bfloat16, __nv_bfloat16>"
+    b = TraceBuilder()
+    dom = b.domain("traceattr", tid=1)
+    t = 1_000
+    for it in range(4):
+        for label, letter, kernels in (("fa3", "A", [fa3]), ("fa3[splits=4]", "B", [fa3, fa3, merge])):
+            message = CallName(label, "q8_ctx900k_h16_b1_bf16_p64", letter, it).message
+            assert parse_message(message) == CallName(label, "q8_ctx900k_h16_b1_bf16_p64", letter, it)
+            b.push_range(tid=1, start=t, end=t + 9_000, message=message, domain=dom)
+            for k, name in enumerate(kernels):
+                b.launch(tid=1, start=t + 100 + 10 * k, end=t + 105 + 10 * k, kernel=name,
+                         gpu_start=t + 1_000 + 2_000 * k, gpu_end=t + 2_900 + 2_000 * k)  # fmt: skip
+            t += 10_000
+    result = analyse(traceattr.open(b.write(tmp_path / "labels.sqlite")).attribute())
+    summary = result.summary
+    assert set(summary["backend"]) == {"fa3", "fa3[splits=4]"}
+    split = summary.filter(pl.col("backend") == "fa3[splits=4]").row(0, named=True)
+    assert split["reduce_us"] > 0 and split["kernels"] == 3
+    con = console()
+    with con.capture() as out:
+        render_summary(summary, con, [("q8_ctx900k", "cand[graphs]", "needs sm_100")])
+    text = out.get()
+    assert "fa3[splits=4]" in text and "cand[graphs] not run" in text
