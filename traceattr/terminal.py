@@ -270,3 +270,45 @@ def render_rules(crossings: pl.DataFrame, console: Console) -> None:
     console.print(Text("Decision rules (where the faster backend changes along ctx, 95% confidence):", "bold"))
     for row in crossings.iter_rows(named=True):
         console.print(Text(f"  {row['family']}: {rule_text(row)}"))
+
+
+def render_diff(d: pl.DataFrame, console: Console, top: int = 15) -> None:
+    """Before → after per level (totals, kernels, roles, range names), the largest changes first."""
+    titles = {"total": "Totals", "kernel": "Kernels", "role": "Roles", "range": "NVTX ranges (by name)"}
+    for level, title in titles.items():
+        part = d.filter(pl.col("level") == level)
+        if part.height == 0:
+            continue
+        shown = part if level in ("total", "role") or top <= 0 else part.head(top)
+        more = f" (top {shown.height} of {part.height} by |Δ time|)" if shown.height < part.height else ""
+        table = Table(title=f"{title}: before → after{more}", title_justify="left")
+        for head in ("name", "count", "Δ count", "time ms", "Δ ms", "Δ %"):
+            table.add_column(head, justify="left" if head == "name" else "right")
+        for r in shown.iter_rows(named=True):
+            pct = "" if r["delta_pct"] is None else f"{100 * r['delta_pct']:+.1f}%"
+            table.add_row(
+                Text(_short(r["name"], 70)), f"{r['before_n']:,} → {r['after_n']:,}", f"{r['delta_n']:+,}",
+                f"{r['before_ms']:,.2f} → {r['after_ms']:,.2f}", f"{r['delta_ms']:+,.2f}", pct,
+            )  # fmt: skip
+        console.print(table)
+
+
+def render_fit(fit: pl.DataFrame, console: Console) -> None:
+    """time = fixed + per-token · ctx per shape family and backend, with the intervals of both."""
+    if fit.height == 0:
+        return
+    table = Table(title="Fixed vs per-token cost: time ≈ fixed + per-1k · ctx/1000 (least squares over calls, 95% CI)",
+                  title_justify="left")  # fmt: skip
+    for head in ("family", "backend", "contexts", "fixed µs", "per 1k tokens µs", "r²", "fixed = per-token at ctx"):
+        table.add_column(head, justify="left" if head in ("family", "backend") else "right")
+    for r in fit.sort("family", "per_1k_tokens_us").iter_rows(named=True):
+        half = "" if r["ctx_half"] is None else f"{r['ctx_half'] / 1000:,.0f}k"
+        table.add_row(
+            r["family"], r["backend"], str(r["contexts"]),
+            f"{r['fixed_us']:,.1f} [{r['fixed_low_us']:,.1f}, {r['fixed_high_us']:,.1f}]",
+            f"{r['per_1k_tokens_us']:.3f} [{r['per_1k_low_us']:.3f}, {r['per_1k_high_us']:.3f}]",
+            f"{r['r2']:.4f}", half,
+        )  # fmt: skip
+    console.print(table)
+    if (fit["fixed_us"] < 0).any():
+        console.print(Text("a negative fixed cost: time is not linear in ctx for that backend (see r²)", "dim"))

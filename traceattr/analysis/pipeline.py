@@ -1,4 +1,4 @@
-"""The one way from an attribution to its analyses: calls → summary (+ CUDA events) → crossovers.
+"""The one way from an attribution to its analyses: calls → summary (+ CUDA events) → crossovers, fit.
 
 ``profile``, ``compare`` and ``report`` all start here, so a column added to
 the calls or the summary reaches every command. Analyses over more than one
@@ -16,6 +16,7 @@ import polars as pl
 
 from traceattr.analysis.calls import calls as call_table
 from traceattr.analysis.crossover import crossovers
+from traceattr.analysis.fit import fit
 from traceattr.analysis.roofline import peak_bandwidth
 from traceattr.analysis.summary import summarize
 from traceattr.attribution.engine import Attribution
@@ -26,6 +27,7 @@ class Analysis:
     calls: pl.DataFrame  # analysis.calls: one row per measured call (may be empty)
     summary: pl.DataFrame  # analysis.summary: per (shape, backend), plus event_us/event_vs_span with events
     crossovers: pl.DataFrame  # analysis.crossover: where the fastest backend changes along ctx
+    fit: pl.DataFrame  # analysis.fit: fixed cost + per-token cost per (shape family, backend)
     peak_bytes_per_s: float | None
     peak_source: str
 
@@ -42,7 +44,7 @@ def analyse(
     summary = summarize(table, peak)
     if events is not None:
         summary = with_events(summary, table, events)
-    return Analysis(table, summary, crossovers(summary, table), peak, source)
+    return Analysis(table, summary, crossovers(summary, table), fit(table), peak, source)
 
 
 def with_events(summary: pl.DataFrame, calls: pl.DataFrame, events: Sequence[dict[str, Any]]) -> pl.DataFrame:

@@ -40,7 +40,7 @@ def _root(
         raise typer.Exit()
 
 
-COMMANDS = ("attribute", "compare", "profile", "report", "round")
+COMMANDS = ("attribute", "compare", "diff", "profile", "report", "round")
 
 
 def _register(argv: list[str] | None = None) -> None:

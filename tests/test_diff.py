@@ -1,0 +1,95 @@
+"""traceattr diff: before/after totals, kernels, roles and range names; nsys-ai's published pair reproduced."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import traceattr
+from traceattr.analysis.diff import TOTAL, diff
+from traceattr.cli import main
+from traceattr.synth.builder import TraceBuilder
+
+PAIR = ("nsysai_mfu_2gpu_before", "nsysai_mfu_2gpu_after")
+
+
+def _row(d: pl.DataFrame, level: str, name: str) -> dict:
+    rows = d.filter((pl.col("level") == level) & (pl.col("name") == name)).to_dicts()
+    assert len(rows) == 1, (level, name, rows)
+    return rows[0]
+
+
+@pytest.fixture(scope="module")
+def nsysai(exports: dict[str, Path]) -> pl.DataFrame:
+    before, after = (traceattr.open(exports[name]).attribute() for name in PAIR)
+    return diff(before, after)
+
+
+def test_reproduces_nsys_ai_published_diff(nsysai: pl.DataFrame) -> None:
+    # nsys-ai docs/user/reading-a-diff.md: total 535.20 → 488.84 ms; flash_fwd_kernel 68 → 60 (−31.56 ms);
+    # ncclDevKernel_SendRecv 66 → 62 (+8.34 ms). "total" is sum(end − start) over every kernel.
+    total = _row(nsysai, "total", TOTAL)
+    assert (round(total["before_ms"], 2), round(total["after_ms"], 2)) == (535.20, 488.84)
+    assert (total["before_n"], total["after_n"]) == (4010, 3587)
+    flash = _row(nsysai, "kernel", "flash_fwd_kernel")
+    assert (flash["before_n"], flash["after_n"], round(flash["delta_ms"], 2)) == (68, 60, -31.56)
+    nccl = _row(nsysai, "kernel", "ncclDevKernel_SendRecv")
+    assert (nccl["before_n"], nccl["after_n"], round(nccl["delta_ms"], 2)) == (66, 62, 8.34)
+    kernels = nsysai.filter(pl.col("level") == "kernel")
+    assert kernels["name"].head(2).to_list() == ["flash_fwd_kernel", "ncclDevKernel_SendRecv"]  # by impact
+    assert kernels["delta_ms"].sum() == pytest.approx(total["delta_ms"])
+    roles = nsysai.filter(pl.col("level") == "role")
+    assert roles["delta_ms"].sum() == pytest.approx(_row(nsysai, "total", "all GPU ops")["delta_ms"])
+    assert nsysai.filter(pl.col("level") == "total")["name"].to_list()[0] == TOTAL
+
+
+def test_range_names_drop_instance_counters(nsysai: pl.DataFrame) -> None:
+    ranges = nsysai.filter(pl.col("level") == "range")
+    assert not ranges["name"].str.contains(r"op_id = \d").any()
+    fa = _row(nsysai, "range", "FlashAttnFunc")
+    assert (fa["before_n"], fa["after_n"]) == (67, 60)
+
+
+def test_names_on_one_side_only(tmp_path: Path) -> None:
+    def trace(name: str, kernels: list[tuple[str, int]]) -> Path:
+        b = TraceBuilder()
+        t = 1_000
+        for i, (k, dur) in enumerate(kernels):
+            b.push_range(tid=1, start=t, end=t + 500, message=f"step iter={i}")
+            b.launch(tid=1, start=t + 10, end=t + 20, kernel=k, gpu_start=t + 100, gpu_end=t + 100 + dur)
+            t += dur + 1_000
+        return b.write(tmp_path / f"{name}.sqlite")
+
+    before = trace("before", [("old_kernel", 4_000), ("shared", 1_000)])
+    after = trace("after", [("shared", 3_000), ("new_kernel", 500), ("new_kernel", 500)])
+    d = diff(traceattr.open(before).attribute(), traceattr.open(after).attribute())
+    kernels = {r["name"]: r for r in d.filter(pl.col("level") == "kernel").to_dicts()}
+    assert kernels["old_kernel"]["after_n"] == 0 and kernels["old_kernel"]["delta_ms"] == pytest.approx(-0.004)
+    assert kernels["new_kernel"]["before_n"] == 0 and kernels["new_kernel"]["delta_pct"] is None
+    assert kernels["shared"]["delta_pct"] == pytest.approx(2.0)
+    assert list(kernels) == ["old_kernel", "shared", "new_kernel"]  # |Δ| 4 µs, 2 µs, 1 µs
+    step = _row(d, "range", "step")  # "iter=N" counters dropped: the three ranges are one name
+    assert (step["before_n"], step["after_n"]) == (2, 3)
+
+
+def test_cli_writes_csv_and_json(exports: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["diff", str(exports[PAIR[0]]), str(exports[PAIR[1]]), "--top", "3", "--out", str(tmp_path)])
+    assert exit_info.value.code in (0, None)
+    out = capsys.readouterr().out
+    assert "535.20 → 488.84" in out and "flash_fwd_kernel" in out and "-31.56" in out
+    csv = pl.read_csv(tmp_path / "diff.csv")
+    assert _row(csv, "kernel", "ncclDevKernel_SendRecv")["delta_n"] == -4
+    assert any(r["name"] == TOTAL for r in json.loads((tmp_path / "diff.json").read_text()))
+
+
+def test_cli_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "x.sqlite"
+    bad.write_text("not a database")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["diff", str(bad), str(bad)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and str(bad) in err and len(err.strip().splitlines()) == 1

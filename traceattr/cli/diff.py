@@ -1,0 +1,33 @@
+"""``traceattr diff``: what changed between two traces or run folders."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from traceattr.analysis.diff import diff
+from traceattr.cli import app
+from traceattr.output import write_table
+from traceattr.session import Session
+from traceattr.terminal import console, render_diff
+
+
+@app.command("diff")
+def diff_command(
+    before: Annotated[Path, typer.Argument(help="The trace (.sqlite, .nsys-rep) or run folder before the change.")],
+    after: Annotated[Path, typer.Argument(help="The trace or run folder after it.")],
+    top: Annotated[int, typer.Option(help="Kernels and range names shown per table (0: all).")] = 15,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write diff.csv and diff.json here.")] = None,
+) -> None:
+    """Per kernel, role and NVTX range name: instance count and GPU time before → after, largest changes first.
+
+    Example: traceattr diff before.sqlite after.sqlite
+    """
+    d = diff(Session(before).attribute(), Session(after).attribute())
+    render_diff(d, console(), top)
+    if out is not None:
+        files = [write_table(d, out, "diff", "csv"), write_table(d, out, "diff", "json")]
+        print(f"wrote {', '.join(map(str, files))}", file=sys.stderr)
