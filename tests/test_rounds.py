@@ -308,7 +308,8 @@ def test_rows_file_and_named_sets(tmp_path: Path) -> None:
     [
         (["--rows", "nope", "--baseline", "a", "--candidate", "b"], "neither a file nor a named set"),
         (["--rows", "smoke", "--baseline", "fa3", "--candidate", "fa3"], "both 'fa3'"),
-        (["--rows", "smoke", "--baseline", "a", "--candidate", "b", "--between", "warm"], "--between 'warm'"),
+        (["--rows", "smoke", "--baseline", "a", "--candidate", "b", "--between", "warm"], "got 'warm'"),
+        (["--rows", "smoke", "--baseline", "fa3", "--candidate", "nosuch[x=1]"], "nosuch"),
         (["--rows", "smoke", "--baseline", "a"], "missing --candidate"),
         (["--rows", "smoke", "--baseline", "a", "--candidate", "b", "--min-clock", "1.5"], "fraction must lie"),
         (["--retry", "{tmp}/none.json"], "unreadable receipt"),
@@ -331,6 +332,16 @@ def test_cli_dry_run_lists_the_captures(tmp_path: Path, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "round-1: round 1, ABBA, first arm fa3" in out and f"round-2: round 2, ABBA, first arm {CAND}" in out
     assert "sensitivity: back to back" in out and not list(tmp_path.iterdir())
+
+
+def test_arm_texts_and_labels(tmp_path: Path) -> None:
+    # an A/A round: two labels for one program; the calls carry labels, the plan the arm texts
+    plan = RoundPlan(rows=ROWS, baseline="fa3", candidate="again=fa3", folder=tmp_path / "aa")
+    assert plan.labels == ("fa3", "again") and plan.requests()[1].arms == ("again=fa3", "fa3")
+    header = plan.header()
+    assert (header["baseline"], header["candidate"]) == ("fa3", "again")
+    assert header["arms"] == {"baseline": "fa3", "candidate": "again=fa3"}
+    assert RoundPlan(rows=ROWS, baseline="fa3", candidate="fa3[splits=4]", folder=tmp_path).labels[1] == CAND
 
 
 def test_report_has_a_round_section(tmp_path: Path) -> None:

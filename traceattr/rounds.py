@@ -14,7 +14,6 @@ needs a GPU and nsys), so the orchestration is tested on CPU with a fake.
 
 from __future__ import annotations
 
-import inspect
 import re
 import sys
 import time
@@ -25,11 +24,12 @@ from typing import Any
 
 from traceattr import __version__
 from traceattr.analysis.rounds import Capture, Gates, Receipt, Row, round_rows
+from traceattr.arms import parse_arm
 from traceattr.errors import TraceattrError
 from traceattr.output import write_manifest, write_table, write_text
+from traceattr.runner.plan import between_arm
 from traceattr.shapes import PUBLISHED_ROWS, ShapeError, parse_shape
 
-BETWEEN = ("flush", "none")  # plus "flush+KERNEL": a flush, then one call of KERNEL (an arm), before every call
 RECEIPT = "receipt"  # receipt.md / .csv / .json in the round folder
 
 # Named row sets (--rows NAME); a file of shapes, one a line, works too.
@@ -75,11 +75,20 @@ def read_rows(spec: str) -> tuple[Row, ...]:
     return tuple(rows)
 
 
-def check_between(between: str, arms: Sequence[str]) -> str:
-    """``flush``, ``none`` or ``flush+KERNEL``; a one-line error otherwise."""
-    if between in BETWEEN or (between.startswith("flush+") and len(between) > len("flush+")):
-        return between
-    raise TraceattrError(f"--between {between!r}: expected flush, none or flush+KERNEL (e.g. flush+{arms[0]})")
+def arm_label(text: str) -> str:
+    """The label an arm's calls carry: ``s4=fa3[splits=4]`` → ``s4``; ``fa3[splits=4]`` → its canonical text."""
+    return parse_arm(text).label
+
+
+def check_between(between: str) -> str:
+    """``flush``, ``none`` or ``flush+ARM`` (the runner's vocabulary); a one-line error otherwise."""
+    try:
+        arm = between_arm(between)
+    except ValueError as err:
+        raise TraceattrError(str(err)) from None
+    if arm is not None:
+        parse_arm(arm)  # an unknown predecessor fails here, before any capture
+    return between
 
 
 @dataclass(frozen=True)
@@ -101,13 +110,18 @@ class RoundPlan:
     first_round: int = 0  # a retry continues the numbering (and the alternation) of the round it retries
 
     def __post_init__(self) -> None:
-        if self.baseline == self.candidate:
+        if self.labels[0] == self.labels[1]:
             raise TraceattrError(
-                f"--baseline and --candidate are both {self.baseline!r}: an A/A round needs two labels for the "
-                "same program, so their calls can be told apart"
+                f"--baseline and --candidate are both {self.labels[0]!r}: an A/A round needs two labels for the "
+                f"same program, so their calls can be told apart (e.g. --candidate again={self.baseline})"
             )
         if self.rounds < 1 or self.iters < 2:
             raise TraceattrError("--rounds must be at least 1 and --iters at least 2 (ABBA needs both orders)")
+
+    @property
+    def labels(self) -> tuple[str, str]:
+        """(baseline, candidate) as their calls name them: the arms' labels."""
+        return arm_label(self.baseline), arm_label(self.candidate)
 
     def requests(self) -> list[CaptureRequest]:
         shapes = tuple(r.shape for r in self.rows)
@@ -125,7 +139,8 @@ class RoundPlan:
     def header(self) -> dict[str, Any]:
         return {
             "tool": "traceattr", "version": __version__, "command": "round", "argv": sys.argv,
-            "baseline": self.baseline, "candidate": self.candidate, "rows_source": self.rows_source,
+            "baseline": self.labels[0], "candidate": self.labels[1], "rows_source": self.rows_source,
+            "arms": {"baseline": self.baseline, "candidate": self.candidate},
             "protocol": {
                 "rounds": self.rounds, "iters": self.iters, "warmup": self.warmup, "order": "abba",
                 "arm_order": "alternating between rounds", "between": self.between, "cold_l2": self.between != "none",
@@ -152,14 +167,10 @@ def profile_executor(request: CaptureRequest, plan: RoundPlan, on_line: Callable
     """One capture through ``traceattr profile`` (needs a CUDA GPU and nsys)."""
     from traceattr.profile import execute, make_plan
 
-    protocol = {"between": plan.between, "order": request.order}
-    wanted = {k: v for k, v in protocol.items() if (k, v) not in (("between", "flush"), ("order", "abba"))}
-    missing = [k for k in wanted if k not in inspect.signature(make_plan).parameters]
-    if missing:  # the runner protocol options land with the arms work; refuse rather than ignore them
-        raise TraceattrError(f"this traceattr's profile runner cannot set {', '.join(missing)} yet")
     profile_plan = make_plan(
         [parse_shape(s) for s in request.shapes], request.arms, iters=plan.iters, warmup=plan.warmup,
-        graphs=plan.graphs, seed=plan.seed, flush_bytes=plan.flush_bytes, out_root=request.folder.parent, **wanted,
+        graphs=plan.graphs, seed=plan.seed, flush_bytes=plan.flush_bytes, between=plan.between, order=request.order,
+        out_root=request.folder.parent,
     )  # fmt: skip
     result = execute(replace(profile_plan, folder=request.folder), on_line=on_line)
     return Capture(request.round, result.calls, result.runner, str(request.folder), request.order)
@@ -192,7 +203,7 @@ def run_round(
 
         capture = executor(request, plan, show)
         (sensitivity if request.order == "blocked" else captures).append(capture)
-    rows = round_rows(plan.rows, captures, plan.baseline, plan.candidate, plan.gates, sensitivity=sensitivity)
+    rows = round_rows(plan.rows, captures, *plan.labels, plan.gates, sensitivity=sensitivity)
     folders = tuple(c.folder for c in [*captures, *sensitivity] if c.folder)
     if previous is None:
         header = plan.header()
@@ -247,11 +258,13 @@ def retry_plan(previous: Receipt, out_root: Path, *, rounds: int | None = None) 
     h = previous.header
     p, g = h.get("protocol") or {}, h.get("gates") or {}
     done = int(p.get("rounds", 0)) + sum(int(x) for x in h.get("retry_rounds", []))
+    arms = h.get("arms") or {}
+    baseline, candidate = arms.get("baseline", h["baseline"]), arms.get("candidate", h["candidate"])
     return RoundPlan(
-        rows=rows, baseline=h["baseline"], candidate=h["candidate"], folder=folder_name(out_root, h["baseline"],
-        h["candidate"], "retry"), rounds=rounds or int(p.get("rounds", 3)), iters=int(p.get("iters", 20)),
-        warmup=int(p.get("warmup", 3)), graphs=bool(p.get("graphs")), between=p.get("between", "flush"),
-        flush_bytes=p.get("flush_bytes"), sensitivity=bool(p.get("sensitivity")), seed=int(p.get("seed", 0)),
+        rows=rows, baseline=baseline, candidate=candidate, folder=folder_name(out_root, baseline, candidate, "retry"),
+        rounds=rounds or int(p.get("rounds", 3)), iters=int(p.get("iters", 20)), warmup=int(p.get("warmup", 3)),
+        graphs=bool(p.get("graphs")), between=p.get("between", "flush"), flush_bytes=p.get("flush_bytes"),
+        sensitivity=bool(p.get("sensitivity")), seed=int(p.get("seed", 0)),
         gates=Gates(**{k: v for k, v in g.items() if k in Gates.__dataclass_fields__}),
         rows_source=h.get("rows_source", ""), first_round=done,
     )  # fmt: skip

@@ -39,7 +39,8 @@ def round_command(
     warmup: Annotated[int, typer.Option(help="Untimed calls per arm after validation.")] = 3,
     graphs: Annotated[bool, typer.Option("--graphs", help="Replay each call as a captured CUDA graph.")] = False,
     between: Annotated[
-        str, typer.Option(help="What runs before every call: flush (cold L2), flush+KERNEL, or none.")
+        str,
+        typer.Option(help="What runs before every call: flush (cold L2), flush+ARM (then one call of ARM), or none."),
     ] = "flush",
     flush_mb: Annotated[
         Optional[int], typer.Option(help="L2 flush buffer in MB (default: 2× L2, at least 128).")
@@ -85,7 +86,7 @@ def round_command(
         if missing:
             raise TraceattrError(f"missing {', '.join(missing)} (or --retry RECEIPT)")
         assert rows and baseline and candidate
-        check_between(between, (baseline, candidate))
+        check_between(between)
         try:
             gates = Gates(directional_limit, min_clock, parity, confidence, same_within)
         except ValueError as err:
