@@ -28,6 +28,9 @@ CALLS = "calls"
 SUMMARY = "summary"
 CROSSOVERS = "crossovers"
 FIT = "fit"
+# many reports at once (traceattr.multi, the nsys recipe): one row per report; per range/series across reports
+REPORTS = "reports"
+ACROSS_REPORTS = "across_reports"
 
 
 def read_json(folder: Path, name: str) -> dict[str, Any] | None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import polars as pl
@@ -312,3 +314,58 @@ def render_fit(fit: pl.DataFrame, console: Console) -> None:
     console.print(table)
     if (fit["fixed_us"] < 0).any():
         console.print(Text("a negative fixed cost: time is not linear in ctx for that backend (see r²)", "dim"))
+
+
+def render_reports(reports: pl.DataFrame, console: Console) -> None:
+    """One row per report (rank): its GPU work, where it went, or why it failed."""
+    ok = reports.filter(pl.col("ok"))
+    roles = [c for c in ROLE_COLUMNS if ok.height and (ok[c].sum() or 0) > 0]
+    table = Table(title=f"Per report ({ok.height} of {reports.height} read; GPU time in µs, each op once)",
+                  title_justify="left")  # fmt: skip
+    for head in ("report", "ops", "span", "busy", "sum", *[c.removesuffix("_ns") for c in roles], "s"):
+        table.add_column(head, justify="left" if head == "report" else "right", no_wrap=head == "report")
+    for row in reports.iter_rows(named=True):
+        if not row["ok"]:
+            table.add_row(Text(row["report"]), Text("failed (see below)", "red"), *[""] * (4 + len(roles)))
+            continue
+        table.add_row(
+            Text(row["report"]), f"{row['gpu_ops']:,}", _us(row["gpu_span_ns"]), _us(row["busy_ns"]),
+            _us(row["gpu_sum_ns"]), *[_us(row[c]) for c in roles], f"{row['seconds']:.2f}",
+        )  # fmt: skip
+    console.print(table)
+
+
+def render_across(across: pl.DataFrame, console: Console, key: str, limit: int = 30) -> None:
+    """Per range name (or call series) across reports: the ranks' medians, spread, and the slowest rank."""
+    stat = next(c for c in across.columns if c.startswith("rank_median_")).removeprefix("rank_median_")
+    table = Table(
+        title=f"Across reports, per {key} ({stat.removesuffix('_ns')} per row, µs: median over rows per report, then over reports)",
+        title_justify="left",
+    )
+    for head in (key, "reports", "rows", "median", "max", "spread", "slowest"):
+        table.add_column(head, justify="left" if head in (key, "slowest") else "right", no_wrap=True,
+                         max_width=56 if head == key else None)  # fmt: skip
+    shown = across if limit <= 0 else across.head(limit)
+    for row in shown.iter_rows(named=True):
+        rel = row["spread_rel"]
+        table.add_row(
+            Text(_short(row[key], 56)), str(row["reports"]), f"{row['rows']:,}", _us(row[f"rank_median_{stat}"]),
+            _us(row[f"rank_max_{stat}"]), f"{_us(row[f'spread_{stat}'])} ({100 * rel:.1f}%)" if rel is not None else "",
+            Text(row["slowest_report"] or ""),
+        )  # fmt: skip
+    console.print(table)
+    if across.height > shown.height:
+        console.print(f"… {across.height - shown.height:,} more (--limit 0 shows all; --out DIR writes them)")
+
+
+@contextlib.contextmanager
+def report_progress(total: int, what: str = "reports") -> Iterator[Callable[[Any], None]]:
+    """A progress bar over reports on stderr; yields the callback that advances it by one."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=Console(stderr=True), transient=True,
+    ) as bar:  # fmt: skip
+        task = bar.add_task(what, total=total)
+        yield lambda _result: bar.advance(task)

@@ -39,12 +39,22 @@ def analyse(
     events: Sequence[dict[str, Any]] | None = None,
 ) -> Analysis:
     """Every per-trace analysis of *att*; *events* are a runner.json's CUDA-event times (optional)."""
-    table = call_table(att)
     peak, source = peak_bandwidth(att.trace.devices, peak_bytes_per_s)
-    summary = summarize(table, peak)
+    return analyse_calls(call_table(att), peak, source, events=events)
+
+
+def analyse_calls(
+    table: pl.DataFrame,
+    peak_bytes_per_s: float | None,
+    peak_source: str,
+    *,
+    events: Sequence[dict[str, Any]] | None = None,
+) -> Analysis:
+    """The analyses of a call table already made (calls pooled from many reports: :mod:`traceattr.multi`)."""
+    summary = summarize(table, peak_bytes_per_s)
     if events is not None:
         summary = with_events(summary, table, events)
-    return Analysis(table, summary, crossovers(summary, table), fit(table), peak, source)
+    return Analysis(table, summary, crossovers(summary, table), fit(table), peak_bytes_per_s, peak_source)
 
 
 def with_events(summary: pl.DataFrame, calls: pl.DataFrame, events: Sequence[dict[str, Any]]) -> pl.DataFrame:

@@ -8,14 +8,27 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
+import polars as pl
 import typer
 
 from traceattr import __version__
 from traceattr.attribution.engine import Attribution, RangeFilter, attribute
 from traceattr.attribution.roles import RoleRules
 from traceattr.cli import app
-from traceattr.cli.options import DomainOpt, MatchOpt, ModeChoice, ModeOpt, RulesOpt, TraceArg, check_regex
+from traceattr.cli.many import attribute_many, exit_status
+from traceattr.cli.options import (
+    DaskOpt,
+    DomainOpt,
+    MatchOpt,
+    ModeChoice,
+    ModeOpt,
+    RulesOpt,
+    TracesArg,
+    WorkersOpt,
+    check_regex,
+)
 from traceattr.errors import TraceattrError
+from traceattr.multi import Combined, Settings, across_reports, expand_inputs, write_combined
 from traceattr.output import write_manifest, write_table
 from traceattr.trace.inputs import resolve_trace
 from traceattr.trace.loader import load_trace
@@ -25,7 +38,7 @@ Format = Enum("Format", {f: f for f in ("table", "csv", "json", "parquet")}, typ
 
 @app.command("attribute")
 def attribute_command(
-    trace: TraceArg,
+    traces: TracesArg,
     out: Annotated[
         Optional[Path], typer.Option("--out", "-o", help="Write ranges.<fmt> and kernels.<fmt> here.")
     ] = None,
@@ -37,15 +50,28 @@ def attribute_command(
     match: MatchOpt = None,
     rules: RulesOpt = None,
     limit: Annotated[int, typer.Option(help="Ranges shown on the terminal (0: all).")] = 30,
+    workers: WorkersOpt = None,
+    dask: DaskOpt = None,
 ) -> None:
     """Attribute GPU ops to the NVTX ranges that launched them.
 
     Example: traceattr attribute run.sqlite --match 'traceattr:' --out results/
+
+    Many reports (traceattr attribute ranks/ -o out/ -f parquet): each is attributed in its own
+    process (or on Dask with --dask), the tables are concatenated with a `report` column, and
+    reports.<fmt> (one row per report) and across_reports.<fmt> (per range name: the reports'
+    medians, spread, slowest report) are added. A report that cannot be read fails alone: its
+    reason is printed, the others are written, and the exit status is 2.
     """
     started = time.time()
-    path = resolve_trace(trace)
     role_rules = RoleRules.load(rules)
     check_regex(match)
+    paths = expand_inputs(traces)
+    if len(paths) > 1:
+        settings = Settings(mode.value, domain, match, str(rules) if rules else None)
+        _attribute_many(paths, settings, out, fmt.value, limit, workers, dask, started)
+        return
+    path = resolve_trace(paths[0])
     att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
     fmt_value = fmt.value
     if out is None:
@@ -78,3 +104,42 @@ def _render(att: Attribution, limit: int) -> None:
     from traceattr.terminal import console, render_attribution
 
     render_attribution(att, console(), limit)
+
+
+def _attribute_many(
+    paths: list[Path], settings: Settings, out: Path | None, fmt: str, limit: int,
+    workers: int | None, dask: str | None, started: float,
+) -> None:  # fmt: skip
+    if out is None and fmt == "parquet":
+        raise TraceattrError("--format parquet needs --out DIR")
+    with attribute_many(paths, settings, workers=workers, dask=dask, out=out) as combined:
+        if out is None:
+            if fmt == "table":
+                _render_many(combined, limit)
+            elif fmt == "csv":
+                sys.stdout.write(combined.ranges.write_csv())
+            else:
+                sys.stdout.write(combined.ranges.write_json() + "\n")
+            raise typer.Exit(exit_status(combined))
+        written = write_combined(combined, out, "csv" if fmt == "table" else fmt)  # type: ignore[arg-type]
+    write_manifest(out, "attribution.json", {
+        "tool": "traceattr", "version": __version__, "command": "attribute",
+        "inputs": [str(p) for p in paths], "mode": settings.mode, "domain": settings.domain, "match": settings.match,
+        "rules": settings.rules, "workers": workers, "dask": dask, "outputs": [w.name for w in written],
+        "failed": list(combined.failures),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)), "seconds": round(time.time() - started, 3),
+    })  # fmt: skip
+    if fmt == "table":
+        _render_many(combined, limit)
+    print(f"wrote {', '.join(str(w) for w in written)}", file=sys.stderr)
+    raise typer.Exit(exit_status(combined))
+
+
+def _render_many(combined: Combined, limit: int) -> None:
+    from traceattr.terminal import console, render_across, render_reports
+
+    con = console()
+    render_reports(combined.reports, con)
+    with_ops = combined.ranges.filter(pl.col("gpu_ops") > 0)
+    if with_ops.height:
+        render_across(across_reports(with_ops, "name"), con, "name", limit)

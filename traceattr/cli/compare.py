@@ -5,21 +5,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Optional
 
+import polars as pl
 import typer
 
 from traceattr import runfolder
-from traceattr.analysis.pipeline import analyse
+from traceattr.analysis.pipeline import Analysis, analyse, analyse_calls
 from traceattr.cli import app
-from traceattr.cli.options import MatchOpt, TraceArg, check_regex
+from traceattr.cli.many import attribute_many, exit_status
+from traceattr.cli.options import DaskOpt, MatchOpt, TracesArg, WorkersOpt, check_regex
 from traceattr.errors import NoDataError
+from traceattr.multi import Settings, across_reports, expand_inputs, rounds_per_report
 from traceattr.output import write_table
 from traceattr.session import Session
-from traceattr.terminal import console, render_fit, render_rules, render_summary
 
 
 @app.command("compare")
 def compare_command(
-    trace: TraceArg,
+    traces: TracesArg,
     out: Annotated[
         Optional[Path], typer.Option("--out", "-o", help="Write calls.csv, summary.csv, crossovers.csv, fit.csv here.")
     ] = None,
@@ -27,29 +29,69 @@ def compare_command(
     bandwidth: Annotated[
         Optional[float], typer.Option(help="Peak memory bandwidth in TB/s for the roofline share.")
     ] = None,
+    workers: WorkersOpt = None,
+    dask: DaskOpt = None,
 ) -> None:
     """Per shape: each backend's per-call time, where it goes, and the winner; crossovers and fixed vs per-token cost along ctx.
 
     Example: traceattr compare examples/traces/h200_mla_sweep.sqlite
+
+    Many reports: the calls of all of them are pooled (calls.csv gets a `report` column; a round is
+    one iteration of one report), reports.csv has one row per report and across_reports.csv lines
+    up each call series per report (rank): medians, spread, slowest report. A report that cannot
+    be read fails alone (its reason is printed, exit status 2).
     """
     check_regex(match)
-    session = Session(trace)
-    att = session.attribute(match=match)
+    paths = expand_inputs(traces)
+    peak = bandwidth * 1e12 if bandwidth else None
+    if len(paths) > 1:
+        _compare_many(paths, match, out, peak, workers, dask)
+        return
+    trace = paths[0]
+    att = Session(trace).attribute(match=match)
     runner = runfolder.read_json(trace, runfolder.RUNNER)  # a profile run folder: add the CUDA-event cross-check
-    analysis = analyse(
-        att,
-        peak_bytes_per_s=bandwidth * 1e12 if bandwidth else None,
-        events=runner.get("events", []) if runner is not None else None,
-    )
-    table, summary, crossings, line = analysis.calls, analysis.summary, analysis.crossovers, analysis.fit
-    if table.height == 0:
+    analysis = analyse(att, peak_bytes_per_s=peak, events=runner.get("events", []) if runner is not None else None)
+    if analysis.calls.height == 0:
         raise NoDataError(trace, "has no NVTX ranges with GPU work to compare")
+    _show_and_write(analysis, out)
+
+
+def _compare_many(
+    paths: list[Path], match: str | None, out: Path | None, peak: float | None, workers: int | None, dask: str | None
+) -> None:
+    with attribute_many(paths, Settings(match=match, calls=True), workers=workers, dask=dask, out=None) as combined:
+        table = combined.calls if combined.calls is not None else pl.DataFrame()
+        if table.height == 0:
+            raise NoDataError(paths[0].parent, "none of the reports has NVTX ranges with GPU work to compare")
+        if peak is None:  # the first report whose GPU is known
+            known = combined.reports.filter(pl.col("peak_bytes_per_s").is_not_null())
+            peak = known["peak_bytes_per_s"][0] if known.height else None
+        analysis = analyse_calls(rounds_per_report(table), peak, "given" if peak else "unknown device")
+        extra = ((combined.reports, runfolder.REPORTS), (across_reports(table, "series"), runfolder.ACROSS_REPORTS))
+        _show_and_write(analysis, out, *extra)
+        raise typer.Exit(exit_status(combined))
+
+
+def _show_and_write(analysis: Analysis, out: Path | None, *extra: tuple[pl.DataFrame, str]) -> None:
+    from traceattr.terminal import console, render_across, render_fit, render_reports, render_rules, render_summary
+
     con = console()
-    render_summary(summary, con, [])
-    render_rules(crossings, con)
-    render_fit(line, con)
+    render_summary(analysis.summary, con, [])
+    render_rules(analysis.crossovers, con)
+    render_fit(analysis.fit, con)
+    for frame, stem in extra:
+        if stem == runfolder.REPORTS:
+            render_reports(frame, con)
+        elif stem == runfolder.ACROSS_REPORTS:
+            render_across(frame, con, "series")
     if out is not None:
-        stems = (runfolder.CALLS, runfolder.SUMMARY, runfolder.CROSSOVERS, runfolder.FIT)
-        for frame, stem in zip((table, summary, crossings, line), stems, strict=True):
+        tables = (
+            (analysis.calls, runfolder.CALLS),
+            (analysis.summary, runfolder.SUMMARY),
+            (analysis.crossovers, runfolder.CROSSOVERS),
+            (analysis.fit, runfolder.FIT),
+            *extra,
+        )
+        for frame, stem in tables:
             write_table(frame, out, stem, "csv")
-        con.print(f"wrote {out}/" + ", ".join(f"{stem}.csv" for stem in stems))
+        con.print(f"wrote {out}/" + ", ".join(f"{stem}.csv" for _, stem in tables))

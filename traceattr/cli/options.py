@@ -15,6 +15,21 @@ from traceattr.errors import TraceattrError
 ModeChoice = Enum("ModeChoice", {m: m for m in MODES}, type=str)  # type: ignore[misc]
 
 TraceArg = Annotated[Path, typer.Argument(help="nsys export (.sqlite), report (.nsys-rep) or traceattr run folder.")]
+TracesArg = Annotated[
+    list[Path],
+    typer.Argument(
+        help="nsys exports (.sqlite), reports (.nsys-rep), run folders, folders of them, or quoted glob patterns. "
+        "Several reports are attributed in parallel and combined with a `report` column."
+    ),
+]
+WorkersOpt = Annotated[
+    Optional[int],
+    typer.Option("--workers", "-j", min=1, help="Local worker processes for many reports (default: one per core)."),
+]
+DaskOpt = Annotated[
+    Optional[str],
+    typer.Option(help="Run many reports on this Dask scheduler (tcp://host:8786), or `local` for a local cluster."),
+]
 ModeOpt = Annotated[
     ModeChoice,  # type: ignore[valid-type]
     typer.Option(
