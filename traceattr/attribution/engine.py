@@ -301,23 +301,19 @@ def _placement(
 def _op_facts(gpu_ops: pl.DataFrame, placement: pl.DataFrame) -> pl.DataFrame:
     """The few per-op values the range metrics need, in op_id order (row == op_id)."""
     # nsys's NumGPUOps counts launch calls (a graph launch of 5 kernels is 1);
-    # correlation ids repeat across processes, so count (process, id) keys.
-    procs = gpu_ops.select(pl.col("global_pid").unique()).with_row_index("_proc")
-    facts = (
-        gpu_ops.select("global_pid", "kind", "start", "end", "correlation_id", "device_id", "stream_id")
-        .join(procs, on="global_pid", how="left", nulls_equal=True, maintain_order="left")
-        .select(
-            "start",
-            "end",
-            (pl.col("kind") == "kernel").alias("is_kernel"),
-            (pl.col("_proc").cast(pl.Int64) * (1 << 40) + pl.col("correlation_id")).alias("launch"),
-            (pl.col("device_id").cast(pl.Int64) * (1 << 32) + pl.col("stream_id")).alias("stream"),
-            "device_id",
-        )
-    )
+    # correlation ids repeat across processes, so a launch is (process, id).
     # Every op of one launch reaches the same ranges (it joins the same runtime
     # rows), so a range's distinct launches are its ops that are their launch's first.
-    return facts.with_columns(pl.col("launch").is_first_distinct().alias("first_of_launch")).hstack([placement["role"]])
+    one_process = gpu_ops["global_pid"].n_unique() <= 1
+    launch = pl.col("correlation_id") if one_process else pl.struct("global_pid", "correlation_id")
+    return gpu_ops.select(
+        "start",
+        "end",
+        (pl.col("kind") == "kernel").alias("is_kernel"),
+        launch.is_first_distinct().alias("first_of_launch"),
+        (pl.col("device_id").cast(pl.Int64) * (1 << 32) + pl.col("stream_id")).alias("stream"),
+        "device_id",
+    ).hstack([placement["role"]])
 
 
 def _metrics(assign: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
@@ -336,6 +332,8 @@ def _metrics(assign: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
     new_run = pl.col("range_id").ne_missing(pl.col("range_id").shift(1))
 
     def new_value(col: str) -> pl.Expr:  # first row of a run, or a value unlike the previous row's
+        if facts[col].n_unique() == 1:  # one stream / device in the whole trace: no sort needed
+            return new_run.cast(pl.Int64)
         by = pl.col(col).sort_by("range_id", col)
         return (new_run | by.ne_missing(by.shift(1))).cast(pl.Int64)
 
