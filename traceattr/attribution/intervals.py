@@ -82,7 +82,13 @@ class RangeIndex:
 
 
 def _fold(df: pl.DataFrame, threads: pl.DataFrame, t0: int, span: int) -> pl.DataFrame:
-    return df.join(threads, on="global_tid", how="inner").with_columns(
+    if threads.height == 1:  # the usual single-threaded capture: a filter, not a join
+        df = df.filter(pl.col("global_tid") == threads["global_tid"][0]).with_columns(
+            pl.lit(0, pl.Int64).alias("_rank")
+        )
+    else:
+        df = df.join(threads, on="global_tid", how="inner")
+    return df.with_columns(
         (pl.col("_rank") * span + (pl.col("start") - t0)).alias("ks"),
         (pl.col("_rank") * span + (pl.col("end") - t0)).alias("ke"),
     )
@@ -90,13 +96,17 @@ def _fold(df: pl.DataFrame, threads: pl.DataFrame, t0: int, span: int) -> pl.Dat
 
 def _axis(*frames: pl.DataFrame) -> tuple[pl.DataFrame, int, int] | None:
     """Thread ranks, origin and span of a folded (thread, time) axis; None if it overflows."""
-    both = pl.concat([f.select("global_tid", "start", "end") for f in frames])
-    if both.height == 0:
+    frames = tuple(f for f in frames if f.height)
+    if not frames:
         return None
-    t0 = int(both["start"].min())
-    span = int(max(both["end"].max(), both["start"].max())) - t0 + 1
+    # per-frame summaries: no concatenated copy of millions of rows
+    bounds = pl.concat([f.select(pl.col("start").min().alias("lo"), pl.max_horizontal(pl.col("end").max(),
+                                 pl.col("start").max()).alias("hi")) for f in frames])  # fmt: skip
+    t0 = int(bounds["lo"].min())
+    span = int(bounds["hi"].max()) - t0 + 1
     threads = (
-        both.select(pl.col("global_tid").unique().sort())
+        pl.concat([f.select(pl.col("global_tid").unique()) for f in frames])
+        .select(pl.col("global_tid").unique().sort())
         .with_row_index("_rank")
         .with_columns(pl.col("_rank").cast(pl.Int64))
     )
