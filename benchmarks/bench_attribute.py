@@ -109,6 +109,7 @@ def main() -> None:
     ap.add_argument("--skip", action="append", default=[], choices=("read", "nsys"), help="leave a contender out")
     ap.add_argument("--json", type=Path, help="also write every measurement here")
     args = ap.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # results show as each trace finishes, also into a file
 
     work = Path(tempfile.mkdtemp(prefix="traceattr-bench-"))
     traces = args.traces
