@@ -91,7 +91,9 @@ def report(result: dict[str, object]) -> None:
     med = result["median"]
     print(f"trace: {result['trace']} ({result['mb']:.0f} MB), median of {len(result['runs']['traceattr'])}")
     for k, m in med.items():
-        print(f"  {k:10s} wall {m['wall']:7.2f} s  cpu {m['cpu']:7.2f} s  peak RSS {m['rss']:6.0f} MB  load {m['load']:.1f}")
+        print(
+            f"  {k:10s} wall {m['wall']:7.2f} s  cpu {m['cpu']:7.2f} s  peak RSS {m['rss']:6.0f} MB  load {m['load']:.1f}"
+        )
     ta = med["traceattr"]
     for other, target in (("read", 1.5), ("nsys", 0.10)):
         if other in med:
