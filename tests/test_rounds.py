@@ -75,7 +75,7 @@ def runner_json(
 
 def synth_capture(
     path: Path, index: int, arms: tuple[str, ...], t: Timing, *, iters: int = 8, order: str = "abba",
-    skip: set[str] = frozenset(), **runner: Any,
+    skip: set[str] = frozenset(), name: str | None = None, **runner: Any,
 ) -> Capture:  # fmt: skip
     """A trace as the runner writes it: per row, *iters* iterations of the arms in ABBA (or blocked) order."""
     b = TraceBuilder()
@@ -97,7 +97,7 @@ def synth_capture(
             b.launch(tid=1, start=now + 100, end=now + 200, kernel="mla_decode_kernel", gpu_start=now + 1_000,
                      gpu_end=now + 1_000 + dur)  # fmt: skip
             now += dur + 20_000
-    trace = b.write(path / f"capture{index}_{order}.sqlite", gpu_name="NVIDIA H200", cc=(9, 0))
+    trace = b.write(path / (name or f"capture{index}_{order}.sqlite"), gpu_name="NVIDIA H200", cc=(9, 0))
     calls = call_table(attribute(load_trace(trace)))
     status = {a: "unavailable" for a in skip}
     return Capture(index, calls, runner_json(arms, status=status, **runner), str(path), order)
@@ -353,3 +353,53 @@ def test_report_has_a_round_section(tmp_path: Path) -> None:
     page = build_report(att, receipt=receipt)
     assert 'id="round"' in page and "&lt;b&gt;cand&lt;/b&gt;" in page and "<b>cand</b>" not in page
     assert "2 / 2 rows pass" in page
+
+
+def test_cli_round_through_profile_with_a_fake_capture(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The whole command on CPU: make_plan's real plans, traceattr.profile.execute replaced by a synthetic capture."""
+    import traceattr.profile as profile
+
+    plans = []
+
+    def fake_execute(plan, on_line=None):  # type: ignore[no-untyped-def]
+        plans.append(plan)
+        plan.folder.mkdir(parents=True)
+        for shape in plan.run.shapes:
+            on_line(f"[traceattr] timing {shape}: 2 arms × {plan.run.iters} calls")
+        index = len(plans) - 1
+        cap = synth_capture(plan.folder, index, plan.backends, timing(0.9, seed=index), order=plan.run.order,
+                            name="trace.sqlite")  # fmt: skip
+        return profile.ProfileResult(plan.folder, None, cap.calls, pl.DataFrame(), cap.runner, ())  # type: ignore[arg-type]
+
+    monkeypatch.setattr(profile, "execute", fake_execute)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["round", "--rows", "smoke", "--baseline", BASE, "--candidate", "fa3[splits=4]", "--iters", "8",
+              "--sensitivity", "--between", "flush+fa2", "--out-root", str(tmp_path)])  # fmt: skip
+    assert exit_info.value.code in (0, None)
+    # what reached the runner: arm order alternating, ABBA then back to back, the predecessor for every call
+    assert [(p.run.arms, p.run.order) for p in plans] == [
+        ((BASE, CAND), "abba"),
+        ((CAND, BASE), "abba"),
+        ((BASE, CAND), "abba"),
+        ((BASE, CAND), "blocked"),
+    ]
+    assert {p.run.between for p in plans} == {"flush+fa2"} and {p.run.iters for p in plans} == {8}
+    (folder,) = tmp_path.iterdir()
+    assert sorted(f.name for f in folder.iterdir()) == [
+        "receipt.csv",
+        "receipt.json",
+        "receipt.md",
+        "report.html",
+        "round-1",
+        "round-2",
+        "round-3",
+        "sensitivity",
+    ]
+    out = capsys.readouterr().out
+    assert "**2 / 2 rows pass**" in out and "| q1_ctx8k |" in out
+    receipt = read_receipt(folder)
+    assert receipt.header["protocol"]["between"] == "flush+fa2" and receipt.rows["verdict"].to_list() == ["faster"] * 2
+    assert receipt.rows["sensitivity"].is_not_null().all() and receipt.header["protocol"]["flush_bytes"] == 256 << 20
+    assert 'id="round"' in (folder / "report.html").read_text(encoding="utf-8")

@@ -225,7 +225,7 @@ def _runner_facts(captures: Sequence[Capture]) -> dict[str, Any]:
         return {}
     r = captures[0].runner
     return {"gpu": r.get("gpu"), "protocol": r.get("protocol"), "arms": r.get("arms"),
-            "flush_bytes": (r.get("plan") or {}).get("flush_bytes")}  # fmt: skip
+            "flush_bytes": (r.get("protocol") or {}).get("flush_bytes") or (r.get("plan") or {}).get("flush_bytes")}  # fmt: skip
 
 
 def write_receipt(receipt: Receipt, folder: Path) -> list[Path]:

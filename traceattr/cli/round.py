@@ -31,7 +31,9 @@ def round_command(
         typer.Option("--rows", help=f"File of shapes (one a line) or a named set: {', '.join(ROW_SETS)}."),
     ] = None,
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="The shipped arm (e.g. fa3).")] = None,
-    candidate: Annotated[Optional[str], typer.Option("--candidate", help="The lever (e.g. 'fa3[splits=4]').")] = None,
+    candidate: Annotated[
+        Optional[str], typer.Option("--candidate", help="The lever (e.g. 'fa3\\[splits=4]'; A/A: again=fa3).")
+    ] = None,
     rounds: Annotated[
         Optional[int], typer.Option(help="Separate captures; arm order alternates between them. [default: 3]")
     ] = None,
@@ -69,7 +71,7 @@ def round_command(
 ) -> None:
     """A/B a candidate arm against a baseline over a row set: per-row ratio, verdict and gates, PR-ready receipts.
 
-    Example: traceattr round --rows decode-h200 --baseline fa3 --candidate 'fa3[splits=4]'
+    Example: traceattr round --rows decode-h200 --baseline fa3 --candidate 'fa3\\[splits=4]'
     """
     previous = None
     if retry is not None:
