@@ -148,6 +148,7 @@ def test_cli_many_reports_write_what_was_read_and_exit_2(ranks: Path, tmp_path: 
     assert ranges.columns[0] == multi.REPORT and set(ranges[multi.REPORT]) == {"rank0", "rank1"}
     kernels = pl.read_parquet(out / "kernels.parquet")
     assert kernels.group_by(multi.REPORT).len().sort(multi.REPORT)["len"].to_list() == [9, 9]
+    assert set(kernels.filter(pl.col("name") == NCCL)["family"]) == {"nccl"}  # a rank's collective is named
     assert pl.read_parquet(out / "reports.parquet")["ok"].to_list() == [True, True, False]
     table = run("attribute", str(ranks / "rank*.sqlite"), "-j", "1")  # a quoted pattern; terminal tables
     assert table.returncode == 2 and "Across reports" in table.stdout and "rank1" in table.stdout

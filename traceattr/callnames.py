@@ -9,7 +9,9 @@ nsys shows it as ``traceattr:backend=fa3 shape=… arm=A iter=12``. The
 ``fa3[splits=4]``, ``cand``; never whitespace). The L2 flush before each call
 runs in its own ``traceattr:flush`` range (outside the call's), the
 ``--between flush+ARM`` predecessor call in a ``traceattr:between`` range,
-warm-up calls in ``traceattr:warmup …`` ranges. Pure string code: both
+warm-up calls in ``traceattr:warmup …`` ranges. A real DCP rank's call
+(``traceattr profile --ranks N``) holds ``dcp attention``, ``dcp all-gather``
+and ``dcp merge`` ranges. Pure string code: both
 the GPU runner and the CPU-only analysis import it.
 """
 
@@ -22,6 +24,10 @@ DOMAIN = "traceattr"
 FLUSH = "flush"
 BETWEEN = "between"
 WARMUP = "warmup"
+# inside a call of a real DCP rank (traceattr.runner.ranks): its three phases
+DCP_ATTENTION = "dcp attention"
+DCP_GATHER = "dcp all-gather"
+DCP_MERGE = "dcp merge"
 _WORD = re.compile(r"(\w+)=(\S+)")
 KEYS = ("backend", "shape", "arm", "iter")
 

@@ -56,12 +56,24 @@ def profile_command(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the plan (backends, tensors, nsys command) and stop.")
     ] = False,
+    ranks: Annotated[
+        Optional[int],
+        typer.Option(
+            help="Real DCP ranks: one process per GPU under its own nsys, all-gather over NCCL and merge; "
+            "the shape must say dcp<N> with N = --ranks; one report per rank, attributed together."
+        ),
+    ] = None,
 ) -> None:
     """Time isolated MLA decode calls of every available backend under nsys, and attribute them.
 
     Example: traceattr profile --shape q8_ctx900k --shape q1_ctx131k
+    Real ranks: traceattr profile --shape q8_ctx1m_dcp2 --ranks 2 (one GPU each)
     """
     shapes = [parse_shape(s) for s in shape]
+    if ranks is not None:
+        _profile_ranks(shapes, ranks, backend, iters=iters, warmup=warmup, seed=seed, validate=validate,
+                       flush_mb=flush_mb, out_root=out_root, dry_run=dry_run)  # fmt: skip
+        return
     plan = make_plan(
         shapes, backend, iters=iters, warmup=warmup, graphs=graphs, shuffle=shuffle, seed=seed, validate=validate,
         flush_bytes=flush_mb * (1 << 20) if flush_mb else None, between=between, order=order, out_root=out_root,
@@ -90,6 +102,37 @@ def profile_command(
     if clocks.get("low_clock"):
         con.print(f"[yellow]note:[/yellow] median SM clock {clocks['sm_clock_mhz_median']} MHz is below 90% of max")
     con.print(f"run folder: {result.folder}")
+
+
+def _profile_ranks(
+    shapes: list, ranks: int, backend: list[str] | None, *, iters: int, warmup: int, seed: int, validate: bool,
+    flush_mb: int | None, out_root: Path, dry_run: bool,
+) -> None:  # fmt: skip
+    from traceattr.errors import TraceattrError
+    from traceattr.multi import Settings, across_reports, combine, parts_folder, run_reports, write_combined
+    from traceattr.ranks import execute_ranks, make_ranks_plan
+    from traceattr.terminal import render_across, render_reports
+
+    if len(shapes) != 1 or (backend is not None and len(backend) != 1):
+        raise TraceattrError("--ranks runs one shape and one backend at a time")
+    plan = make_ranks_plan(
+        shapes[0], ranks, backend[0] if backend else "fa3", iters=iters, warmup=warmup, seed=seed, validate=validate,
+        flush_bytes=flush_mb * (1 << 20) if flush_mb else None, out_root=out_root,
+    )  # fmt: skip
+    con = console()
+    con.print(plan.describe(), markup=False, highlight=False)
+    if dry_run:
+        return
+    with con.status(f"{ranks} ranks under nsys …"):
+        exports = execute_ranks(plan)
+    with parts_folder(plan.folder) as parts:
+        combined = combine(run_reports(exports, Settings(domain="traceattr"), workers=len(exports), parts=parts))
+        written = write_combined(combined, plan.folder, "parquet")
+    for reason in combined.failures:
+        con.print(f"[red]error:[/red] {reason}")
+    render_reports(combined.reports, con)
+    render_across(across_reports(combined.ranges, "name"), con, "name")
+    con.print(f"run folder: {plan.folder} ({', '.join(w.name for w in written)})")
 
 
 @app.command("shapes")
