@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
 
+import traceattr
 from traceattr.analysis.calls import CALL_COLUMNS
 from traceattr.analysis.crossover import crossovers, rule_text
+from traceattr.analysis.dispatch import backend_for, dispatch_rules
+from traceattr.analysis.pipeline import analyse
 from traceattr.analysis.summary import summarize
 from traceattr.attribution.engine import ROLE_COLUMNS
 from traceattr.backends import same_program
+from traceattr.cli import main
 
 CALLS = 20
+SWEEP = Path(__file__).parents[1] / "examples" / "traces" / "h200_mla_sweep.sqlite"
 
 
 def calls_frame(times_us: dict[tuple[str, str], float], noise: float = 0.003, seed: int = 1) -> pl.DataFrame:
@@ -118,3 +126,42 @@ def test_clear_change_of_winner_is_a_rule() -> None:
 def test_one_backend_is_alone_not_a_winner() -> None:
     summary, cross = decide({("q8_ctx8k", "fa3"): 10.0})
     assert summary["verdict"].to_list() == ["alone"] and not summary["winner"].any() and cross.height == 0
+
+
+def test_json_rules_round_trip(tmp_path: Path) -> None:
+    """compare --json writes the rules compare prints; the reference reader dispatches by them."""
+    out = tmp_path / "rules.json"
+    with pytest.raises(SystemExit) as done:
+        main(["compare", str(SWEEP), "--json", str(out)])
+    assert done.value.code == 0
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert doc["schema"] == "traceattr.dispatch/1" and doc["confidence"] == 0.95
+    analysis = analyse(traceattr.open(SWEEP).attribute())
+    expected = [
+        (r["family"], r["faster_below"], r["faster_above"], [r["ctx_low"], r["ctx_high"]], r["crossover_ctx"])
+        for r in analysis.crossovers.filter(pl.col("decided")).iter_rows(named=True)
+    ]
+    got = [(f["family"], r["below"], r["above"], r["measured"], r["ctx"]) for f in doc["families"] for r in f["rules"]]
+    assert got == expected and len(got) == 1
+    (fam,) = doc["families"]
+    assert fam["measured_ctx"] == [8_000, 32_000, 131_000, 512_000, 900_000]
+    rule = fam["rules"][0]
+    assert rule["ratio_at_low"]["ci"][0] > 1 > rule["ratio_at_high"]["ci"][1]
+    assert [s["backend"] for s in fam["dispatch"]] == ["fa3", "flashmla"]
+    picks = {s: backend_for(doc, s) for s in ("q8_ctx8k", "q8_ctx131k", "q8_ctx512k", "q8_ctx2m", "q1_ctx8k")}
+    assert picks == {"q8_ctx8k": "fa3", "q8_ctx131k": "fa3", "q8_ctx512k": "flashmla", "q8_ctx2m": "flashmla",
+                     "q1_ctx8k": None}  # fmt: skip
+    winners = {p["shape"]: p["winner"] for p in fam["points"]}
+    assert winners == dict(analysis.summary.filter(pl.col("winner")).select("shape", "backend").iter_rows())
+
+
+def test_json_ties_dispatch_nothing() -> None:
+    times = {
+        ("q1_ctx32k", "fa3"): 100.0, ("q1_ctx32k", "flashmla"): 100.5,
+        ("q1_ctx131k", "fa3"): 300.0, ("q1_ctx131k", "flashmla"): 298.5,
+    }  # fmt: skip
+    summary, cross = decide(times, noise=0.01)
+    doc = json.loads(json.dumps(dispatch_rules(summary, cross, source="constructed")))
+    (fam,) = doc["families"]
+    assert fam["rules"] == [] and fam["dispatch"] == [] and len(fam["ties"]) == 1
+    assert fam["ties"][0]["noise_pct"] > 0 and backend_for(doc, "q1_ctx64k") is None

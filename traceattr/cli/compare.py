@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -9,13 +10,14 @@ import polars as pl
 import typer
 
 from traceattr import runfolder
+from traceattr.analysis.dispatch import dispatch_rules
 from traceattr.analysis.pipeline import Analysis, analyse, analyse_calls
 from traceattr.cli import app
 from traceattr.cli.many import attribute_many, exit_status
 from traceattr.cli.options import DaskOpt, MatchOpt, TracesArg, WorkersOpt, check_regex
 from traceattr.errors import NoDataError
 from traceattr.multi import Settings, across_reports, expand_inputs, rounds_per_report
-from traceattr.output import write_table
+from traceattr.output import write_table, write_text
 from traceattr.session import Session
 
 
@@ -31,6 +33,12 @@ def compare_command(
     ] = None,
     workers: WorkersOpt = None,
     dask: DaskOpt = None,
+    json_out: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--json", help="Write the decision rules per shape family as JSON a dispatcher can load (README: schema)."
+        ),
+    ] = None,
 ) -> None:
     """Per shape: each backend's per-call time, where it goes, and the winner; crossovers and fixed vs per-token cost along ctx.
 
@@ -45,7 +53,7 @@ def compare_command(
     paths = expand_inputs(traces)
     peak = bandwidth * 1e12 if bandwidth else None
     if len(paths) > 1:
-        _compare_many(paths, match, out, peak, workers, dask)
+        _compare_many(paths, match, out, json_out, peak, workers, dask)
         return
     trace = paths[0]
     att = Session(trace).attribute(match=match)
@@ -53,11 +61,17 @@ def compare_command(
     analysis = analyse(att, peak_bytes_per_s=peak, events=runner.get("events", []) if runner is not None else None)
     if analysis.calls.height == 0:
         raise NoDataError(trace, "has no NVTX ranges with GPU work to compare")
-    _show_and_write(analysis, out)
+    _show_and_write(analysis, out, json_out, str(trace))
 
 
 def _compare_many(
-    paths: list[Path], match: str | None, out: Path | None, peak: float | None, workers: int | None, dask: str | None
+    paths: list[Path],
+    match: str | None,
+    out: Path | None,
+    json_out: Path | None,
+    peak: float | None,
+    workers: int | None,
+    dask: str | None,
 ) -> None:
     with attribute_many(paths, Settings(match=match, calls=True), workers=workers, dask=dask, out=None) as combined:
         table = combined.calls if combined.calls is not None else pl.DataFrame()
@@ -68,11 +82,13 @@ def _compare_many(
             peak = known["peak_bytes_per_s"][0] if known.height else None
         analysis = analyse_calls(rounds_per_report(table), peak, "given" if peak else "unknown device")
         extra = ((combined.reports, runfolder.REPORTS), (across_reports(table, "series"), runfolder.ACROSS_REPORTS))
-        _show_and_write(analysis, out, *extra)
+        _show_and_write(analysis, out, json_out, ", ".join(map(str, paths)), *extra)
         raise typer.Exit(exit_status(combined))
 
 
-def _show_and_write(analysis: Analysis, out: Path | None, *extra: tuple[pl.DataFrame, str]) -> None:
+def _show_and_write(
+    analysis: Analysis, out: Path | None, json_out: Path | None, source: str, *extra: tuple[pl.DataFrame, str]
+) -> None:
     from traceattr.terminal import console, render_across, render_fit, render_reports, render_rules, render_summary
 
     con = console()
@@ -84,6 +100,10 @@ def _show_and_write(analysis: Analysis, out: Path | None, *extra: tuple[pl.DataF
             render_reports(frame, con)
         elif stem == runfolder.ACROSS_REPORTS:
             render_across(frame, con, "series")
+    if json_out is not None:
+        doc = dispatch_rules(analysis.summary, analysis.crossovers, source=source)
+        write_text(json_out, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+        con.print(f"wrote {json_out}")
     if out is not None:
         tables = (
             (analysis.calls, runfolder.CALLS),
