@@ -7,6 +7,7 @@ export builds what the example lacks: FlashMLA's split + combine kernels
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -20,17 +21,19 @@ import pytest
 
 import traceattr
 from traceattr.analysis.crossover import rule_text
+from traceattr.analysis.pipeline import analyse
 from traceattr.attribution.engine import Attribution
 from traceattr.cli import main
 from traceattr.report import Limits, build_report, write_report
 from traceattr.report.data import _evenly_in_time, collect
-from traceattr.report.figures_compare import attribution_figure, context_figure
+from traceattr.report.figures_compare import attribution_figure
+from traceattr.report.figures_decision import context_figure
 from traceattr.report.figures_timeline import timeline_figure
 from traceattr.report.style import backend_colors
 from traceattr.synth.builder import TraceBuilder
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "traces" / "h200_mla_fa2_fa3.sqlite"
-PLOTS = ("fig-attribution", "fig-distributions", "fig-timeline", "fig-context")
+PLOTS = ("fig-context", "fig-attribution", "fig-distributions", "fig-timeline")  # page order
 
 SPLIT = (
     "void legacy::sm90::decode::dense::flash_fwd_splitkv_mla_kernel<cutlass::bfloat16_t, 64, 64>(DenseAttnDecodeParams)"
@@ -145,7 +148,7 @@ def _without_plotlyjs(page: str) -> str:
 # -- page structure ---------------------------------------------------------------------------
 def test_sections_in_order_and_every_plot_present(example_html: str) -> None:
     ids = re.findall(r'<section id="([\w-]+)">', example_html)
-    assert ids == ["numbers", "attribution", "distributions", "timeline", "context"]
+    assert ids == ["numbers", "context", "attribution", "distributions", "timeline"]
     for plot in PLOTS:
         assert f'<div id="{plot}" class="plotly-graph-div"' in example_html
         assert f'Plotly.newPlot(                        "{plot}"' in example_html or f'"{plot}"' in example_html
@@ -249,8 +252,71 @@ def test_flashmla_crossover_marked(flashmla_att: Attribution) -> None:
     assert 128_000 < cross["crossover_ctx"] < 900_000
     assert cross["decided"] and cross["ratio_at_low_lo"] > 1 > cross["ratio_at_high_hi"]
     fig = context_figure(d, backend_colors(d.summary["backend"]))
-    labels = [t for tr in fig.data if tr.text for t in tr.text]
-    assert rule_text(cross) in labels  # the sentence `compare` prints, on the chart
+    labels = [a.text.replace("<br>", " ") for a in fig.layout.annotations if a.name == "rule"]
+    assert labels == [rule_text(cross)]  # the sentence `compare` prints, on the chart
+
+
+def _plot(page: str, div_id: str) -> tuple[list[dict], dict]:
+    """The (data, layout) a page hands to Plotly.newPlot for *div_id*, parsed as JSON."""
+    start = page.index("Plotly.newPlot(", page.index(f'<div id="{div_id}"'))
+    dec = json.JSONDecoder()
+    pos = page.index(f'"{div_id}"', start) + len(div_id) + 2
+    args = []
+    for _ in range(2):
+        pos = page.index(",", pos) + 1
+        while page[pos].isspace():
+            pos += 1
+        value, pos = dec.raw_decode(page, pos)
+        args.append(value)
+    return args[0], args[1]
+
+
+def test_report_rules_are_compare_rules_and_keep_every_shape(tmp_path: Path) -> None:
+    """The decision chart of the shipped sweep: compare's crossovers, written on it, and every measured ctx."""
+    sweep = Path(__file__).parents[1] / "examples" / "traces" / "h200_mla_sweep.sqlite"
+    att = traceattr.open(sweep).attribute()
+    cross = analyse(att).crossovers
+    assert cross.height == 1 and cross["decided"].all()
+    page = build_report(att, limits=Limits(shapes=2))  # the other figures may sample shapes; this one never does
+    data, layout = _plot(page, "fig-context")
+    on_chart = [html.unescape(a["text"].replace("<br>", " ")) for a in layout["annotations"] if a.get("name") == "rule"]
+    assert on_chart == [rule_text(r) for r in cross.iter_rows(named=True)]
+    shaded = [(sh["x0"], sh["x1"]) for sh in layout["shapes"] if sh.get("type") == "rect"]
+    assert shaded == [(r["ctx_low"], r["ctx_high"]) for r in cross.iter_rows(named=True)]
+    ratio = [t for t in data if t.get("meta") == "ratio"]
+    assert {t["legendgroup"] for t in ratio} == {"fa2", "fa3", "fa3-per-token", "flashmla"}
+    assert all(t["x"] == [8_000, 32_000, 131_000, 512_000, 900_000] for t in ratio)
+    roles = {t["xaxis"] for t in data if t.get("meta") == "roles"}
+    assert len(roles) == 5  # one role panel, on its own axis, per shape
+
+
+def test_tie_is_drawn_as_a_tie(tmp_path: Path) -> None:
+    """Two backends 0.3% apart at both ctx with ±2% call noise, medians crossing: a tie bracket, no rule, no winner."""
+    b = TraceBuilder()
+    dom = b.domain("traceattr", tid=1)
+    t = 1_000_000
+    for shape, (ta, tb) in {"q1_ctx32k": (100.0, 100.3), "q1_ctx131k": (300.0, 299.1)}.items():
+        for it in range(12):
+            for backend, us_ in (("fa3", ta), ("flashmla", tb)):
+                b.push_range(tid=1, start=t, end=t + 5_000, message=f"backend={backend} shape={shape} arm=A iter={it}",
+                             domain=dom)  # fmt: skip
+                dur = int(us_ * 1000 * (1 + 0.02 * ((it * 7) % 12 - 5.5) / 5.5))  # ±2% around the median
+                b.launch(tid=1, start=t + 1_000, end=t + 1_500, kernel=FA3, gpu_start=t + 10_000,
+                         gpu_end=t + 10_000 + dur)  # fmt: skip
+                t += dur + 60_000
+    att = traceattr.open(b.write(tmp_path / "tie.sqlite")).attribute()
+    d = collect(att)
+    assert not d.summary["winner"].any() and set(d.summary["verdict"]) == {"tie"}
+    row = d.crossovers.row(0, named=True)
+    assert not row["decided"]
+    page = build_report(att)
+    data, layout = _plot(page, "fig-context")
+    (rule,) = [a for a in layout["annotations"] if a.get("name") == "rule"]
+    assert html.unescape(rule["text"].replace("<br>", " ")) == rule_text(row) and "no rule" in rule_text(row)
+    assert not any(sh.get("type") == "line" and sh.get("x0") == row["crossover_ctx"] for sh in layout["shapes"])
+    ratio = [t for t in data if t.get("meta") == "ratio"]
+    assert any("circle-open" in t["marker"]["symbol"] for t in ratio)
+    assert 'class="best"' not in _without_plotlyjs(page) and 'class="tie"' in page
 
 
 # -- escaping ---------------------------------------------------------------------------------
@@ -290,7 +356,7 @@ def test_caps_leave_visible_notes(flashmla_att: Attribution, tmp_path: Path) -> 
         assert re.search(r'<div class="note">[^<]*' + re.escape(text), page), text
     # time vs context never drops a shape: both context lengths and the crossover stay
     assert re.findall(r'<section id="([\w-]+)">', page) == [
-        "numbers", "attribution", "distributions", "timeline", "context"
+        "numbers", "context", "attribution", "distributions", "timeline"
     ]  # fmt: skip
     d = collect(flashmla_att, limits=limits)
     assert sorted(d.context["ctx"].unique()) == [128_000, 900_000] and d.crossovers.height == 1
@@ -300,7 +366,7 @@ def test_write_report_info_and_run_header(flashmla_att: Attribution, tmp_path: P
     run = {"gpu": {"name": "NVIDIA H200", "driver": "575.57"}, "nsys": {"command": "nsys profile -o <out>"}}
     info = write_report(flashmla_att, tmp_path / "sub" / "r.html", title="FlashMLA <vs> fa3", run=run)
     assert info.path.is_file() and info.size_bytes == info.path.stat().st_size > 4_000_000
-    assert info.figures == ["numbers", "attribution", "distributions", "timeline", "context"]
+    assert info.figures == ["numbers", "context", "attribution", "distributions", "timeline"]
     page = info.path.read_text(encoding="utf-8")
     assert "<title>FlashMLA &lt;vs&gt; fa3</title>" in page
     assert "<td>gpu.driver</td><td>575.57</td>" in page and "nsys profile -o &lt;out&gt;" in page

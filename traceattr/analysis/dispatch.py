@@ -15,6 +15,7 @@ import polars as pl
 
 from traceattr.analysis.crossover import rule_text, with_family
 from traceattr.analysis.stats import CONFIDENCE, SAME_WITHIN
+from traceattr.analysis.verdicts import best_everywhere
 from traceattr.shapes import ShapeError, parse_shape
 
 SCHEMA = "traceattr.dispatch/1"
@@ -67,7 +68,7 @@ def dispatch_rules(summary: pl.DataFrame, crossings: pl.DataFrame, source: str) 
         families.append({
             "family": family,
             "measured_ctx": [p["ctx"] for p in points],
-            "dispatch": _segments(rules, points),
+            "dispatch": _segments(rules, part),
             "rules": rules,
             "ties": ties,
             "points": points,
@@ -82,7 +83,7 @@ def dispatch_rules(summary: pl.DataFrame, crossings: pl.DataFrame, source: str) 
     }
 
 
-def _segments(rules: list[dict[str, Any]], points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _segments(rules: list[dict[str, Any]], rows: pl.DataFrame) -> list[dict[str, Any]]:
     """Backend per ctx interval: split at the decided rules; without one, a backend that wins or ties everywhere."""
     if rules:
         bounds = [None, *(r["ctx"] for r in rules), None]
@@ -90,13 +91,8 @@ def _segments(rules: list[dict[str, Any]], points: list[dict[str, Any]]) -> list
         return [
             {"ctx_from": a, "ctx_to": b, "backend": n} for a, b, n in zip(bounds[:-1], bounds[1:], names, strict=True)
         ]
-    best_everywhere = None
-    for p in points:
-        good = {p["winner"]} if p["winner"] else {p["fastest"], *p["tied"]}
-        best_everywhere = good if best_everywhere is None else best_everywhere & good
-    if not best_everywhere or len(best_everywhere) != 1:
-        return []  # no rule and no single best backend: nothing a dispatcher should act on
-    return [{"ctx_from": None, "ctx_to": None, "backend": next(iter(best_everywhere))}]
+    best = best_everywhere(rows)  # None: no rule and no single best backend, nothing a dispatcher should act on
+    return [{"ctx_from": None, "ctx_to": None, "backend": best}] if best else []
 
 
 def backend_for(doc: dict[str, Any], shape: str) -> str | None:

@@ -26,7 +26,8 @@ from traceattr.analysis.rounds import Receipt
 from traceattr.attribution.engine import Attribution
 from traceattr.output import write_text
 from traceattr.report.data import Limits, ReportData, collect
-from traceattr.report.figures_compare import attribution_figure, context_figure, context_notes, distributions_figure
+from traceattr.report.figures_compare import attribution_figure, distributions_figure
+from traceattr.report.figures_decision import context_figure, context_notes
 from traceattr.report.figures_timeline import picker_html, timeline_figure
 from traceattr.report.html import Section, facts_html, notes_html, page, run_html
 from traceattr.report.style import backend_colors, figure_html
@@ -175,17 +176,22 @@ def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
             tuple(d.notes.get("timeline", ())),
         ),
     ]
-    if d.context.height:
-        out.append(
+    if d.context.height:  # the decision a sweep was run for comes right after the numbers
+        out.insert(
+            1,
             Section(
                 "context",
-                "Time vs context",
-                "Median time per call against context length, per backend, for shapes that differ only in context "
-                "(log-log; bars: p10–p90). × marks where two backends cross (interpolated between the measured "
-                "context lengths that bracket the change of winner).",
+                "The decision along context",
+                "Per family of shapes that differ only in context: each backend's median time as a ratio to the "
+                "fastest backend's at that context (log context, linear ratio; bars: 95% bootstrap interval of the "
+                "ratio, from every call). A rule (green bracket: the two measured contexts around the change, the "
+                "dotted line the interpolated crossover) is written only where both sides are really faster; a grey "
+                "bracket is a tie within noise, open markers a backend tied with the fastest. Below, per shape, the "
+                "median µs of each role per backend, each shape on its own axis. The rules are the ones "
+                "traceattr compare prints and writes with --json.",
                 figure_html(context_figure(d, colors), "fig-context"),
                 tuple(context_notes(d)),
-            )
+            ),
         )
     return out
 

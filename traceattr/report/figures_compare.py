@@ -8,10 +8,8 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
-from traceattr.analysis.crossover import rule_text
 from traceattr.report.data import ReportData
 from traceattr.report.style import GAPS, ROLE_COLORS, SEGMENTS, TEMPLATE, esc, new_figure
-from traceattr.shapes import fmt_ctx
 
 
 def _segment_column(segment: str) -> str:
@@ -159,90 +157,3 @@ def _unit_buttons(first: list[bool], labels: tuple[str, str], layouts: tuple[dic
             {"label": labels[1], "method": "update", "args": [{"visible": other}, layouts[1]]},
         ],
     }  # fmt: skip
-
-
-def context_figure(d: ReportData, colors: dict[str, str]) -> go.Figure:
-    """Median time vs context per backend, one panel per shape family (log-log), crossovers marked."""
-    families = d.context["family"].unique(maintain_order=True).to_list()
-    cols = min(2, len(families))
-    rows = math.ceil(len(families) / cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[esc(f) for f in families], horizontal_spacing=0.08)
-    seen: set[str] = set()
-    for i, family in enumerate(families):
-        row, col = i // cols + 1, i % cols + 1
-        part = d.context.filter(pl.col("family") == family)
-        for backend in sorted(part["backend"].unique().to_list()):
-            line = part.filter(pl.col("backend") == backend).sort("ctx")
-            fig.add_trace(
-                go.Scatter(
-                    x=line["ctx"].to_list(), y=line["median_us"].to_list(), mode="lines+markers", name=esc(backend),
-                    legendgroup=backend, showlegend=backend not in seen, line={"color": colors[backend]},
-                    error_y={"type": "data", "symmetric": False, "array": (line["p90_us"] - line["median_us"]).to_list(),
-                             "arrayminus": (line["median_us"] - line["p10_us"]).to_list(), "thickness": 1},
-                    hovertext=[f"<b>{esc(backend)}</b> · {esc(s)}<br>median {m:,.2f} µs (p10–p90 {a:,.1f}–{b:,.1f})"
-                               for s, m, a, b in line.select("shape", "median_us", "p10_us", "p90_us").iter_rows()],
-                    hovertemplate="%{hovertext}<extra></extra>",
-                ),
-                row=row, col=col,
-            )  # fmt: skip
-            seen.add(backend)
-        cross = d.crossovers.filter(pl.col("family") == family)
-        lo, hi = part["median_us"].min(), part["median_us"].max()
-        for k, r in enumerate(cross.iter_rows(named=True)):
-            label = esc(rule_text(r))
-            fig.add_trace(
-                go.Scatter(
-                    x=[r["crossover_ctx"]] * 2, y=[lo * 0.8, hi * 1.25], mode="lines", showlegend=False,  # type: ignore[operator]
-                    line={"color": "#444", "dash": "dot", "width": 1}, hoverinfo="skip",
-                ),
-                row=row, col=col,
-            )  # fmt: skip
-            fig.add_trace(
-                go.Scatter(
-                    x=[r["crossover_ctx"]], y=[r["at_us"]], mode="markers+text", text=[label],
-                    textposition="top center" if k % 2 == 0 else "bottom center",  # neighbours' labels apart
-                    marker={"symbol": "x", "size": 10, "color": "#111"}, showlegend=False,
-                    hovertext=[f"crossover {label}<br>faster below: {esc(r['faster_below'])}, above: "
-                               f"{esc(r['faster_above'])}<br>between ctx {r['ctx_low']:,} and {r['ctx_high']:,}"],
-                    hovertemplate="%{hovertext}<extra></extra>",
-                ),
-                row=row, col=col,
-            )  # fmt: skip
-        ctx = part["ctx"].cast(pl.Float64)
-        x_ticks = _log_ticks(ctx.min(), ctx.max())  # type: ignore[arg-type]
-        y_ticks = _log_ticks(lo * 0.8, hi * 1.25)  # type: ignore[operator]
-        fig.update_xaxes(type="log", tickvals=x_ticks, ticktext=[fmt_ctx(v) for v in x_ticks], row=row, col=col)
-        fig.update_yaxes(type="log", tickvals=y_ticks, ticktext=[f"{v:g}" for v in y_ticks], row=row, col=col)
-    fig.update_xaxes(title_text="context length (tokens)")
-    fig.update_yaxes(title_text="median µs per call", col=1)
-    fig.update_layout(template=TEMPLATE, height=80 + 380 * rows, margin={"t": 60})
-    return fig
-
-
-def _log_ticks(lo: float, hi: float) -> list[float]:
-    """1-2-5 ticks covering [lo, hi]: a log axis spanning less than a decade still gets readable labels."""
-    lo, hi = max(lo, 1e-9), max(hi, lo * 1.001)
-    out = []
-    for exp in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
-        for m in (1, 2, 5):
-            v = m * 10.0**exp
-            if lo / 1.25 <= v <= hi * 1.25:
-                out.append(v)
-    return out
-
-
-def context_notes(d: ReportData) -> list[str]:
-    """One line per family without a crossover: who wins over the whole measured range."""
-    out = []
-    crossed = set(d.crossovers["family"].to_list())
-    for (family,), part in d.context.group_by(["family"], maintain_order=True):
-        if family in crossed:
-            continue
-        winners = part.filter(pl.col("winner"))["backend"].unique().to_list()
-        ctx = part["ctx"]
-        span = f"ctx {fmt_ctx(ctx.min())}–{fmt_ctx(ctx.max())}"  # type: ignore[arg-type]
-        if len(winners) == 1:
-            out.append(f"{family}: no crossover, {winners[0]} is fastest at every context measured ({span})")
-        else:
-            out.append(f"{family}: no crossover between neighbouring context lengths ({span})")
-    return out

@@ -1,0 +1,218 @@
+"""The decision along context: which backend to use below and above which ctx, and why.
+
+Per shape family (shapes that differ only in ctx), two rows share the width:
+
+* every backend's median time as a ratio to the fastest backend's at that ctx
+  (log ctx, linear ratio; bars: the 95% interval of that ratio), with each
+  crossing of :func:`traceattr.analysis.crossover.crossovers` written on the
+  chart in the words ``compare`` prints and its measured bracket shaded: a
+  decided rule in green, a tie within noise in grey. Open markers are backends
+  tied with the fastest at that ctx (no winner there);
+* per shape, the median µs of each role (and idle gaps) per backend, each shape
+  on its own µs axis, so a 20 µs shape is as readable as a 2 ms one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+import polars as pl
+from plotly.subplots import make_subplots
+
+from traceattr.analysis.crossover import rule_text
+from traceattr.analysis.verdicts import best_everywhere, tie_text
+from traceattr.report.data import ReportData
+from traceattr.report.style import GAPS, ROLE_COLORS, SEGMENTS, TEMPLATE, esc
+from traceattr.shapes import fmt_ctx
+
+MAX_COLS = 6  # role panels per row; a family with more context lengths wraps onto more rows
+RATIO_PX, BARS_PX, GAP_PX = 330, 200, 96  # heights: ratio panel, role panel row, space between rows
+RATIO_CAP = 2.5  # the ratio axis stops here; slower backends say how far off they are in the legend
+DECIDED_FILL, TIE_FILL = "rgba(26,127,55,0.10)", "rgba(120,120,120,0.14)"
+
+
+def _segment_column(segment: str) -> str:
+    return "gap_us" if segment == GAPS else f"{segment}_us"
+
+
+def _layout(d: ReportData) -> tuple[list[str], list[int], int]:
+    """Families, the subplot row index (1-based) of each family's ratio panel, and the column count."""
+    families = d.context["family"].unique(maintain_order=True).to_list()
+    n_ctx = [d.context.filter(pl.col("family") == f)["ctx"].n_unique() for f in families]
+    cols = min(MAX_COLS, max(n_ctx))
+    starts, row = [], 1
+    for n in n_ctx:
+        starts.append(row)
+        row += 1 + math.ceil(n / cols)
+    return families, starts, cols
+
+
+def context_figure(d: ReportData, colors: dict[str, str]) -> go.Figure:
+    """The decision chart (see module doc); every shape of every family, none dropped."""
+    families, starts, cols = _layout(d)
+    kinds: list[str] = []  # "ratio" or "bars", per subplot row
+    for family in families:
+        n = d.context.filter(pl.col("family") == family)["ctx"].n_unique()
+        kinds += ["ratio"] + ["bars"] * math.ceil(n / cols)
+    heights = [RATIO_PX if k == "ratio" else BARS_PX for k in kinds]
+    total = sum(heights) + GAP_PX * (len(kinds) - 1)
+    specs = [[{"colspan": cols}] + [None] * (cols - 1) if k == "ratio" else [{}] * cols for k in kinds]
+    titles: list[str] = []
+    for family in families:
+        shapes = _shapes(d, family)
+        titles.append(f"<b>{esc(family)}</b>: median time ÷ the fastest backend's, against context length")
+        titles += [f"{esc(fmt_ctx(c))} ctx: µs per call by role" for c, _ in shapes]
+        titles += [""] * ((-len(shapes)) % cols)
+    fig = make_subplots(
+        rows=len(kinds), cols=cols, specs=specs, row_heights=heights, vertical_spacing=GAP_PX / total,
+        horizontal_spacing=0.035, subplot_titles=titles,
+    )  # fmt: skip
+    for i, family in enumerate(families):
+        _ratio_panel(fig, d, family, starts[i], colors, first=i == 0)
+        _role_panels(fig, d, family, starts[i] + 1, cols, first=i == 0)
+    fig.update_layout(
+        template=TEMPLATE, height=total + 150, barmode="stack", hovermode="closest",
+        margin={"t": 100, "l": 70, "r": 30, "b": 50},
+        # the legend sits above the first panel, left, clear of plotly's toolbar (top right)
+        legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1, "yanchor": "bottom", "yref": "container",
+                "valign": "top", "entrywidth": 0, "font": {"size": 12}},
+    )  # fmt: skip
+    fig.update_layout(legend_y=1 - 30 / (total + 150), legend_yanchor="top")
+    for ann in fig.layout.annotations[: len(titles)]:
+        ann.font = {"size": 12}
+    return fig
+
+
+def _shapes(d: ReportData, family: str) -> list[tuple[int, str]]:
+    part = d.context.filter(pl.col("family") == family)
+    return part.select("ctx", "shape").unique().sort("ctx").rows()
+
+
+def _ratio_panel(fig: go.Figure, d: ReportData, family: str, row: int, colors: dict[str, str], first: bool) -> None:
+    part = d.context.filter(pl.col("family") == family)
+    # the axis is for the decision: room for the runner-up's gap (and its interval) 2.5 times over
+    runner_up = part.filter(pl.col("ratio_to_best") > 1).group_by("ctx").agg(pl.col("vs_best_high").min())
+    gap = float(runner_up["vs_best_high"].max() or 1.04) - 1  # type: ignore[arg-type]
+    top = min(RATIO_CAP, max(1.1, 1 + 2.5 * gap))
+    for backend in sorted(part["backend"].unique().to_list()):
+        line = part.filter(pl.col("backend") == backend).sort("ctx")
+        worst = float(line["ratio_to_best"].max())  # type: ignore[arg-type]
+        name = esc(backend) + (f" (to {worst:.2f}×, off scale)" if worst > top else "")
+        low = line["vs_best_low"].fill_null(line["ratio_to_best"])
+        high = line["vs_best_high"].fill_null(line["ratio_to_best"])
+        tie = (line["verdict"] == "tie").to_list()
+        hover = [
+            f"<b>{esc(backend)}</b> · {esc(s)}<br>median {m:,.2f} µs = {r:.3f}× the fastest"
+            f" (95% interval {lo:.3f}–{hi:.3f})<br>{esc(_verdict_words(v, p, same))}"
+            for s, m, r, lo, hi, v, p, same in zip(
+                line["shape"], line["median_us"], line["ratio_to_best"], low, high, line["verdict"],
+                line["tie_pct"], line["same_program_as"], strict=True,
+            )
+        ]  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=line["ctx"].to_list(), y=line["ratio_to_best"].to_list(), mode="lines+markers", name=name,
+                legendgroup=backend, showlegend=first, line={"color": colors[backend], "width": 2},
+                marker={"size": 9, "color": colors[backend], "symbol": ["circle-open" if t else "circle" for t in tie],
+                        "line": {"width": 2, "color": colors[backend]}},
+                error_y={"type": "data", "symmetric": False, "array": (high - line["ratio_to_best"]).to_list(),
+                         "arrayminus": (line["ratio_to_best"] - low).to_list(), "thickness": 1.2, "width": 4},
+                hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", meta="ratio",
+            ),
+            row=row, col=1,
+        )  # fmt: skip
+    ctx = part["ctx"].cast(pl.Float64)
+    lo_x, hi_x = math.log10(float(ctx.min()) / 1.3), math.log10(float(ctx.max()) * 1.3)  # type: ignore[arg-type]
+    axis = fig.get_subplot(row, 1)
+    for k, r in enumerate(d.crossovers.filter(pl.col("family") == family).iter_rows(named=True)):
+        fill = DECIDED_FILL if r["decided"] else TIE_FILL
+        fig.add_vrect(x0=r["ctx_low"], x1=r["ctx_high"], fillcolor=fill, line_width=0, layer="below", row=row, col=1)
+        if r["decided"]:
+            fig.add_vline(x=r["crossover_ctx"], line={"color": "#1a7f37", "dash": "dot", "width": 1.5}, row=row, col=1)
+        # the rule, in compare's words, beside its bracket; staggered so that two rules never overlap
+        where = (math.log10(r["crossover_ctx"]) - lo_x) / (hi_x - lo_x)
+        anchor = "left" if where < 0.3 else "right" if where > 0.7 else "center"
+        fig.add_annotation(
+            x=math.log10(r["crossover_ctx"]), y=1 - 0.03 - 0.2 * k, xref=axis.xaxis.plotly_name.replace("axis", ""),
+            yref=f"{axis.yaxis.plotly_name.replace('axis', '')} domain", xanchor=anchor, yanchor="top", align=anchor,
+            text=esc(rule_text(r)).replace(" (measured", "<br>(measured").replace(" between", "<br>between"),
+            showarrow=False, bgcolor="rgba(255,255,255,0.9)", bordercolor="#1a7f37" if r["decided"] else "#999",
+            borderwidth=1, borderpad=4, font={"size": 12, "color": "#14532d" if r["decided"] else "#444"},
+            name="rule",
+        )  # fmt: skip
+    fig.add_hline(y=1, line={"color": "#888", "width": 1}, row=row, col=1)
+    ticks = _ctx_ticks(sorted(set(part["ctx"].to_list())))
+    fig.update_xaxes(type="log", range=[lo_x, hi_x], tickvals=ticks, ticktext=[fmt_ctx(v) for v in ticks],
+                     title_text="context length (tokens)", title_standoff=4, row=row, col=1)  # fmt: skip
+    fig.update_yaxes(range=[min(0.97, float(part["vs_best_low"].min() or 1) - 0.01), top], title_text="× fastest",
+                     row=row, col=1)  # fmt: skip
+
+
+def _verdict_words(verdict: str | None, tie_pct: float | None, same: str | None) -> str:
+    return {
+        "winner": "faster than every other backend here (95%)",
+        "tie": f"{tie_text(tie_pct)} with the fastest here",
+        "slower": "really slower than the fastest here (95%)",
+        "same program": f"the same program as {same} here",
+        "alone": "the only backend measured here",
+    }.get(verdict or "", "")
+
+
+def _ctx_ticks(measured: list[int]) -> list[int]:
+    """Tick at every measured context length (where the points are), thinned when they crowd."""
+    ticks: list[int] = []
+    for c in measured:
+        if not ticks or c / ticks[-1] >= 1.6:
+            ticks.append(c)
+    return ticks
+
+
+def _role_panels(fig: go.Figure, d: ReportData, family: str, row: int, cols: int, first: bool) -> None:
+    """One stacked bar per backend and shape: median µs per role, each shape on its own y axis."""
+    part = d.context.filter(pl.col("family") == family)
+    shown = [s for s in SEGMENTS if (part[_segment_column(s)].fill_null(0) > 0).any()]
+    legend_done: set[str] = set()
+    for j, (_, shape) in enumerate(_shapes(d, family)):
+        r, c = row + j // cols, j % cols + 1
+        bars = part.filter(pl.col("shape") == shape).sort("backend")  # the same order in every panel
+        for seg in shown:
+            values = bars[_segment_column(seg)].fill_null(0)
+            marker: dict[str, object] = {"color": ROLE_COLORS[seg]}
+            if seg == GAPS:
+                marker["pattern"] = {"shape": "/", "fgcolor": "#8c8c8c", "solidity": 0.3}
+            fig.add_trace(
+                go.Bar(
+                    x=[esc(b) for b in bars["backend"]], y=values.to_list(), name=seg, legendgroup=f"role-{seg}",
+                    showlegend=first and seg not in legend_done, marker=marker, meta="roles",
+                    hovertext=[f"<b>{esc(b)}</b> · {esc(shape)}<br>{seg}: {v:,.2f} µs (median per call)"
+                               f"<br>median call {m:,.2f} µs" for b, v, m in zip(bars["backend"], values,
+                                                                                  bars["median_us"], strict=True)],
+                    hovertemplate="%{hovertext}<extra></extra>",
+                ),
+                row=r, col=c,
+            )  # fmt: skip
+            legend_done.add(seg)
+        fig.update_xaxes(tickangle=-30, tickfont={"size": 10}, row=r, col=c)
+        fig.update_yaxes(title_text="µs" if c == 1 else None, rangemode="tozero", row=r, col=c)
+
+
+def context_notes(d: ReportData) -> list[str]:
+    """One line per family without a decision rule: who wins everywhere, or that no change of winner is real."""
+    out = []
+    for (family,), part in d.context.group_by(["family"], maintain_order=True):
+        cross = d.crossovers.filter(pl.col("family") == family)
+        if cross["decided"].any():  # the rule is written on the chart
+            continue
+        span = f"ctx {fmt_ctx(part['ctx'].min())}–{fmt_ctx(part['ctx'].max())}"  # type: ignore[arg-type]
+        winners = part.filter(pl.col("winner"))
+        best = best_everywhere(part)
+        if winners["backend"].n_unique() == 1 and winners.height == part["ctx"].n_unique():
+            out.append(f"{family}: no crossover; {winners['backend'][0]} is faster than every other backend at "
+                       f"every context measured ({span})")  # fmt: skip
+        elif best is not None:
+            out.append(f"{family}: no decision rule; {best} is the fastest or tied within noise at every context "
+                       f"measured ({span})")  # fmt: skip
+        else:
+            out.append(f"{family}: no decision rule ({span}): where the fastest backend changes, it is within noise")
+    return out
