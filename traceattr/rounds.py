@@ -22,15 +22,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from traceattr import __version__
+from traceattr import __version__, runfolder
 from traceattr.analysis.rounds import Capture, Gates, Receipt, Row, round_rows
 from traceattr.arms import parse_arm
 from traceattr.errors import TraceattrError
 from traceattr.output import write_manifest, write_table, write_text
 from traceattr.runner.plan import between_arm
 from traceattr.shapes import PUBLISHED_ROWS, ShapeError, parse_shape
-
-RECEIPT = "receipt"  # receipt.md / .csv / .json in the round folder
 
 # Named row sets (--rows NAME); a file of shapes, one a line, works too.
 ROW_SETS: dict[str, tuple[str, ...]] = {
@@ -129,10 +127,12 @@ class RoundPlan:
         for i in range(self.rounds):
             index = self.first_round + i
             arms = (self.baseline, self.candidate) if index % 2 == 0 else (self.candidate, self.baseline)
-            out.append(CaptureRequest(index, shapes, arms, "abba", self.folder / f"round-{index + 1}"))
+            out.append(CaptureRequest(index, shapes, arms, "abba", self.folder / runfolder.round_capture(index)))
         if self.sensitivity:
             out.append(
-                CaptureRequest(-1, shapes, (self.baseline, self.candidate), "blocked", self.folder / "sensitivity")
+                CaptureRequest(
+                    -1, shapes, (self.baseline, self.candidate), "blocked", self.folder / runfolder.SENSITIVITY
+                )
             )
         return out
 
@@ -230,9 +230,9 @@ def _runner_facts(captures: Sequence[Capture]) -> dict[str, Any]:
 
 def write_receipt(receipt: Receipt, folder: Path) -> list[Path]:
     """receipt.md, receipt.csv and receipt.json in *folder* (each written whole or not at all)."""
-    md = write_text(folder / f"{RECEIPT}.md", receipt.markdown())
-    csv = write_table(receipt.csv_frame(), folder, RECEIPT, "csv")
-    js = write_manifest(folder, f"{RECEIPT}.json", receipt.to_json())
+    md = write_text(folder / f"{runfolder.RECEIPT}.md", receipt.markdown())
+    csv = write_table(receipt.csv_frame(), folder, runfolder.RECEIPT, "csv")
+    js = write_manifest(folder, f"{runfolder.RECEIPT}.json", receipt.to_json())
     return [md, csv, js]
 
 
@@ -240,7 +240,7 @@ def read_receipt(path: Path) -> Receipt:
     """A receipt.json written by :func:`write_receipt` (a round folder names its receipt.json)."""
     import json
 
-    path = path / f"{RECEIPT}.json" if path.is_dir() else path
+    path = path / f"{runfolder.RECEIPT}.json" if path.is_dir() else path
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(content, dict) or content.get("command") != "round":

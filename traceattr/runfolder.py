@@ -1,7 +1,7 @@
 """The files of a ``traceattr profile`` run folder, named once.
 
 ``profile`` creates the folder; ``compare``, ``report``, ``round`` and
-``diff`` read it. Table files are named by stem (the writer adds ``.csv``,
+``diff`` read it. A round folder holds one run folder per capture and the receipt. Table files are named by stem (the writer adds ``.csv``,
 ``.json`` or ``.parquet``). Pure names and a JSON reader: the GPU runner
 imports this too.
 """
@@ -28,6 +28,16 @@ CALLS = "calls"
 SUMMARY = "summary"
 CROSSOVERS = "crossovers"
 FIT = "fit"
+# a round folder (traceattr round): one run folder per capture, then the receipt
+RECEIPT = "receipt"  # receipt.md, receipt.csv, receipt.json
+SENSITIVITY = "sensitivity"  # the back-to-back capture's run folder
+
+
+def round_capture(index: int) -> str:
+    """The run folder of round *index* (0-based) inside a round folder."""
+    return f"round-{index + 1}"
+
+
 # many reports at once (traceattr.multi, the nsys recipe): one row per report; per range/series across reports
 REPORTS = "reports"
 ACROSS_REPORTS = "across_reports"
