@@ -247,3 +247,29 @@ def test_arm_labels_survive_analysis_and_terminal(tmp_path: Path) -> None:
         render_summary(summary, con, [("q8_ctx900k", "cand[graphs]", "needs sm_100")])
     text = out.get()
     assert "fa3[splits=4]" in text and "cand[graphs] not run" in text
+    tied = summary.with_columns(pl.lit("tie").alias("verdict"), pl.lit(1.0).alias("tie_pct"))
+    with con.capture() as out:
+        render_summary(tied, con, [])
+    assert "between fa3, fa3[splits=4]: no winner" in out.get()  # a caption is not markup either
+
+
+def test_levers_example_trace() -> None:
+    """The H200 levers run in examples/traces: arm labels, and the split lever's separate merge kernel."""
+    import polars as pl
+
+    import traceattr
+    from traceattr.analysis.pipeline import analyse
+
+    trace = Path(__file__).parent.parent / "examples" / "traces" / "h200_mla_levers.sqlite"
+    summary = analyse(traceattr.open(trace).attribute()).summary
+    arms = {"fa3", "fa3[splits=2]", "fa3[splits=4]", "fa3[splits=8]", "fa3[splits=16]", "fa3[graphs]",
+            "fa3[page=32]", "fa3[kv=fp8]", "fa3-per-token"}  # fmt: skip
+    assert set(summary["backend"]) == arms
+    split = summary.filter(pl.col("backend").str.starts_with("fa3[splits="))
+    assert (split["reduce_us"] > 0).all()
+    # q = 8: the causal last chunk is its own launch (2 attention kernels + merge); q = 1: one launch + merge
+    kernels = dict(split.select(pl.format("{} {}", "shape", "backend"), "kernels").iter_rows())
+    assert kernels["q8_ctx900k_h16_b1_bf16_p64 fa3[splits=4]"] == 3
+    assert kernels["q1_ctx900k_h16_b1_bf16_p64 fa3[splits=4]"] == 2
+    plain = summary.filter(pl.col("backend").is_in(["fa3", "fa3[graphs]", "fa3[page=32]"]))
+    assert (plain["reduce_us"] == 0).all() and (plain["kernels"] == 1).all()

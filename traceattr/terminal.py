@@ -254,7 +254,7 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
 _MARKS = {"winner": "★ ", "tie": "≈ ", "same program": "= "}
 
 
-def verdict_caption(part: pl.DataFrame) -> str | None:
+def verdict_caption(part: pl.DataFrame) -> Text | None:
     """What one shape's table concludes, under it: a tie (no winner) and arms that run the same program."""
     lines = []
     tied = part.filter(pl.col("verdict") == "tie").sort("median_us")
@@ -262,7 +262,7 @@ def verdict_caption(part: pl.DataFrame) -> str | None:
         lines.append(f"≈ {tie_text(tied['tie_pct'][0])} between {', '.join(tied['backend'])}: no winner")
     for row in part.filter(pl.col("verdict") == "same program").iter_rows(named=True):
         lines.append(f"= {row['backend']} runs the same program as {row['same_program_as']} here: not compared")
-    return "\n".join(lines) or None
+    return Text("\n".join(lines)) if lines else None  # Text: arm labels such as fa3[graphs] are not markup
 
 
 def render_rules(crossings: pl.DataFrame, console: Console) -> None:
