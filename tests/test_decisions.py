@@ -108,6 +108,25 @@ def test_near_equal_backends_tie_instead_of_a_rule() -> None:
     assert "tie within noise (±" in text and "no rule" in text and "below" not in text
 
 
+def test_rule_across_a_tie_zone_is_bracketed_by_the_decided_points() -> None:
+    """fa3 really faster at 8k, a tie at 32k and 131k (medians crossing), FlashMLA really faster at 512k."""
+    times = {
+        ("q1_ctx8k", "fa3"): 20.0, ("q1_ctx8k", "flashmla"): 22.0,
+        ("q1_ctx32k", "fa3"): 100.0, ("q1_ctx32k", "flashmla"): 100.3,
+        ("q1_ctx131k", "fa3"): 300.0, ("q1_ctx131k", "flashmla"): 299.1,
+        ("q1_ctx512k", "fa3"): 900.0, ("q1_ctx512k", "flashmla"): 810.0,
+    }  # fmt: skip
+    summary, cross = decide(times, noise=0.01)
+    verdicts = dict(summary.filter(pl.col("backend") == "fa3").select("shape", "verdict").iter_rows())
+    assert verdicts == {"q1_ctx8k": "winner", "q1_ctx32k": "tie", "q1_ctx131k": "tie", "q1_ctx512k": "slower"}
+    assert cross.height == 1
+    row = cross.row(0, named=True)
+    assert row["decided"] and (row["faster_below"], row["faster_above"]) == ("fa3", "flashmla")
+    assert (row["ctx_low"], row["ctx_high"]) == (8_000, 512_000) and 32_000 < row["crossover_ctx"] < 131_000
+    assert row["ratio_at_low_lo"] > 1.01 and row["ratio_at_high_hi"] < 0.99
+    assert "measured at 8k and 512k" in rule_text(row)
+
+
 def test_clear_change_of_winner_is_a_rule() -> None:
     times = {
         ("q8_ctx131k", "fa3"): 87.6, ("q8_ctx131k", "flashmla"): 93.6,

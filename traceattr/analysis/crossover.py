@@ -12,8 +12,10 @@ A crossing is a *decision rule* (``decided``) only where the interval of the
 ratio of medians (per-call samples, :func:`traceattr.analysis.stats.compare_samples`)
 excludes 1 at both measured points, each in its own direction: the backend
 below is really faster at ``ctx_low`` and the one above really faster at
-``ctx_high``. Otherwise the crossing is a *tie within noise* (±``noise_pct``
-%, how far the undecided intervals reach from 1), which says no rule. Two
+``ctx_high``. Where the points next to the crossing tie, the bracket widens
+to the nearest measured points on each side where that holds (ties only in
+between). Otherwise the crossing is a *tie within noise* (±``noise_pct`` %,
+how far the undecided intervals reach from 1), which says no rule. Two
 arms running the same program (:func:`traceattr.backends.same_program`)
 never cross. Terminal, ``--json`` and the report all read this one frame.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import polars as pl
 
@@ -76,7 +79,7 @@ def crossovers(summary: pl.DataFrame, calls: pl.DataFrame, *, every: bool = Fals
     # ... but such a twin's own crossings repeat the fastest's: one rule, named after the fastest
     twins = fam.filter(pl.col("verdict") == "same program")
     twin = {(f, c, b) for f, c, b in twins.select("family", "ctx", "backend").iter_rows()}
-    out = []
+    out, seen = [], set()
     for (family,), part in fam.group_by(["family"]):
         backends = sorted(part["backend"].unique().to_list())
         for i, a in enumerate(backends):
@@ -85,7 +88,7 @@ def crossovers(summary: pl.DataFrame, calls: pl.DataFrame, *, every: bool = Fals
                 tb = part.filter(pl.col("backend") == b).select("ctx", pl.col("median_us").alias("tb"))
                 both = ta.join(tb, on="ctx").sort("ctx")
                 pts = [(c, s, math.log(x / y)) for c, s, x, y in both.iter_rows() if x > 0 and y > 0]
-                for (c0, s0, d0), (c1, s1, d1) in itertools.pairwise(pts):
+                for k, ((c0, s0, d0), (c1, s1, d1)) in enumerate(itertools.pairwise(pts)):
                     if d0 == 0 or (d0 < 0) == (d1 < 0) or same_program(a, b, s0) or same_program(a, b, s1):
                         continue
                     below, above = (a, b) if d0 < 0 else (b, a)
@@ -99,8 +102,46 @@ def crossovers(summary: pl.DataFrame, calls: pl.DataFrame, *, every: bool = Fals
                     # interpolate in log(ctx) where log(ta/tb) crosses zero
                     frac = d0 / (d0 - d1)
                     cross = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
-                    out.append((family, below, above, c0, c1, round(cross), *_judge(samples, s0, s1, below, above)))
+                    judged, lo, hi = _judge(samples, s0, s1, below, above), k, k + 1
+                    if not judged[0] and not every:  # tied next to the crossing: are both sides decided further out?
+
+                        def ok(idx: int, who: str, family: str = family, pts: list = pts) -> bool:
+                            return (family, pts[idx][0], who) in leading and (family, pts[idx][0], who) not in twin
+
+                        wide = _widen(samples, pts, k, below, above, ok)
+                        if wide is not None:
+                            lo, hi = wide
+                            judged = _judge(samples, pts[lo][1], pts[hi][1], below, above)
+                    key = (family, below, above, pts[lo][0], pts[hi][0])
+                    if key not in seen:  # medians flip-flopping inside one tie zone make one rule
+                        seen.add(key)
+                        out.append((family, below, above, pts[lo][0], pts[hi][0], round(cross), *judged))
     return pl.DataFrame(out, schema=CROSSOVER_SCHEMA, orient="row").sort("family", "crossover_ctx")
+
+
+def _widen(
+    samples: Samples, pts: list[tuple[int, str, float]], k: int, below: str, above: str, ok: Callable[[int, str], bool]
+) -> tuple[int, int] | None:
+    """The nearest measured points around the crossing between ``pts[k]`` and ``pts[k + 1]`` where *below*
+    is really faster (left) and *above* really faster (right), with only ties between, or None.
+
+    A rule needs the interval to exclude 1 at the measured points on both sides; where the points next
+    to the crossing tie, the bracket widens to the nearest decided points (the medians must not cross
+    back on the way, and the backend must lead there).
+    """
+    left = pts[k][2] < 0  # the sign of log(t_a / t_b) on the below side
+
+    def nearest(indices: range, side: bool, who: str, verdict: str) -> int | None:
+        for idx in indices:
+            if pts[idx][2] == 0 or (pts[idx][2] < 0) != side:
+                return None  # the medians cross back first: not this crossing's bracket
+            if ok(idx, who) and compare_arms(samples, pts[idx][1], below, above).verdict == verdict:
+                return idx
+        return None
+
+    i = nearest(range(k, -1, -1), left, below, "slower")
+    j = nearest(range(k + 1, len(pts)), not left, above, "faster")
+    return (i, j) if i is not None and j is not None else None
 
 
 def _judge(samples: Samples, s0: str, s1: str, below: str, above: str) -> tuple:
