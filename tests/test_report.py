@@ -315,7 +315,8 @@ def test_tie_is_drawn_as_a_tie(tmp_path: Path) -> None:
     assert html.unescape(rule["text"].replace("<br>", " ")) == rule_text(row) and "no rule" in rule_text(row)
     assert not any(sh.get("type") == "line" and sh.get("x0") == row["crossover_ctx"] for sh in layout["shapes"])
     ratio = [t for t in data if t.get("meta") == "ratio"]
-    assert any("circle-open" in t["marker"]["symbol"] for t in ratio)
+    hollow = [t for t in data if t.get("meta") == "tie"]
+    assert len(ratio) == 2 and sorted(x for t in hollow for x in t["x"]) == [32_000, 32_000, 131_000, 131_000]
     assert 'class="best"' not in _without_plotlyjs(page) and 'class="tie"' in page
 
 

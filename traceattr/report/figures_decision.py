@@ -114,14 +114,23 @@ def _ratio_panel(fig: go.Figure, d: ReportData, family: str, row: int, colors: d
             go.Scatter(
                 x=line["ctx"].to_list(), y=line["ratio_to_best"].to_list(), mode="lines+markers", name=name,
                 legendgroup=backend, showlegend=first, line={"color": colors[backend], "width": 2},
-                marker={"size": 9, "color": colors[backend], "symbol": ["circle-open" if t else "circle" for t in tie],
-                        "line": {"width": 2, "color": colors[backend]}},
+                marker={"size": 9, "color": colors[backend]},
                 error_y={"type": "data", "symmetric": False, "array": (high - line["ratio_to_best"]).to_list(),
                          "arrayminus": (line["ratio_to_best"] - low).to_list(), "thickness": 1.2, "width": 4},
                 hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", meta="ratio",
             ),
             row=row, col=1,
         )  # fmt: skip
+        if any(tie):  # tied with the fastest there: hollow markers over the line (the legend keeps a filled one)
+            ties = line.filter(pl.col("verdict") == "tie")
+            fig.add_trace(
+                go.Scatter(
+                    x=ties["ctx"].to_list(), y=ties["ratio_to_best"].to_list(), mode="markers", showlegend=False,
+                    legendgroup=backend, marker={"size": 9, "color": "white", "line": {"width": 2, "color": colors[backend]}},
+                    hoverinfo="skip", meta="tie",
+                ),
+                row=row, col=1,
+            )  # fmt: skip
     ctx = part["ctx"].cast(pl.Float64)
     lo_x, hi_x = math.log10(float(ctx.min()) / 1.3), math.log10(float(ctx.max()) * 1.3)  # type: ignore[arg-type]
     axis = fig.get_subplot(row, 1)
