@@ -171,7 +171,8 @@ class ProfileResult:
     files: tuple[Path, ...]
 
 
-def execute(plan: ProfilePlan, on_line: Callable[[str], None] | None = None) -> ProfileResult:
+def execute(plan: ProfilePlan, on_line: Callable[[str], None] | None = None, *, report: bool = True) -> ProfileResult:
+    """Capture, attribute and summarise *plan* into its run folder; *report*: also write report.html."""
     require_runnable(plan)
     folder = plan.folder
     folder.mkdir(parents=True, exist_ok=False)
@@ -217,12 +218,13 @@ def execute(plan: ProfilePlan, on_line: Callable[[str], None] | None = None) -> 
         "backends": runner.get("shapes"), "peak_bandwidth": bandwidth,
         "peak_bandwidth_source": source, "capture_seconds": round(captured - started, 1),
         "analysis_seconds": round(time.time() - captured, 1), "notes": list(att.notes),
-        "outputs": [f.name for f in files] + [runfolder.TRACE_REPORT, runfolder.TRACE, runfolder.REPORT],
+        "outputs": [f.name for f in files] + [runfolder.TRACE_REPORT, runfolder.TRACE]
+        + ([runfolder.REPORT] if report else []),
     }  # fmt: skip
     files.append(write_manifest(folder, runfolder.RUN, run_info))
-    report = _write_report(att, folder, run_info, bandwidth)
-    if report is not None:
-        files.append(report)
+    page = _write_report(att, folder, run_info, bandwidth) if report else None
+    if page is not None:
+        files.append(page)
     return ProfileResult(folder, att, calls, summary, runner, tuple(files))
 
 

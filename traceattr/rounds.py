@@ -172,7 +172,8 @@ def profile_executor(request: CaptureRequest, plan: RoundPlan, on_line: Callable
         graphs=plan.graphs, seed=plan.seed, flush_bytes=plan.flush_bytes, between=plan.between, order=request.order,
         out_root=request.folder.parent,
     )  # fmt: skip
-    result = execute(replace(profile_plan, folder=request.folder), on_line=on_line)
+    # one report.html for the whole round (the receipt first), not one per capture
+    result = execute(replace(profile_plan, folder=request.folder), on_line=on_line, report=False)
     return Capture(request.round, result.calls, result.runner, str(request.folder), request.order)
 
 
