@@ -319,13 +319,22 @@ def _in_processes(jobs, settings, parts, workers, done) -> Iterator[ReportResult
         ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool,
     ):
         futures = {pool.submit(attribute_report, *job, settings=settings, parts=parts): job for job in jobs}
-        for fut in as_completed(futures):
-            try:
-                result = fut.result()
-            except BrokenProcessPool:  # a worker died (out of memory, a signal): the reports it held fail
-                result = _failed(futures[fut], f"{futures[fut][0]}: the worker process died while reading it")
-            done(result)
-            yield result
+        try:
+            for fut in as_completed(futures):
+                try:
+                    result = fut.result()
+                except BrokenProcessPool:  # a worker died (out of memory, a signal): the reports it held fail
+                    result = _failed(futures[fut], f"{futures[fut][0]}: the worker process died while reading it")
+                done(result)
+                yield result
+        except BaseException:  # Ctrl-C or an error here: stop now rather than finish every queued report
+            procs = list((getattr(pool, "_processes", None) or {}).values())  # no public way before Python 3.14
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.join(timeout=10)  # gone before the caller removes the parts they were writing
+            raise
 
 
 def _on_dask(jobs, settings, parts, address, workers, done) -> Iterator[ReportResult]:  # type: ignore[no-untyped-def]
