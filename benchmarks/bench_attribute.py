@@ -11,7 +11,7 @@ average is recorded with each run.
 
 * read:  the tables traceattr needs (kernels, runtime, NVTX, StringIds) read
   whole (``SELECT *``) into polars, one ADBC read per table, the fastest plain
-  reader we know (see DESIGN.md);
+  reader we know;
 * traceattr: ``traceattr attribute TRACE --out DIR --format parquet`` — the
   whole job: load, attribute in nsys mode, write ranges and kernels;
 * nsys:  ``nsys stats -r nvtx_gpu_proj_trace --format csv`` (on a private

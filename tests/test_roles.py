@@ -1,4 +1,4 @@
-"""Kernel roles: every family of DESIGN.md §3, from real names; user rules first."""
+"""Kernel roles: every family the shipped rules cover, from real names; user rules first."""
 
 from __future__ import annotations
 
