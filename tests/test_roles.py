@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from traceattr.attribution.engine import attribute
+from traceattr.attribution.engine import RangeFilter, attribute
 from traceattr.attribution.roles import RoleRules
 from traceattr.errors import RulesError
 from traceattr.trace.loader import load_trace
@@ -115,3 +115,28 @@ def test_bad_rules_files(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(RulesError, match=message) as err:
         RoleRules.load(path)
     assert str(path) in str(err.value)
+
+
+FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<signed char>, std::array<char *, 1ul>>(int, T2, T3)"
+
+
+@pytest.mark.parametrize("select", [{}, {"match": "backend="}, {"domain": "traceattr", "match": "fa3"}])
+@pytest.mark.parametrize("mode", ["nsys", "innermost"])
+def test_l2_flush_is_flush_whatever_the_selection(tmp_path: Path, select: dict[str, str], mode: str) -> None:
+    """The runner's L2 flush (FillFunctor in a traceattr:flush range) stays `flush` when --match leaves that
+    range out: a role belongs to the op. The same kernel outside any flush range is a `copy`."""
+    from traceattr.synth.builder import TraceBuilder
+
+    b = TraceBuilder()
+    dom = b.domain("traceattr", tid=1)
+    b.launch(tid=1, start=500, end=600, kernel=FILL, gpu_start=1_000, gpu_end=2_000)  # a zero_() of its own
+    for i, t in enumerate((10_000, 50_000)):
+        b.push_range(tid=1, start=t, end=t + 1_000, message="flush", domain=dom)
+        b.launch(tid=1, start=t + 100, end=t + 200, kernel=FILL, gpu_start=t + 2_000, gpu_end=t + 12_000)
+        b.push_range(tid=1, start=t + 2_000, end=t + 3_000, message=f"backend=fa3 shape=q8_ctx8k arm=A iter={i}",
+                     domain=dom)  # fmt: skip
+        b.launch(tid=1, start=t + 2_100, end=t + 2_200, kernel=NAMES[0][0], gpu_start=t + 13_000, gpu_end=t + 30_000)
+    att = attribute(load_trace(b.write(tmp_path / "flush.sqlite")), mode=mode, rules=RoleRules.default(),
+                    select=RangeFilter(**select))  # fmt: skip
+    roles = att.ops.sort("start_ns").select("name", pl.col("role").cast(pl.String)).rows()
+    assert [r for _, r in roles] == ["copy", "flush", "attention", "flush", "attention"]

@@ -1,4 +1,4 @@
-"""How a measured call is named in NVTX, written by the runner and read by analysis.
+"""How a measured call is named in NVTX: written by the runner, read by analysis; grouping of other names.
 
 One range per call, domain ``traceattr``, message of ``key=value`` words::
 
@@ -11,14 +11,27 @@ runs in its own ``traceattr:flush`` range (outside the call's), the
 ``--between flush+ARM`` predecessor call in a ``traceattr:between`` range,
 warm-up calls in ``traceattr:warmup …`` ranges. A real DCP rank's call
 (``traceattr profile --ranks N``) holds ``dcp attention``, ``dcp all-gather``
-and ``dcp merge`` ranges. Pure string code: both
-the GPU runner and the CPU-only analysis import it.
+and ``dcp merge`` ranges. :class:`CallName` writes the message and
+:data:`MESSAGE_PATTERN` reads it; both come from :data:`KEYS`.
+
+Traces other tools wrote name their calls otherwise. A *grouping* is a regex
+with named groups ``backend`` and ``shape`` (required), ``iter`` and ``arm``
+(optional), matched against each range's message (its text without the
+``domain:`` prefix); the presets in :data:`GROUP_PRESETS` cover common
+conventions. Their shape is a run of parts of the shape grammar
+(:data:`traceattr.shapes.SHAPE_PATTERN`), so ``fa3_pertoken_q8_ctx900k_3`` is
+backend ``fa3_pertoken``, shape ``q8_ctx900k``, iteration 3, and
+``fa2/q8_ctx32768`` has no iteration (the ctx digits stay in the shape).
+Pure string code: both the GPU runner and the CPU-only analysis import it.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from traceattr.errors import TraceattrError
+from traceattr.shapes import SHAPE_PATTERN
 
 DOMAIN = "traceattr"
 FLUSH = "flush"
@@ -28,8 +41,10 @@ WARMUP = "warmup"
 DCP_ATTENTION = "dcp attention"
 DCP_GATHER = "dcp all-gather"
 DCP_MERGE = "dcp merge"
-_WORD = re.compile(r"(\w+)=(\S+)")
 KEYS = ("backend", "shape", "arm", "iter")
+_VALUES = {"backend": r"\S+", "shape": r"\S+", "arm": r"\S+", "iter": r"\d+"}
+MESSAGE_PATTERN = "^" + " ".join(f"{k}=(?P<{k}>{_VALUES[k]})" for k in KEYS) + "$"
+_MESSAGE = re.compile(MESSAGE_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -41,14 +56,68 @@ class CallName:
 
     @property
     def message(self) -> str:
-        return f"backend={self.backend} shape={self.shape} arm={self.arm} iter={self.iteration}"
+        values = {"backend": self.backend, "shape": self.shape, "arm": self.arm, "iter": self.iteration}
+        return " ".join(f"{k}={values[k]}" for k in KEYS)
 
 
 def parse_message(message: str | None) -> CallName | None:
     """The call a range message names, or None for any other range."""
-    if not message or not message.startswith("backend="):
+    m = _MESSAGE.match(message or "")
+    if m is None:
         return None
-    words = dict(_WORD.findall(message))
-    if not all(k in words for k in KEYS) or not words["iter"].isdigit():
-        return None
-    return CallName(words["backend"], words["shape"], words["arm"], int(words["iter"]))
+    return CallName(m["backend"], m["shape"], m["arm"], int(m["iter"]))
+
+
+def _separated(sep: str, iter_sep: str | None = None) -> str:
+    """``<backend> SEP <shape> [SEP <iter>]``: the backend is everything before the shape (it may hold SEP,
+    not whitespace: a name of several words is no backend this can tell, so ``--group`` must say).
+
+    No look-arounds: polars' regex engine (Rust) has none.
+    """
+    return rf"^(?P<backend>\S+?){sep}(?P<shape>{SHAPE_PATTERN})(?:{iter_sep or sep}(?P<iter>\d+))?$"
+
+
+_KV_SEP = r"[\s|,;]+"
+_KV_VALUE = r"[^\s|,;]+"
+# name -> (regex, what it reads). Matched against the message; every one has backend and shape groups.
+GROUP_PRESETS: dict[str, tuple[str, str]] = {
+    "traceattr": (MESSAGE_PATTERN, "backend=fa3 shape=q8_ctx900k arm=A iter=3 (traceattr profile's own ranges)"),
+    "keyvalue": (
+        rf"^backend=(?P<backend>{_KV_VALUE}){_KV_SEP}shape=(?P<shape>{_KV_VALUE})"
+        rf"(?:{_KV_SEP}arm=(?P<arm>{_KV_VALUE}))?(?:{_KV_SEP}iter=(?P<iter>\d+))?$",
+        "backend=fa3|shape=q8_ctx900k[|arm=A][|iter=3], words split by spaces, | , or ;",
+    ),
+    "slash": (_separated("/", "[/:#]"), "fa3/q8_ctx900k[:3] (or /3, #3)"),
+    "pipe": (_separated(r"\|"), "fa3|q8_ctx900k[|3]"),
+    "dot": (_separated(r"\."), "fa3.q8_ctx900k[.3]"),
+    "underscore": (_separated("_"), "fa3_pertoken_q8_ctx900k[_3]"),
+    "separated": (
+        _separated(r"[_/|.:#, -]"),
+        "any of _ / | . : # , - or a space around the shape: fa3|q8_ctx900k:3, probe:fa2_q1_ctx131072",
+    ),
+}
+# Tried in order when no grouping is given: the first that names at least one range is used.
+AUTO = ("traceattr", "keyvalue", "separated")
+GROUP_NAMES = ("backend", "shape", "iter", "arm")
+_NAMED_GROUP = re.compile(r"\(\?P?<([A-Za-z_]\w*)>")
+
+
+def group_pattern(group: str) -> str:
+    """The regex of a preset name or of a user regex; one-line error when it lacks what grouping needs."""
+    if group in GROUP_PRESETS:
+        return GROUP_PRESETS[group][0]
+    names = set(_NAMED_GROUP.findall(group))
+    missing = [g for g in ("backend", "shape") if g not in names]
+    if missing:
+        presets = ", ".join(GROUP_PRESETS)
+        raise TraceattrError(
+            f"--group: {group!r} is neither a preset ({presets}) nor a regex with named groups "
+            f"(?P<backend>…) and (?P<shape>…) (missing {', '.join(missing)}; iter and arm are optional)"
+        )
+    return group
+
+
+def group_fields(pattern: str) -> list[str]:
+    """The grouping fields a regex names (backend, shape, and iter/arm where present)."""
+    names = set(_NAMED_GROUP.findall(pattern))
+    return [g for g in GROUP_NAMES if g in names]

@@ -66,6 +66,7 @@ class Settings:
     rules: str | None = None  # a user rules file, loaded by each worker
     engine: str = "auto"
     calls: bool = False  # also the per-call table (`compare`)
+    group: str | None = None  # how call names read as backend + shape (traceattr.callnames)
 
 
 @dataclass(frozen=True)
@@ -198,7 +199,7 @@ def attribute_report(path: str, report: str, index: int, *, settings: Settings, 
         if settings.calls:
             from traceattr.analysis.calls import calls
 
-            table = calls(att).select(tag, pl.all())
+            table = calls(att, settings.group).select(tag, pl.all())
         part = None
         if parts is not None:
             ops = att.ops_lazy().select(tag, pl.all()).sort("op_id")  # joins may reorder; the output must not vary

@@ -5,6 +5,8 @@ from __future__ import annotations
 from functools import cached_property
 from pathlib import Path
 
+import polars as pl
+
 from traceattr.attribution.engine import Attribution, Mode, RangeFilter, attribute
 from traceattr.attribution.roles import RoleRules
 from traceattr.trace.inputs import resolve_trace
@@ -33,6 +35,13 @@ class Session:
         """GPU ops per NVTX range and kernel role; see :func:`traceattr.attribution.engine.attribute`."""
         role_rules = rules if isinstance(rules, RoleRules) else RoleRules.load(rules)
         return attribute(self.trace, mode=mode, rules=role_rules, select=RangeFilter(domain, match))
+
+    def calls(self, group: str | None = None, **select: str | None) -> pl.DataFrame:
+        """One row per measured call (:func:`traceattr.analysis.calls.calls`); *group*: a preset name or a
+        regex with named groups backend, shape (iter, arm optional); *select*: domain=, match= as attribute."""
+        from traceattr.analysis.calls import calls
+
+        return calls(self.attribute(**select), group)  # type: ignore[arg-type]
 
 
 def open(path: str | Path, engine: str = "auto") -> Session:

@@ -169,7 +169,10 @@ def _count(n: int) -> str:
 
 
 _NUMBER = r"(\d+)([km]?)"
-_PART = re.compile(rf"^(q|ctx|kv|h|b|p|dcp){_NUMBER}$")
+_NUMBERED = ("q", "ctx", "kv", "h", "b", "p", "dcp")
+_DTYPES = ("bf16", "fp8")
+_PATTERNS = ("row", "uniform", "ragged")
+_PART = re.compile(rf"^({'|'.join(_NUMBERED)}){_NUMBER}$")
 _WORD = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
@@ -193,15 +196,15 @@ def parse_shape(text: str) -> Shape:
             if key in fields:
                 raise ShapeError(f"shape {text!r}: {m.group(1)} given twice ({part!r})")
             fields[key] = _value(m.group(2), m.group(3))
-        elif part in ("bf16", "fp8"):
+        elif part in _DTYPES:
             fields["kv_dtype"] = part
-        elif part in ("row", "uniform", "ragged"):
+        elif part in _PATTERNS:
             fields["pattern"] = part
         elif part in HEAD_PRESETS:
             if "heads" in fields:
                 raise ShapeError(f"shape {text!r}: heads given twice ({part!r})")
             fields["heads"] = HEAD_PRESETS[part]
-        elif i == 0 and _WORD.match(part) and not re.match(r"^(q|ctx|kv|h|b|p|dcp)\d", part):
+        elif i == 0 and _WORD.match(part) and not re.match(rf"^({'|'.join(_NUMBERED)})\d", part):
             prefix = part
         else:
             raise ShapeError(
@@ -228,6 +231,17 @@ HEAD_PRESETS = {
     "deepseek-tp1": 128,
     "deepseek-tp8": 16,
 }
+# A run of shape parts inside a longer name (``fa3_pertoken_q8_ctx900k_3`` holds ``q8_ctx900k``), for
+# call-name grouping (:mod:`traceattr.callnames`). The prefix word is left out: inside a name it could
+# not be told from the end of a backend's name. Case-insensitive, as parse_shape; no look-arounds,
+# so Python's re and polars' (Rust) regex read it alike.
+SHAPE_PATTERN = "(?i:{part}(?:_{part})*)".format(
+    part="(?:"
+    + "|".join(
+        [f"(?:{'|'.join(_NUMBERED)})\\d+[km]?", *_DTYPES, *_PATTERNS, *sorted(HEAD_PRESETS, key=len, reverse=True)]
+    )
+    + ")"
+)
 # Row names kernel teams publish, kept here so the grammar is tested against them.
 PUBLISHED_ROWS = (
     "mtp_h96_b8_q4_kv342305",

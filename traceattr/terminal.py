@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,6 +27,13 @@ def _short(name: str | None, width: int) -> str:
     if name is None:
         return ""
     return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def plain_text(doc: str) -> str:
+    """A docstring for the terminal: reST markup (``code``, roles, ``::``) taken out, the words kept."""
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", inspect.cleandoc(doc))  # :meth:`Shape.rank_share`
+    text = re.sub(r"``([^`]+)``", r"\1", text)
+    return re.sub(r"::$", ":", text, flags=re.MULTILINE)
 
 
 def display_name(name: str | None) -> str:

@@ -1,62 +1,141 @@
 """One row per measured call: which backend, shape, arm and iteration, and its GPU time.
 
-A call is a range that launched GPU work. Ranges traceattr's runner writes
-(domain ``traceattr``, ``backend=… shape=… arm=… iter=…``) are parsed exactly;
-in any other trace a call is a top-level range with GPU work, its *series*
-the name without a trailing iteration number (``probe:fa2_h16_q1_ctx131072:3``
-→ series ``probe:fa2_h16_q1_ctx131072``, iteration 3), and its backend and
-shape read from the series when it looks like ``<backend>_<shape>``.
+A call is a range that launched GPU work and whose message a *grouping*
+(:mod:`traceattr.callnames`) reads as backend + shape (+ iteration, arm). With
+no grouping given, the presets of ``callnames.AUTO`` are tried in order
+(traceattr's own names first) and the first that reads any range is used.
+A shape label the shape grammar parses is shown in its short form
+(``q8_ctx900k``), except traceattr's own, which are kept as the runner wrote them.
+
+When no preset reads any range (a trace whose ranges are not a benchmark),
+each top-level range is its own *series* (its name without a trailing
+``:3``/``#3``/``_3`` iteration), with no backend or shape: the report can
+still draw it, and :func:`grouping_note` says there is nothing to compare.
 """
 
 from __future__ import annotations
 
+import contextlib
+
 import polars as pl
 
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution
-from traceattr.callnames import DOMAIN, FLUSH, WARMUP
-from traceattr.shapes import ShapeError, parse_shape
+from traceattr.callnames import AUTO, BETWEEN, FLUSH, WARMUP, group_fields, group_pattern
+from traceattr.errors import TraceattrError
+from traceattr.shapes import SHAPE_PATTERN, ShapeError, parse_shape
 
 CALL_COLUMNS = (
     "call_id", "name", "series", "backend", "shape", "arm", "iter",
     "gpu_start_ns", "gpu_span_ns", "busy_ns", "gap_ns", "kernel_sum_ns", "gpu_sum_ns", "launch_latency_ns",
     "kernels", "gpu_ops", *ROLE_COLUMNS,
 )  # fmt: skip
+# every run of shape parts in a message, with what delimits it (for grouping_note's "mixes shapes")
+_SHAPE_RUNS = rf"(?:^|[^A-Za-z0-9-])({SHAPE_PATTERN})(?:$|[^A-Za-z0-9-])"
 
 
-def calls(att: Attribution) -> pl.DataFrame:
-    """Measured calls of *att* (see module doc), in time order."""
+def calls(att: Attribution, group: str | None = None) -> pl.DataFrame:
+    """Measured calls of *att* in time order; *group*: a preset name or regex (see module doc)."""
     ranges = att.ranges.filter(pl.col("range_id").is_not_null() & (pl.col("gpu_ops") > 0))
-    # traceattr's own calls; the domain name can be missing from an export (no DomainCreate row)
-    ours = ranges.filter(
-        pl.col("domain").eq(DOMAIN).fill_null(True)
-        & pl.col("message").str.contains(r"^backend=\S+ shape=\S+ arm=\S+ iter=\d+$")
-    )
-    if ours.height:
-        picked = ours.with_columns(
-            pl.col("message").str.extract(r"backend=(\S+)").alias("backend"),
-            pl.col("message").str.extract(r"shape=(\S+)").alias("shape"),
-            pl.col("message").str.extract(r"arm=(\S+)").alias("arm"),
-            pl.col("message").str.extract(r"iter=(\d+)").cast(pl.Int64).alias("iter"),
-        ).with_columns(pl.format("{} {}", "backend", "shape").alias("series"))
+    ranges = ranges.with_columns(pl.coalesce("message", "name").alias("_text"))
+    for preset in (group,) if group is not None else AUTO:
+        pattern = group_pattern(preset)
+        picked = _grouped(ranges, pattern, keep_shape=preset == "traceattr")
+        if picked.height:
+            break
     else:
-        skip = pl.col("message").is_in([FLUSH]) | pl.col("message").str.starts_with(WARMUP)
-        top = ranges.filter((pl.col("level") == 0) & ~skip.fill_null(False))
-        parts = pl.col("name").str.extract_groups(r"^(?P<series>.*?)[:#_ -]?(?P<iter>\d+)$")
-        picked = top.with_columns(parts.struct.field("series"), parts.struct.field("iter").cast(pl.Int64))
-        picked = picked.with_columns(pl.col("series").fill_null(pl.col("name")), pl.lit(None, pl.String).alias("arm"))
-        picked = picked.join(_series_labels(picked["series"].unique()), on="series", how="left")
+        if group is not None:
+            raise TraceattrError(
+                f"{att.meta.path}: --group {group!r} read no range with GPU work as backend + shape"
+                + (" (the --domain/--match filter applies first)" if att.selected else "")
+            )
+        picked = _series(ranges)
     return picked.select(pl.col("range_id").alias("call_id"), *CALL_COLUMNS[1:]).sort("gpu_start_ns")
 
 
-def _series_labels(series: pl.Series) -> pl.DataFrame:
-    """backend and canonical shape for series that read ``[domain:]<backend>_<shape>``."""
+def _grouped(ranges: pl.DataFrame, pattern: str, *, keep_shape: bool) -> pl.DataFrame:
+    fields = group_fields(pattern)
+    try:
+        parts = ranges.select(pl.col("_text").str.extract_groups(pattern).alias("_g"))
+    except pl.exceptions.PolarsError as err:
+        raise TraceattrError(f"--group: invalid regular expression {pattern!r} ({str(err).splitlines()[0]})") from None
+    g = pl.col("_g").struct
+    picked = ranges.with_columns(parts["_g"]).filter(
+        g.field("backend").is_not_null() & (g.field("backend") != "") & g.field("shape").is_not_null()
+    )
+    picked = picked.with_columns(
+        g.field("backend").alias("backend"),
+        g.field("shape").alias("shape"),
+        (g.field("arm") if "arm" in fields else pl.lit(None, pl.String)).alias("arm"),
+        (g.field("iter").cast(pl.Int64, strict=False) if "iter" in fields else pl.lit(None, pl.Int64)).alias("iter"),
+    )
+    if not keep_shape:
+        picked = picked.join(_short_shapes(picked["shape"]), on="shape", how="left").with_columns(
+            pl.col("_short").fill_null(pl.col("shape")).alias("shape")
+        )
+    return picked.with_columns(pl.format("{} {}", "backend", "shape").alias("series"))
+
+
+def _short_shapes(labels: pl.Series) -> pl.DataFrame:
+    """label -> short shape name, for the labels the shape grammar parses (one parse per distinct label)."""
     rows = []
-    for s in series.drop_nulls().to_list():
-        body = s.split(":", 1)[-1]
-        backend, _, rest = body.partition("_")
-        try:
-            shape = parse_shape(rest).short_name if rest else None
-        except ShapeError:
-            shape = None
-        rows.append((s, backend if shape else s, shape))
-    return pl.DataFrame(rows, schema={"series": pl.String, "backend": pl.String, "shape": pl.String}, orient="row")
+    for label in labels.unique().drop_nulls().to_list():
+        with contextlib.suppress(ShapeError):
+            rows.append((label, parse_shape(label).short_name))
+    return pl.DataFrame(rows, schema={"shape": pl.String, "_short": pl.String}, orient="row")
+
+
+def _series(ranges: pl.DataFrame) -> pl.DataFrame:
+    """Top-level ranges as series of their own, an iteration split off only after a separator."""
+    skip = pl.col("message").is_in([FLUSH, BETWEEN]) | pl.col("message").str.starts_with(WARMUP)
+    top = ranges.filter((pl.col("level") == 0) & ~skip.fill_null(False))
+    parts = pl.col("name").str.extract_groups(r"^(?P<series>.+?)[:#_ ](?P<iter>\d+)$")
+    return top.with_columns(
+        parts.struct.field("series").fill_null(pl.col("name")).alias("series"),
+        parts.struct.field("iter").cast(pl.Int64).alias("iter"),
+        pl.lit(None, pl.String).alias("backend"),
+        pl.lit(None, pl.String).alias("shape"),
+        pl.lit(None, pl.String).alias("arm"),
+    )
+
+
+def grouping_note(calls: pl.DataFrame) -> str | None:
+    """One line when *calls* cannot be compared (so no winner may be printed), else None.
+
+    Nothing to compare when no name reads as backend + shape, when one
+    (shape, backend) group mixes names of different shapes (the grouping's
+    shape part takes too little), or when no shape has two or more backends.
+    """
+    if calls.height == 0:
+        return None
+    hint = "give --group with a preset or a regex (traceattr shapes lists them)"
+    named = calls.filter(pl.col("shape").is_not_null())
+    if named.height == 0:
+        examples = ", ".join(repr(s) for s in calls["series"].unique(maintain_order=True).head(2).to_list())
+        return f"no range name reads as a backend and a shape (e.g. {examples}): nothing to compare; {hint}"
+    runs = named.select("shape", "backend", pl.col("name").str.extract_all(_SHAPE_RUNS).list.join(" ").alias("_runs"))
+    mixed = (
+        runs.group_by("shape", "backend")
+        .agg(pl.col("_runs").unique().sort().alias("_seen"))
+        .filter(pl.col("_seen").list.len() > 1)
+        .sort("shape", "backend")
+    )
+    if mixed.height:
+        row = mixed.row(0, named=True)
+        seen = ", ".join(sorted({s.strip(" _/|.:#,=-") for s in row["_seen"]})[:3])
+        return (
+            f"calls grouped as {row['backend']} · {row['shape']} carry different shapes in their names ({seen}): "
+            f"the grouping's shape takes too little of the name; nothing compared; {hint}"
+        )
+    per_shape = named.group_by("shape").agg(pl.col("backend").n_unique().alias("n"))
+    if per_shape["n"].max() < 2:  # type: ignore[operator]
+        return (
+            f"no shape was measured by two or more backends ({per_shape.height} shape(s), one backend each): "
+            f"nothing to compare; {hint}"
+        )
+    return None
+
+
+def compared_shapes(calls: pl.DataFrame) -> list[str]:
+    """Shapes measured by two or more backends: the only ones with a winner."""
+    per_shape = calls.filter(pl.col("shape").is_not_null()).group_by("shape").agg(pl.col("backend").n_unique())
+    return sorted(per_shape.filter(pl.col("backend") >= 2)["shape"].to_list())

@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from traceattr.analysis.calls import calls as call_table
+from traceattr.analysis.calls import grouping_note
 from traceattr.analysis.crossover import crossovers
 from traceattr.analysis.fit import fit
 from traceattr.analysis.roofline import peak_bandwidth
@@ -30,6 +31,7 @@ class Analysis:
     fit: pl.DataFrame  # analysis.fit: fixed cost + per-token cost per (shape family, backend)
     peak_bytes_per_s: float | None
     peak_source: str
+    note: str | None = None  # analysis.calls.grouping_note: why nothing can be compared (then no winner is shown)
 
 
 def analyse(
@@ -37,10 +39,12 @@ def analyse(
     *,
     peak_bytes_per_s: float | None = None,
     events: Sequence[dict[str, Any]] | None = None,
+    group: str | None = None,
 ) -> Analysis:
-    """Every per-trace analysis of *att*; *events* are a runner.json's CUDA-event times (optional)."""
+    """Every per-trace analysis of *att*; *events* are a runner.json's CUDA-event times (optional);
+    *group* a grouping preset or regex (:mod:`traceattr.callnames`; default: the presets tried in turn)."""
     peak, source = peak_bandwidth(att.trace.devices, peak_bytes_per_s)
-    return analyse_calls(call_table(att), peak, source, events=events)
+    return analyse_calls(call_table(att, group), peak, source, events=events)
 
 
 def analyse_calls(
@@ -54,7 +58,9 @@ def analyse_calls(
     summary = summarize(table, peak_bytes_per_s)
     if events is not None:
         summary = with_events(summary, table, events)
-    return Analysis(table, summary, crossovers(summary, table), fit(table), peak_bytes_per_s, peak_source)
+    return Analysis(
+        table, summary, crossovers(summary, table), fit(table), peak_bytes_per_s, peak_source, grouping_note(table)
+    )
 
 
 def with_events(summary: pl.DataFrame, calls: pl.DataFrame, events: Sequence[dict[str, Any]]) -> pl.DataFrame:

@@ -60,6 +60,10 @@ class RangeFilter:
             ranges = ranges.filter(pl.col("name").str.contains(self.match).fill_null(False))
         return ranges
 
+    @property
+    def active(self) -> bool:
+        return self.domain is not None or self.match is not None
+
 
 @dataclass(frozen=True)
 class Attribution:
@@ -81,7 +85,7 @@ class Attribution:
     @property
     def selected(self) -> bool:
         """Whether a domain or name filter chose the ranges."""
-        return self.select.domain is not None or self.select.match is not None
+        return self.select.active
 
     @property
     def meta(self) -> TraceMeta:
@@ -159,7 +163,16 @@ def attribute(
     every, deepest = _locate(index, launches, dedupe=trace.meta.duplicate_api_rows > 0)
     del index
     keys, names = _name_keys(trace)
-    placement = _placement(keys, launches, deepest, ranges, names, rules)
+    roles_from = None
+    if (select or RangeFilter()).active and any(r.range is not None for r in rules.rules):
+        # a range rule (the L2 flush's) reads the op's innermost range of the whole trace, not of the
+        # selection: a role belongs to the op, and --match must not turn the flush into a copy
+        every_range, _ = _usable_ranges(trace.ranges, RangeFilter())
+        full = RangeIndex(every_range)
+        _, full_deepest = _locate(full, launches, dedupe=trace.meta.duplicate_api_rows > 0)
+        roles_from = (full_deepest, every_range.join(full.tree(), on="range_id", how="left"))
+        del full
+    placement = _placement(keys, launches, deepest, ranges, names, rules, roles_from)
     del launches, deepest
     orphans = placement.filter(pl.col("api_start_ns").is_null()).height
     if orphans:
@@ -272,6 +285,14 @@ def _name_keys(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame]:
     return keyed.select("op_id", "name_key"), names.select("name_key", "kind", "name", "short_name", "mangled_name")
 
 
+def _innermost(deepest: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
+    """(op_id, range_id, …, level, root_id): one innermost range per op."""
+    inner = deepest.join(ranges.select("range_id", "level", "root_id"), on="range_id", how="left")
+    if inner.height != inner["op_id"].n_unique():  # a call logged twice can reach two ranges
+        inner = inner.sort("op_id", "level", "range_id", descending=[False, True, True]).unique("op_id", keep="first")
+    return inner
+
+
 def _placement(
     keys: pl.DataFrame,
     launches: pl.DataFrame,
@@ -279,12 +300,13 @@ def _placement(
     ranges: pl.DataFrame,
     names: pl.DataFrame,
     rules: RoleRules,
+    roles_from: tuple[pl.DataFrame, pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
-    """Per op: role, family, innermost range and its root, launching thread and call start."""
-    depth = ranges.select("range_id", "level", "root_id")
-    inner = deepest.join(depth, on="range_id", how="left")
-    if inner.height != inner["op_id"].n_unique():  # a call logged twice can reach two ranges
-        inner = inner.sort("op_id", "level", "range_id", descending=[False, True, True]).unique("op_id", keep="first")
+    """Per op: role, family, innermost range and its root, launching thread and call start.
+
+    *roles_from*: (deepest, ranges) of the whole trace when *ranges* is a selection: roles use those.
+    """
+    inner = _innermost(deepest, ranges)
     # The launch row shown per op: the innermost of duplicated runtime rows (latest start).
     launch = launches.select("op_id", "api_start", "global_tid")
     if launch.height != launch["op_id"].n_unique():
@@ -294,7 +316,15 @@ def _placement(
                             S.tid_from_global("global_tid").cast(pl.Int32).alias("tid")), on="op_id", how="left")
         .join(inner.select("op_id", "range_id", pl.col("root_id").alias("outer_range_id")), on="op_id", how="left")
     )  # fmt: skip
-    classified = rules.classify(placed, names, ranges.select("range_id", pl.col("name").alias("range_name")))
+    if roles_from is None:
+        classified = rules.classify(placed, names, ranges.select("range_id", pl.col("name").alias("range_name")))
+    else:
+        full_deepest, full_ranges = roles_from
+        whole = placed.select("op_id", "name_key").join(
+            _innermost(full_deepest, full_ranges).select("op_id", "range_id"), on="op_id", how="left"
+        )
+        roles = rules.classify(whole, names, full_ranges.select("range_id", pl.col("name").alias("range_name")))
+        classified = placed.join(roles.select("op_id", "role", "family"), on="op_id", how="left")
     return classified.sort("op_id")  # op_id order, one row per op: Attribution.ops_lazy gathers by position
 
 

@@ -8,13 +8,15 @@ from typing import Annotated, Optional
 
 import polars as pl
 import typer
+from rich.markup import escape
 
 from traceattr import runfolder
+from traceattr.analysis.calls import compared_shapes
 from traceattr.analysis.dispatch import dispatch_rules
 from traceattr.analysis.pipeline import Analysis, analyse, analyse_calls
 from traceattr.cli import app
 from traceattr.cli.many import attribute_many, exit_status
-from traceattr.cli.options import DaskOpt, MatchOpt, TracesArg, WorkersOpt, check_regex
+from traceattr.cli.options import DaskOpt, GroupOpt, MatchOpt, TracesArg, WorkersOpt, check_group, check_regex
 from traceattr.errors import NoDataError
 from traceattr.multi import Settings, across_reports, expand_inputs, rounds_per_report
 from traceattr.output import write_table, write_text
@@ -28,6 +30,7 @@ def compare_command(
         Optional[Path], typer.Option("--out", "-o", help="Write calls.csv, summary.csv, crossovers.csv, fit.csv here.")
     ] = None,
     match: MatchOpt = None,
+    group: GroupOpt = None,
     bandwidth: Annotated[
         Optional[float], typer.Option(help="Peak memory bandwidth in TB/s for the roofline share.")
     ] = None,
@@ -50,15 +53,17 @@ def compare_command(
     be read fails alone (its reason is printed, exit status 2).
     """
     check_regex(match)
+    check_group(group)
     paths = expand_inputs(traces)
     peak = bandwidth * 1e12 if bandwidth else None
     if len(paths) > 1:
-        _compare_many(paths, match, out, json_out, peak, workers, dask)
+        _compare_many(paths, match, group, out, json_out, peak, workers, dask)
         return
     trace = paths[0]
     att = Session(trace).attribute(match=match)
     runner = runfolder.read_json(trace, runfolder.RUNNER)  # a profile run folder: add the CUDA-event cross-check
-    analysis = analyse(att, peak_bytes_per_s=peak, events=runner.get("events", []) if runner is not None else None)
+    events = runner.get("events", []) if runner is not None else None
+    analysis = analyse(att, peak_bytes_per_s=peak, events=events, group=group)
     if analysis.calls.height == 0:
         raise NoDataError(trace, "has no NVTX ranges with GPU work to compare")
     _show_and_write(analysis, out, json_out, str(trace))
@@ -67,13 +72,15 @@ def compare_command(
 def _compare_many(
     paths: list[Path],
     match: str | None,
+    group: str | None,
     out: Path | None,
     json_out: Path | None,
     peak: float | None,
     workers: int | None,
     dask: str | None,
 ) -> None:
-    with attribute_many(paths, Settings(match=match, calls=True), workers=workers, dask=dask, out=None) as combined:
+    settings = Settings(match=match, calls=True, group=group)
+    with attribute_many(paths, settings, workers=workers, dask=dask, out=None) as combined:
         table = combined.calls if combined.calls is not None else pl.DataFrame()
         if table.height == 0:
             raise NoDataError(paths[0].parent, "none of the reports has NVTX ranges with GPU work to compare")
@@ -92,8 +99,16 @@ def _show_and_write(
     from traceattr.terminal import console, render_across, render_fit, render_reports, render_rules, render_summary
 
     con = console()
-    render_summary(analysis.summary, con, [])
-    render_rules(analysis.crossovers, con)
+    if analysis.note is not None:  # no winner to print: say why, in one line
+        con.print(escape(f"note: {analysis.note}"), soft_wrap=True)
+    else:
+        compared = compared_shapes(analysis.calls)
+        summary = analysis.summary
+        alone = summary.filter(~pl.col("shape").is_in(compared))["shape"].unique().sort().to_list()
+        render_summary(summary.filter(pl.col("shape").is_in(compared)), con, [])
+        render_rules(analysis.crossovers, con)
+        if alone:
+            con.print(escape(f"not compared (one backend each): {', '.join(alone)}"), soft_wrap=True)
     render_fit(analysis.fit, con)
     for frame, stem in extra:
         if stem == runfolder.REPORTS:
@@ -101,9 +116,10 @@ def _show_and_write(
         elif stem == runfolder.ACROSS_REPORTS:
             render_across(frame, con, "series")
     if json_out is not None:
-        doc = dispatch_rules(analysis.summary, analysis.crossovers, source=source)
+        rules = analysis.crossovers if analysis.note is None else analysis.crossovers.head(0)  # nothing compared
+        doc = dispatch_rules(analysis.summary, rules, source=source)
         write_text(json_out, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
-        con.print(f"wrote {json_out}")
+        con.print(escape(f"wrote {json_out}"))
     if out is not None:
         tables = (
             (analysis.calls, runfolder.CALLS),
@@ -114,4 +130,4 @@ def _show_and_write(
         )
         for frame, stem in tables:
             write_table(frame, out, stem, "csv")
-        con.print(f"wrote {out}/" + ", ".join(f"{stem}.csv" for _, stem in tables))
+        con.print(escape(f"wrote {out}/" + ", ".join(f"{stem}.csv" for _, stem in tables)))

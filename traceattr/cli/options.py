@@ -10,6 +10,7 @@ import polars as pl
 import typer
 
 from traceattr.attribution.engine import MODES
+from traceattr.callnames import group_pattern
 from traceattr.errors import TraceattrError
 
 ModeChoice = Enum("ModeChoice", {m: m for m in MODES}, type=str)  # type: ignore[misc]
@@ -38,6 +39,14 @@ ModeOpt = Annotated[
 ]
 DomainOpt = Annotated[Optional[str], typer.Option(help="Only ranges of this NVTX domain.")]
 MatchOpt = Annotated[Optional[str], typer.Option(help="Only ranges whose name matches this regex.")]
+GroupOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        help="How call names read as backend + shape: a preset (traceattr, keyvalue, slash, pipe, dot, underscore, "
+        "separated) or a regex with named groups backend, shape and optionally iter, arm, matched against each "
+        "range's message. Default: the presets traceattr, keyvalue, separated in turn. `traceattr shapes` lists them."
+    ),
+]
 RulesOpt = Annotated[Optional[Path], typer.Option(help="TOML kernel-role rules tried before the built-in ones.")]
 
 
@@ -49,3 +58,9 @@ def check_regex(pattern: str | None, option: str = "--match") -> None:
         pl.Series([""]).str.contains(pattern)
     except pl.exceptions.PolarsError as err:
         raise TraceattrError(f"{option}: invalid regular expression {pattern!r} ({str(err).splitlines()[0]})") from None
+
+
+def check_group(group: str | None) -> None:
+    """A grouping preset, or a regex polars accepts with the named groups grouping needs; else one line."""
+    if group is not None:
+        check_regex(group_pattern(group), "--group")

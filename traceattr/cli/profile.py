@@ -9,10 +9,11 @@ import typer
 from rich.table import Table
 
 from traceattr.arms import GENERIC_OPTIONS
+from traceattr.callnames import AUTO, GROUP_PRESETS
 from traceattr.cli import app
 from traceattr.profile import execute, make_plan, require_runnable
 from traceattr.shapes import DEFAULTS, HEAD_PRESETS, PUBLISHED_ROWS, parse_shape
-from traceattr.terminal import console, render_plan, render_summary
+from traceattr.terminal import console, plain_text, render_plan, render_summary
 
 
 @app.command("profile")
@@ -141,7 +142,7 @@ def shapes_command() -> None:
     from traceattr import shapes as module
 
     con = console()
-    con.print(module.__doc__, markup=False, highlight=False)
+    con.print(plain_text(module.__doc__ or ""), markup=False, highlight=False)
     con.print("defaults: " + ", ".join(f"{k}={v}" for k, v in DEFAULTS.items()))
     table = Table(title="Model presets (query heads per rank)", title_justify="left")
     table.add_column("part")
@@ -158,3 +159,12 @@ def shapes_command() -> None:
             name, s.name, ",".join(map(str, s.q_lens()[:8])), f"{s.batch * s.ctx * s.kv_bytes_per_token / 1e9:.2f} GB"
         )
     con.print(rows)
+    groups = Table(
+        title="Call-name groupings (compare/report --group; or a regex with named groups)", title_justify="left"
+    )
+    groups.add_column("preset")
+    groups.add_column("reads")
+    for name, (_, example) in GROUP_PRESETS.items():
+        groups.add_row(name, example)
+    con.print(groups, markup=False, highlight=False)
+    con.print(f"default: {', '.join(AUTO)} in turn, the first that reads any range", markup=False, highlight=False)

@@ -12,7 +12,17 @@ from traceattr import runfolder
 from traceattr.attribution.engine import RangeFilter, attribute
 from traceattr.attribution.roles import RoleRules
 from traceattr.cli import app
-from traceattr.cli.options import DomainOpt, MatchOpt, ModeChoice, ModeOpt, RulesOpt, TraceArg, check_regex
+from traceattr.cli.options import (
+    DomainOpt,
+    GroupOpt,
+    MatchOpt,
+    ModeChoice,
+    ModeOpt,
+    RulesOpt,
+    TraceArg,
+    check_group,
+    check_regex,
+)
 from traceattr.trace.inputs import resolve_trace
 from traceattr.trace.loader import load_trace
 
@@ -29,6 +39,7 @@ def report_command(
     mode: ModeOpt = ModeChoice.nsys,  # type: ignore[attr-defined]
     domain: DomainOpt = None,
     match: MatchOpt = None,
+    group: GroupOpt = None,
     rules: RulesOpt = None,
     title: Annotated[Optional[str], typer.Option(help="Page title (default: the trace's file name).")] = None,
 ) -> None:
@@ -39,11 +50,12 @@ def report_command(
     path = resolve_trace(trace)
     role_rules = RoleRules.load(rules)
     check_regex(match)
+    check_group(group)
     from traceattr.report import write_report  # imports plotly: after the cheap checks, so errors come fast
 
     target = _target(trace, out)
     att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
-    info = write_report(att, target, title=title, run=_run_info(trace))
+    info = write_report(att, target, title=title, run=_run_info(trace), group=group)
     for note in info.notes:
         print(f"note: {note}", file=sys.stderr)
     print(f"wrote {info.path} ({_size(info.size_bytes)})")

@@ -61,9 +61,13 @@ def build_report(
     peak_bytes_per_s: float | None = None,
     limits: Limits | None = None,
     receipt: Receipt | None = None,
+    group: str | None = None,
 ) -> str:
-    """The report of *att* as one HTML document (see the module doc)."""
-    return _build(att, title=title, run=run, peak_bytes_per_s=peak_bytes_per_s, limits=limits, receipt=receipt).html
+    """The report of *att* as one HTML document (see the module doc); *group*: how call names group
+    (:mod:`traceattr.callnames`)."""
+    return _build(
+        att, title=title, run=run, peak_bytes_per_s=peak_bytes_per_s, limits=limits, receipt=receipt, group=group
+    ).html
 
 
 def write_report(
@@ -75,9 +79,12 @@ def write_report(
     peak_bytes_per_s: float | None = None,
     limits: Limits | None = None,
     receipt: Receipt | None = None,
+    group: str | None = None,
 ) -> ReportInfo:
     """Write the report of *att* to *path* atomically (temp file, then rename); *run* is a run.json's content."""
-    built = _build(att, title=title, run=run, peak_bytes_per_s=peak_bytes_per_s, limits=limits, receipt=receipt)
+    built = _build(
+        att, title=title, run=run, peak_bytes_per_s=peak_bytes_per_s, limits=limits, receipt=receipt, group=group
+    )
     path = write_text(Path(path), built.html)
     return ReportInfo(path=path, size_bytes=path.stat().st_size, figures=built.sections, notes=built.notes)
 
@@ -90,8 +97,9 @@ def _build(
     peak_bytes_per_s: float | None,
     limits: Limits | None,
     receipt: Receipt | None = None,
+    group: str | None = None,
 ) -> _Built:
-    d = collect(att, peak_bytes_per_s, limits)
+    d = collect(att, peak_bytes_per_s, limits, group=group)
     colors = backend_colors(d.table["backend"])
     title = title or f"traceattr report: {att.meta.path.name}"
     sections = _sections(d, colors)

@@ -86,10 +86,12 @@ class ReportData:
         return sorted(self.summary["backend"].unique().to_list())
 
 
-def collect(att: Attribution, peak_bytes_per_s: float | None = None, limits: Limits | None = None) -> ReportData:
+def collect(
+    att: Attribution, peak_bytes_per_s: float | None = None, limits: Limits | None = None, group: str | None = None
+) -> ReportData:
     """Every frame of the report for *att*; raises :class:`NoDataError` when no range launched GPU work."""
     limits = limits or Limits()
-    analysis = analyse(att, peak_bytes_per_s=peak_bytes_per_s)
+    analysis = analyse(att, peak_bytes_per_s=peak_bytes_per_s, group=group)
     c = analysis.calls
     if c.height == 0:
         why = "the --domain/--match filter chose no range that" if att.selected else "no NVTX range"
@@ -105,7 +107,7 @@ def collect(att: Attribution, peak_bytes_per_s: float | None = None, limits: Lim
     peak, source = analysis.peak_bytes_per_s, analysis.peak_source
     full = _natural_order(analysis.summary)
     totals = Totals(c.height, c["backend"].n_unique(), c["shape"].n_unique())
-    notes: dict[str, list[str]] = {}
+    notes: dict[str, list[str]] = {"report": [analysis.note]} if analysis.note else {}
 
     # Many shapes (a trace whose ranges are not a benchmark, e.g. one range per torch op) would make
     # thousands of panels: the figures draw the shapes with the most GPU time, the table more rows.
