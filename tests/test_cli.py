@@ -31,6 +31,24 @@ def test_terminal_table(exports: dict[str, Path]) -> None:
     assert "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT" in out.stdout
 
 
+def test_terminal_summary_per_name_and_ranges_flag(exports: dict[str, Path]) -> None:
+    """Like nsys's nvtx_sum: one row per range name (count, total and median GPU span, kernel sum)."""
+    out = run("attribute", str(exports["h200_torch_tiny"]))
+    assert "GPU time per NVTX range name" in out.stdout and "GPU time per NVTX range (µs)" not in out.stdout
+    row = next(line for line in out.stdout.splitlines() if "traceattr:matmul_softmax" in line)
+    cells = [c.strip() for c in row.split("│")[1:-1]]
+    assert cells[:3] == ["traceattr:matmul_softmax", "5", "1,756.2"]  # 5 ranges of that name, their spans summed
+    each = run("attribute", str(exports["h200_torch_tiny"]), "--ranges")
+    assert "GPU time per NVTX range (µs)" in each.stdout
+    assert sum("traceattr:matmul_softmax" in line for line in each.stdout.splitlines()) == 5
+
+
+def test_notes_are_not_markup(exports: dict[str, Path]) -> None:
+    out = run("attribute", str(exports["nsysai_h100_2gpu_1s"]))
+    assert out.returncode == 0, out.stderr
+    assert "(sliced capture): listed as [no launch record]" in out.stdout
+
+
 @pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
 def test_out_dir_formats(exports: dict[str, Path], tmp_path: Path, fmt: str) -> None:
     out = run("attribute", str(exports["h200_flashinfer_mla"]), "--out", str(tmp_path), "--format", fmt)

@@ -141,3 +141,6 @@ def test_shapes_command() -> None:
     out = cli("shapes")
     assert out.returncode == 0
     assert "mtp_q4_ctx342305_h96_b8_bf16_p64" in out.stdout and "kimi-tp8" in out.stdout
+    assert "``" not in out.stdout and ":meth:" not in out.stdout  # plain text, not reST
+    assert "So q8_ctx900k is 8 verify tokens" in out.stdout and "Grammar (parts joined by _, any order" in out.stdout
+    assert all(name in out.stdout for name in ("traceattr", "keyvalue", "slash", "pipe", "dot", "underscore"))

@@ -86,19 +86,66 @@ def console() -> Console:
     return con if con.is_terminal else Console(width=160)
 
 
-def render_attribution(att: Attribution, console: Console, limit: int = 30) -> None:
-    meta = att.meta
-    ranges = att.ranges
-    # ranges with GPU work in order of their first op (as nsys lists them), buckets last
-    with_ops = ranges.filter(pl.col("gpu_ops") > 0).sort(
-        pl.col("range_id").is_null(), "gpu_start_ns", "range_id", nulls_last=True, maintain_order=True
+def render_range_summary(att: Attribution, console: Console, limit: int = 30) -> None:
+    """GPU time per range name, as nsys's ``nvtx_sum`` lists CPU time per name: instances, total and
+    median GPU span (first op start → last op end), kernel time; the buckets last."""
+    per = (
+        att.ranges.filter(pl.col("gpu_ops") > 0)
+        .group_by("name")
+        .agg(
+            pl.len().alias("count"),
+            pl.col("gpu_span_ns").sum().alias("total"),
+            pl.col("gpu_span_ns").median().alias("median"),
+            pl.col("gpu_span_ns").min().alias("min"),
+            pl.col("gpu_span_ns").max().alias("max"),
+            pl.col("kernel_sum_ns").sum().alias("kernels"),
+            pl.col("gpu_ops").sum().alias("ops"),
+            pl.col("range_id").is_null().all().alias("bucket"),
+        )
+        .sort("bucket", "total", "name", descending=[False, True, False])
     )
+    table = Table(title="GPU time per NVTX range name (µs; span = first op start → last op end)", title_justify="left")
+    table.add_column("range", no_wrap=True, max_width=70)
+    for head in ("count", "total span", "median span", "min", "max", "kernel sum", "ops"):
+        table.add_column(head, justify="right")
+    shown = per if limit <= 0 else per.head(limit)
+    for row in shown.iter_rows(named=True):
+        table.add_row(
+            Text(_short(row["name"], 70)), f"{row['count']:,}", _us(row["total"]), _us(row["median"]),
+            _us(row["min"]), _us(row["max"]), _us(row["kernels"]), f"{row['ops']:,}",
+        )  # fmt: skip
+    console.print(table)
+    if per.height > shown.height:
+        console.print(f"… {per.height - shown.height:,} more range names (--limit 0 shows all)")
+
+
+def render_attribution(att: Attribution, console: Console, limit: int = 30, ranges: bool = False) -> None:
+    """The trace's header, GPU time per range name (or, with *ranges*, per range), and the op names."""
+    meta = att.meta
+    every = att.ranges
     console.print(
         Text.assemble(
             (str(meta.path), "bold"),
             f"  nsys {meta.nsys_version or '?'} (schema {meta.schema_version or '?'})  mode {att.mode}  "
-            f"{att.trace.gpu_ops.height:,} GPU ops  {ranges.filter(pl.col('range_id').is_not_null()).height:,} ranges",
+            f"{att.trace.gpu_ops.height:,} GPU ops  {every.filter(pl.col('range_id').is_not_null()).height:,} ranges",
         )
+    )
+    if ranges:
+        render_ranges(att, console, limit)
+    else:
+        render_range_summary(att, console, limit)
+    silent = every.filter((pl.col("gpu_ops") == 0) & pl.col("range_id").is_not_null()).height
+    if silent:
+        console.print(f"{silent:,} ranges launched no GPU work")
+    render_kernels(att, console)
+    for note in att.notes:
+        console.print(Text.assemble(("note:", "yellow"), f" {note}"))  # a note may hold [no launch record]
+
+
+def render_ranges(att: Attribution, console: Console, limit: int = 30) -> None:
+    """One row per range with GPU work, in order of its first op (as nsys lists them), buckets last."""
+    with_ops = att.ranges.filter(pl.col("gpu_ops") > 0).sort(
+        pl.col("range_id").is_null(), "gpu_start_ns", "range_id", nulls_last=True, maintain_order=True
     )
     roles = [c for c in ROLE_COLUMNS if with_ops[c].sum() > 0]
     table = Table(title="GPU time per NVTX range (µs)", title_justify="left", show_lines=False)
@@ -124,12 +171,6 @@ def render_attribution(att: Attribution, console: Console, limit: int = 30) -> N
     hidden = with_ops.height - shown.height
     if hidden > 0:
         console.print(f"… {hidden:,} more ranges with GPU work (--limit 0 shows all; --out DIR writes them)")
-    silent = ranges.filter((pl.col("gpu_ops") == 0) & pl.col("range_id").is_not_null()).height
-    if silent:
-        console.print(f"{silent:,} ranges launched no GPU work")
-    render_kernels(att, console)
-    for note in att.notes:
-        console.print(f"[yellow]note:[/yellow] {note}")
 
 
 def render_kernels(att: Attribution, console: Console, top: int = 12) -> None:
@@ -154,7 +195,7 @@ def render_kernels(att: Attribution, console: Console, top: int = 12) -> None:
         table.add_column(head, justify=justify, no_wrap=True, max_width=70 if head == "name" else None)  # type: ignore[arg-type]
     for label, row in zip(shown[:top], per.head(top).iter_rows(named=True), strict=True):
         table.add_row(
-            Text(_short(label, 70)), str(row["role"]), row["family"] or "", f"{row['n']:,}",
+            Text(_short(label, 70)), str(row["role"]), Text(row["family"] or ""), f"{row['n']:,}",
             _us(row["total"]), _us(row["median"]), f"{100 * row['total'] / total:.1f}%",
         )  # fmt: skip
     console.print(table)
@@ -187,7 +228,7 @@ def render_plan(plan: Any, console: Console) -> None:
         sizes.add_column(head, justify="left" if head == "shape" else "right")
     for name, t in plan.tensors.items():
         sizes.add_row(
-            name, f"{t['pages']:,}", _bytes(t["kv_bytes"]), _bytes(t["q_bytes"]), _bytes(t["min_bytes_moved"])
+            Text(name), f"{t['pages']:,}", _bytes(t["kv_bytes"]), _bytes(t["q_bytes"]), _bytes(t["min_bytes_moved"])
         )
     console.print(sizes)
     table = Table(title="Arms", title_justify="left")
@@ -229,7 +270,7 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
     roles = [c for c in ("attention_us", "reduce_us", "schedule_us", "copy_us", "other_us") if summary[c].sum() > 0]
     for shape in sorted(summary["shape"].unique().to_list(), key=_shape_order):
         part = summary.filter(pl.col("shape") == shape)
-        table = Table(title=f"{shape}: per-call GPU time (µs; median, p10–p90 over calls)", title_justify="left")
+        table = Table(title=Text(f"{shape}: per-call GPU time (µs; median, p10–p90 over calls)"), title_justify="left")
         events = "event_us" in part.columns and part["event_us"].is_not_null().any()
         for head in ("backend", "calls", "median", "p10–p90", *[r.removesuffix("_us") for r in roles], "gaps",
                      "kernels", "roofline", "vs best", *(["CUDA events"] if events else [])):  # fmt: skip
@@ -315,7 +356,7 @@ def render_fit(fit: pl.DataFrame, console: Console) -> None:
     for r in fit.sort("family", "per_1k_tokens_us").iter_rows(named=True):
         half = "" if r["ctx_half"] is None else f"{r['ctx_half'] / 1000:,.0f}k"
         table.add_row(
-            r["family"], r["backend"], str(r["contexts"]),
+            Text(r["family"]), Text(r["backend"]), str(r["contexts"]),
             f"{r['fixed_us']:,.1f} [{r['fixed_low_us']:,.1f}, {r['fixed_high_us']:,.1f}]",
             f"{r['per_1k_tokens_us']:.3f} [{r['per_1k_low_us']:.3f}, {r['per_1k_high_us']:.3f}]",
             f"{r['r2']:.4f}", half,

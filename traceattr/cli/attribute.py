@@ -49,7 +49,10 @@ def attribute_command(
     domain: DomainOpt = None,
     match: MatchOpt = None,
     rules: RulesOpt = None,
-    limit: Annotated[int, typer.Option(help="Ranges shown on the terminal (0: all).")] = 30,
+    limit: Annotated[int, typer.Option(help="Rows shown on the terminal (0: all).")] = 30,
+    each_range: Annotated[
+        bool, typer.Option("--ranges", help="On the terminal, one row per range instead of one per range name.")
+    ] = False,
     workers: WorkersOpt = None,
     dask: DaskOpt = None,
 ) -> None:
@@ -76,7 +79,7 @@ def attribute_command(
     fmt_value = fmt.value
     if out is None:
         if fmt_value == "table":
-            _render(att, limit)
+            _render(att, limit, each_range)
         elif fmt_value == "parquet":
             raise TraceattrError("--format parquet needs --out DIR")
         elif fmt_value == "csv":
@@ -95,15 +98,15 @@ def attribute_command(
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)), "seconds": round(time.time() - started, 3),
     })  # fmt: skip
     if fmt_value == "table":
-        _render(att, limit)
+        _render(att, limit, each_range)
     print(f"wrote {ranges_file}, {kernels_file}", file=sys.stderr)
 
 
-def _render(att: Attribution, limit: int) -> None:
+def _render(att: Attribution, limit: int, each_range: bool) -> None:
     # rich's table machinery is imported only when a table is shown: `--out` never pays for it
     from traceattr.terminal import console, render_attribution
 
-    render_attribution(att, console(), limit)
+    render_attribution(att, console(), limit, ranges=each_range)
 
 
 def _attribute_many(

@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from traceattr.arms import GENERIC_OPTIONS
 from traceattr.callnames import AUTO, GROUP_PRESETS
@@ -89,7 +91,7 @@ def profile_command(
 
         def show(line: str) -> None:
             if line.startswith("[traceattr] "):
-                status.update(line.removeprefix("[traceattr] "))
+                status.update(escape(line.removeprefix("[traceattr] ")))
                 con.print(line, style="dim", highlight=False, markup=False)
 
         result = execute(plan, on_line=show)
@@ -102,7 +104,7 @@ def profile_command(
     clocks = result.runner.get("clocks") or {}
     if clocks.get("low_clock"):
         con.print(f"[yellow]note:[/yellow] median SM clock {clocks['sm_clock_mhz_median']} MHz is below 90% of max")
-    con.print(f"run folder: {result.folder}")
+    con.print(f"run folder: {result.folder}", markup=False, highlight=False)
 
 
 def _profile_ranks(
@@ -130,10 +132,10 @@ def _profile_ranks(
         combined = combine(run_reports(exports, Settings(domain="traceattr"), workers=len(exports), parts=parts))
         written = write_combined(combined, plan.folder, "parquet")
     for reason in combined.failures:
-        con.print(f"[red]error:[/red] {reason}")
+        con.print(Text.assemble(("error:", "red"), f" {reason}"))
     render_reports(combined.reports, con)
     render_across(across_reports(combined.ranges, "name"), con, "name")
-    con.print(f"run folder: {plan.folder} ({', '.join(w.name for w in written)})")
+    con.print(f"run folder: {plan.folder} ({', '.join(w.name for w in written)})", markup=False, highlight=False)
 
 
 @app.command("shapes")

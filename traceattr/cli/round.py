@@ -128,7 +128,9 @@ def round_command(
         progress.update(task, completed=len(plan.rows) * len(requests), description="done")
     _write_report(receipt, plan)
     con.print(receipt.markdown(), highlight=False, markup=False)
-    con.print(f"receipts: {plan.folder}/receipt.md, receipt.csv, receipt.json, report.html", highlight=False)
+    con.print(
+        f"receipts: {plan.folder}/receipt.md, receipt.csv, receipt.json, report.html", highlight=False, markup=False
+    )
 
 
 def _write_report(receipt: Receipt, plan: RoundPlan) -> None:
