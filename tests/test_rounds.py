@@ -122,6 +122,8 @@ def test_verdict_classes(tmp_path: Path, ratio: float, noise: float, verdict: st
         assert r["verdict"] == verdict, r
         assert r["pairs"] == 3 * 8 and r["rounds"] == 3 and len(r["baseline_rounds_us"]) == 3
         assert r["ratio"] == pytest.approx(r["candidate_us"] / r["baseline_us"])
+        if verdict != "ambiguous":  # the interval is about the headline ratio (median of round medians)
+            assert r["low"] <= r["ratio"] <= r["high"]
         if noise < 0.01:
             assert r["ratio"] == pytest.approx(ratio, rel=0.01)
             assert r["baseline_us"] == pytest.approx(100 if row is ROWS[0] else 200, rel=0.01)

@@ -59,3 +59,19 @@ def test_classify_and_geomean():
     assert classify(math.nan, 1.0) == "ambiguous"
     assert geomean([0.5, 2.0]) == pytest.approx(1.0)
     assert math.isnan(geomean([]))
+
+
+def test_grouped_pairs_give_the_median_of_group_medians_and_its_interval():
+    # three captures, the second 3% slower for both arms (a clock step): the receipt's statistic is the
+    # median over captures of each capture's median, and the interval must be about that same number
+    rng = np.random.default_rng(4)
+    g = np.repeat([0, 1, 2], 20)
+    b = 100 * (1 + 0.02 * rng.standard_normal(60)) * np.where(g == 1, 1.03, 1.0)
+    c = b * 0.94 * (1 + 0.02 * rng.standard_normal(60))
+    cmp = compare_samples(b, c, paired=True, groups=g)
+    headline = np.median([np.median(c[g == k]) for k in range(3)]) / np.median([np.median(b[g == k]) for k in range(3)])
+    assert cmp.ratio == pytest.approx(headline) and cmp.low < cmp.ratio < cmp.high < 1 and cmp.verdict == "faster"
+    aa = compare_samples(b, b * (1 + 0.001 * rng.standard_normal(60)), paired=True, groups=g)
+    assert aa.verdict == "same"
+    with pytest.raises(ValueError):
+        compare_samples(b, c, paired=True, groups=g[:-1])

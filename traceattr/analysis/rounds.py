@@ -7,7 +7,8 @@ captures and ABBA inside each. Per row:
 * each arm's median per capture, the median of those (the headline µs), and
   ``ratio`` = candidate / baseline of the two;
 * the verdict and its interval from :func:`traceattr.analysis.stats.compare_samples`
-  over the paired calls (one pair per iteration per capture);
+  over the paired calls (one pair per iteration per capture), grouped by
+  capture so the interval is for that same median-of-rounds ratio;
 * gates, each a status (``pass``, ``fail``, ``not measured``, ``off``) with
   its measured value, and a row is refused unless every gate passes or is off:
 
@@ -287,8 +288,9 @@ def round_rows(
         b_rounds, b_us = med.get((row.shape, baseline), ([], None))
         c_rounds, c_us = med.get((row.shape, candidate), ([], None))
         ratio = c_us / b_us if b_us and c_us else None
-        cmp = compare_samples(sp["base_us"], sp["cand_us"], paired=True, confidence=gates.confidence,
-                              same_within=gates.same_within)  # fmt: skip
+        # the interval is for the headline itself: per-round medians, then their median
+        cmp = compare_samples(sp["base_us"], sp["cand_us"], paired=True, groups=sp["round"],
+                              confidence=gates.confidence, same_within=gates.same_within)  # fmt: skip
         seen = {(r, b) for r, b, sh in timed if sh == row.shape}
         a_status, a_note = arms_gate(captures, row.shape, (baseline, candidate), seen)
         d = dirs.get(row.shape)

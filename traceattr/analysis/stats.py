@@ -19,6 +19,7 @@ of medians, not of means; resampling is seeded, so a verdict is reproducible.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -74,6 +75,7 @@ def compare_samples(
     confidence: float = CONFIDENCE,
     same_within: float = SAME_WITHIN,
     paired: bool = False,
+    groups: Sequence[int] | np.ndarray | None = None,
     n_resamples: int = _RESAMPLES,
     seed: int = _SEED,
 ) -> Comparison:
@@ -82,7 +84,14 @@ def compare_samples(
     ``paired`` resamples (baseline[i], candidate[i]) together, for samples that
     were taken side by side (one pair per round). Fewer than two positive
     samples on a side give ``ambiguous`` with a NaN interval.
+
+    ``groups`` (paired samples only) labels each pair with its capture (a
+    round of ``traceattr round``): each arm is then the median over groups of
+    its per-group medians, as a round receipt reports it, and the interval is
+    for that ratio (pairs resampled with their labels).
     """
+    if groups is not None:
+        return _compare_grouped(baseline, candidate, groups, confidence, same_within, n_resamples, seed)
     b = np.asarray(baseline, dtype=float)
     c = np.asarray(candidate, dtype=float)
     b, c = b[np.isfinite(b)], c[np.isfinite(c)]
@@ -104,6 +113,53 @@ def compare_samples(
             confidence_level=confidence,
             method="percentile",
             batch=max(1, _BATCH_VALUES // max(len(b), len(c))),
+            rng=np.random.default_rng(seed),
+        )
+        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return Comparison(ratio, low, high, classify(low, high, same_within), len(b), len(c), confidence)
+
+
+def _ratio_of_group_medians(b: np.ndarray, c: np.ndarray, g: np.ndarray, axis: int = -1) -> np.ndarray:
+    """median over groups of per-group medians, candidate over baseline; along *axis* (one row per resample)."""
+    keys = np.unique(g)
+    with warnings.catch_warnings():  # a group absent from a resample is a NaN the outer median skips
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mb = np.nanmedian(np.stack([np.nanmedian(np.where(g == k, b, np.nan), axis=axis) for k in keys]), axis=0)
+        mc = np.nanmedian(np.stack([np.nanmedian(np.where(g == k, c, np.nan), axis=axis) for k in keys]), axis=0)
+    return mc / mb
+
+
+def _compare_grouped(
+    baseline: Sequence[float] | np.ndarray,
+    candidate: Sequence[float] | np.ndarray,
+    groups: Sequence[int] | np.ndarray,
+    confidence: float,
+    same_within: float,
+    n_resamples: int,
+    seed: int,
+) -> Comparison:
+    b, c = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
+    g = np.unique(np.asarray(groups), return_inverse=True)[1]
+    if not len(b) == len(c) == len(g):
+        raise ValueError(f"grouped pairs need equal lengths, got {len(b)}, {len(c)} and {len(g)}")
+    keep = np.isfinite(b) & np.isfinite(c)
+    b, c, g = b[keep], c[keep], g[keep]
+    if len(b) < 2 or np.median(b) <= 0 or np.median(c) <= 0:
+        ratio = float(_ratio_of_group_medians(b, c, g)) if len(b) and np.median(b) > 0 else math.nan
+        return Comparison(ratio, math.nan, math.nan, "ambiguous", len(b), len(c), confidence)
+    ratio = float(_ratio_of_group_medians(b, c, g))
+    if np.ptp(b) == 0 and np.ptp(c) == 0:
+        low = high = ratio
+    else:
+        res = stats.bootstrap(
+            (b, c, g),
+            _ratio_of_group_medians,
+            vectorized=True,
+            paired=True,
+            batch=max(1, _BATCH_VALUES // (3 * len(b))),
+            n_resamples=n_resamples,
+            confidence_level=confidence,
+            method="percentile",
             rng=np.random.default_rng(seed),
         )
         low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
