@@ -34,11 +34,16 @@ VERDICT_SCHEMA = {
 
 
 def call_samples(calls: pl.DataFrame) -> Samples:
-    """Per-call GPU spans (ns) of each (shape, backend) of *calls* (shape and backend filled)."""
-    parts = calls.select("shape", "backend", pl.col("gpu_span_ns").cast(pl.Float64)).partition_by(
-        "shape", "backend", as_dict=True
+    """Per-call GPU spans (ns) of each (shape, backend) of *calls* (shape and backend filled).
+
+    Only shapes measured with two or more backends: the others are never compared.
+    """
+    per = (
+        calls.filter(pl.col("backend").n_unique().over("shape") > 1)
+        .group_by("shape", "backend")
+        .agg(pl.col("gpu_span_ns").drop_nulls().cast(pl.Float64))
     )
-    return {(s, b): part["gpu_span_ns"].drop_nulls().to_numpy() for (s, b), part in parts.items()}  # type: ignore[misc]
+    return {(s, b): np.asarray(v, dtype=float) for s, b, v in per.iter_rows()}
 
 
 def compare_arms(samples: Samples, shape: str, baseline: str, candidate: str) -> Comparison:
@@ -50,8 +55,16 @@ def shape_verdicts(summary: pl.DataFrame, samples: Samples) -> pl.DataFrame:
     """One row per (shape, backend) of *summary* (``shape, backend, median_us``): see :data:`VERDICT_SCHEMA`."""
     rows: list[tuple] = []
     ordered = summary.select("shape", "backend", "median_us").sort("shape", "median_us", "backend")
-    for (shape,), part in ordered.group_by(["shape"], maintain_order=True):
-        best, *others = part["backend"].to_list()
+    # a shape measured with one backend only is "alone" (no comparison): done in one step, as foreign
+    # traces may have thousands of such series
+    several = pl.col("backend").n_unique().over("shape") > 1
+    alone = ordered.filter(~several).select(
+        "shape", "backend", pl.lit(None, pl.Float64).alias("vs_best_low"), pl.lit(None, pl.Float64).alias("vs_best_high"),
+        pl.lit("alone").alias("verdict"), pl.lit(None, pl.String).alias("same_program_as"), pl.lit(False).alias("winner"),
+        pl.lit(None, pl.Float64).alias("tie_pct"),
+    )  # fmt: skip
+    for shape, backends in ordered.filter(several).group_by("shape", maintain_order=True).agg("backend").iter_rows():
+        best, *others = backends
         mine: list[tuple] = []  # (backend, low, high, verdict, same_program_as)
         noise = 0.0
         for other in others:
@@ -70,7 +83,7 @@ def shape_verdicts(summary: pl.DataFrame, samples: Samples) -> pl.DataFrame:
         mine.insert(0, (best, 1.0, 1.0, verdict, None))
         tie_pct = 100 * noise if tied else None
         rows += [(shape, *m, m[3] == "winner", tie_pct) for m in mine]
-    return pl.DataFrame(rows, schema=VERDICT_SCHEMA, orient="row")
+    return pl.concat([pl.DataFrame(rows, schema=VERDICT_SCHEMA, orient="row"), alone.cast(VERDICT_SCHEMA)])  # type: ignore[arg-type]
 
 
 def tie_text(noise_pct: float | None) -> str:
