@@ -92,7 +92,7 @@ def test_user_rules(exports: dict[str, Path], tmp_path: Path) -> None:
     rules.write_text('[[rule]]\nrole = "attention"\nfamily = "gemm"\npattern = "nvjet_"\n', encoding="utf-8")
     out = run("attribute", str(exports["h200_torch_tiny"]), "--format", "json", "--rules", str(rules))
     call0 = next(r for r in json.loads(out.stdout) if r["name"] == "traceattr:call:0")
-    assert call0["attention_ns"] > 0
+    assert call0["attention_sum_ns"] > 0
 
 
 def _file(path: Path, data: bytes) -> Path:

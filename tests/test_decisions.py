@@ -15,6 +15,7 @@ from traceattr.analysis.crossover import crossovers, rule_text
 from traceattr.analysis.dispatch import backend_for, dispatch_rules
 from traceattr.analysis.pipeline import analyse
 from traceattr.analysis.summary import summarize
+from traceattr.attribution.calltime import EVENT_COLUMNS, EXPOSED_COLUMNS
 from traceattr.attribution.engine import ROLE_COLUMNS
 from traceattr.backends import same_program
 from traceattr.cli import main
@@ -42,7 +43,11 @@ def calls_frame(times_us: dict[tuple[str, str], float], noise: float = 0.003, se
         pl.lit(5_000).alias("launch_latency_ns"),
         pl.lit(1).alias("kernels"),
         pl.lit(1).alias("gpu_ops"),
-        *[(pl.col("gpu_span_ns") if c == "attention_ns" else pl.lit(0)).alias(c) for c in ROLE_COLUMNS],
+        *[(pl.col("gpu_span_ns") if c == "attention_sum_ns" else pl.lit(0)).alias(c) for c in ROLE_COLUMNS],
+        *[(pl.col("gpu_span_ns") if c == "attention_exposed_ns" else pl.lit(0)).alias(c) for c in EXPOSED_COLUMNS],
+        pl.lit(5_000).alias("launch_overhead_ns"),
+        *[pl.lit(0).alias(c) for c in ("queue_wait_ns", "stream_idle_before_ns")],
+        *[pl.lit(None, pl.Int64).alias(c) for c in EVENT_COLUMNS],
     )
     return frame.select(CALL_COLUMNS)
 

@@ -98,9 +98,9 @@ def test_profile_end_to_end(tmp_path: Path) -> None:
     backends = set(summary["backend"].to_list())
     assert "fa3" in backends and "trtllm-gen" not in backends
     assert summary.filter(pl.col("backend") == "fa3")["calls"].item() == 4
-    assert summary.filter(pl.col("backend") == "fa3")["reduce_us"].item() == 0
+    assert summary.filter(pl.col("backend") == "fa3")["reduce_exposed_us"].item() == 0
     if "flashmla" in backends:  # split + combine: the reduce is its own kernel
-        assert summary.filter(pl.col("backend") == "flashmla")["reduce_us"].item() > 0
+        assert summary.filter(pl.col("backend") == "flashmla")["reduce_exposed_us"].item() > 0
     # CUDA events recorded around each call bracket its GPU span (they add the launch
     # overhead, which dominates calls this small, so only the lower bound is tight)
     assert (summary["event_vs_span"] > -0.05).all()
@@ -196,7 +196,7 @@ def test_profile_arms_and_protocol(tmp_path: Path) -> None:
 
     summary = pl.read_csv(folder / "summary.csv")
     assert {"fa3", "fa3[graphs]", "fa3[splits=4]", "cand"} <= set(summary["backend"].to_list())
-    assert summary.filter(pl.col("backend") == "fa3[splits=4]")["reduce_us"].min() > 0  # merge_states: a reduce
+    assert summary.filter(pl.col("backend") == "fa3[splits=4]")["reduce_exposed_us"].min() > 0  # merge_states: a reduce
     calls = pl.read_csv(folder / "calls.csv")
     assert calls.group_by("shape", "backend").len()["len"].unique().to_list() == [4]
     ranges = pl.read_parquet(folder / "ranges.parquet")

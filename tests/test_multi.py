@@ -89,8 +89,8 @@ def test_per_rank_numbers_and_the_slowest_rank(ranks: Path) -> None:
     assert across["gpu_span_total_ns"] == 30_000 + 64_000
     reports = combined.reports.filter(pl.col("ok"))
     assert reports[multi.REPORT].to_list() == ["rank0", "rank1"]
-    assert reports["attention_ns"].to_list() == [30_000, 64_000]
-    assert reports["reduce_ns"].to_list() == [9_000, 9_000]  # the merge kernels
+    assert reports["attention_sum_ns"].to_list() == [30_000, 64_000]
+    assert reports["reduce_sum_ns"].to_list() == [9_000, 9_000]  # the merge kernels
     assert reports["gpu_ops"].to_list() == [9, 9] and reports["unattributed_ops"].to_list() == [0, 0]
     assert reports["gpu"].to_list() == ["NVIDIA H200"] * 2
 

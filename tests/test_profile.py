@@ -96,17 +96,18 @@ def test_calls_of_a_real_profile_run(sweep) -> None:
     assert table.group_by("shape", "backend").len()["len"].unique().to_list() == [10]
     # the flush ran outside every call range, in its own range, with role flush
     assert att.ops.filter(pl.col("role") == "flush").height == 200
-    assert table["flush_ns"].sum() == 0
+    assert table["flush_sum_ns"].sum() == 0 and table["flush_exposed_ns"].sum() == 0
 
 
 def test_reduce_kernel_vs_in_kernel_merge(sweep) -> None:
     _, table, summary = sweep
     flashmla = summary.filter(pl.col("backend") == "flashmla")
     fa3 = summary.filter(pl.col("backend") == "fa3")
-    assert (flashmla["reduce_us"] > 0).all() and (flashmla["kernels"] == 2).all()
-    assert (fa3["reduce_us"] == 0).all() and (fa3["kernels"] == 1).all()
+    assert (flashmla["reduce_exposed_us"] > 0).all() and (flashmla["kernels"] == 2).all()
+    assert (fa3["reduce_exposed_us"] == 0).all() and (fa3["kernels"] == 1).all()
+    assert (fa3["attention_exposed_share"] == 1).all()  # one kernel: the whole span
     one = table.filter(pl.col("backend") == "flashmla").row(0, named=True)
-    assert one["attention_ns"] + one["reduce_ns"] == one["kernel_sum_ns"]
+    assert one["attention_sum_ns"] + one["reduce_sum_ns"] == one["kernel_sum_ns"]
 
 
 def test_winners_and_the_crossover(sweep) -> None:

@@ -135,7 +135,7 @@ def reference(ranges: list[Rng], calls: list[Call], ops: list[Op]) -> dict[int, 
             row["gpu_end_ns"] = max(o.end for o in inside)
             row["busy_ns"] = _union([(o.start, o.end) for o in inside])
             row["kernel_sum_ns"] = sum(o.end - o.start for o in inside)
-            row["reduce_ns"] = sum(o.end - o.start for o in inside if o.kernel == 1)
+            row["reduce_sum_ns"] = sum(o.end - o.start for o in inside if o.kernel == 1)
         out[n_domains + i + 1] = row
     return out
 

@@ -217,7 +217,7 @@ def test_example_report_renders_without_errors(browser: Browser, tmp_path: Path)
         setTimeout(function () { done(gd.layout.yaxis.title.text); }, 300);
       })
     """)
-    assert title == "µs per call (median of each part)"
+    assert title == "µs of the median call"
     assert browser.problems() == []
 
 

@@ -233,7 +233,7 @@ def _report_summary(att: Attribution) -> dict[str, Any]:
         pl.col("end").max().alias("gpu_end_ns"),
         (pl.col("end").max() - pl.col("start").min()).alias("gpu_span_ns"),
         pl.col("dur").sum().alias("gpu_sum_ns"),
-        *[pl.col("dur").filter(pl.col("role") == r).sum().alias(f"{r}_ns") for r in ROLES],
+        *[pl.col("dur").filter(pl.col("role") == r).sum().alias(c) for r, c in zip(ROLES, ROLE_COLUMNS, strict=True)],
     ).row(0, named=True)
     busy = union_length(ops.select("_all", "start", "end"), "_all")["busy_ns"]
     devices = att.trace.devices

@@ -222,15 +222,17 @@ def execute(plan: ProfilePlan, on_line: Callable[[str], None] | None = None, *, 
         + ([runfolder.REPORT] if report else []),
     }  # fmt: skip
     files.append(write_manifest(folder, runfolder.RUN, run_info))
-    page = _write_report(att, folder, run_info, bandwidth) if report else None
+    page = _write_report(att, folder, run_info, bandwidth, runner.get("events", [])) if report else None
     if page is not None:
         files.append(page)
     return ProfileResult(folder, att, calls, summary, runner, tuple(files))
 
 
-def _write_report(att: Attribution, folder: Path, run_info: dict[str, Any], bandwidth: float | None) -> Path | None:
+def _write_report(
+    att: Attribution, folder: Path, run_info: dict[str, Any], bandwidth: float | None, events: list[dict[str, Any]]
+) -> Path | None:
     from traceattr.report import write_report
 
     info = write_report(att, folder / runfolder.REPORT, title=f"traceattr profile {folder.name}", run=run_info,
-                        peak_bytes_per_s=bandwidth)  # fmt: skip
+                        peak_bytes_per_s=bandwidth, events=events)  # fmt: skip
     return info.path

@@ -55,3 +55,15 @@ def read_json(folder: Path, name: str) -> dict[str, Any] | None:
     if not isinstance(content, dict):
         raise TraceError(path, "expected a JSON object")
     return content
+
+
+def runner_events(folder: Path) -> list[dict[str, Any]] | None:
+    """The CUDA-event times of a run folder's runner.json (``backend, shape, iter, event_us`` each); None without one."""
+    runner = read_json(folder, RUNNER)
+    if runner is None:
+        return None
+    events = runner.get("events", [])
+    keys = {"backend", "shape", "iter", "event_us"}
+    if not isinstance(events, list) or not all(isinstance(e, dict) and keys <= e.keys() for e in events):
+        raise TraceError(Path(folder) / RUNNER, f"expected its events to be objects with {', '.join(sorted(keys))}")
+    return events

@@ -266,26 +266,22 @@ def _shape_order(name: str) -> tuple[str, int, str]:
 
 
 def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tuple[str, str, str]]) -> None:
-    """Per shape: the backends side by side, the winner, and where the time goes."""
-    roles = [c for c in ("attention_us", "reduce_us", "schedule_us", "copy_us", "other_us") if summary[c].sum() > 0]
-    for shape in sorted(summary["shape"].unique().to_list(), key=_shape_order):
+    """Per shape: the backends side by side, the winner and where the time goes; then what came before it."""
+    exposed = [f"{r}_exposed_us" for r in ("attention", "reduce", "schedule", "flush", "copy", "other")]
+    parts = [c for c in (*exposed, "overlap_us") if summary[c].fill_null(0).sum() > 0] + ["gap_us"]
+    heads = {"overlap_us": "overlap", "gap_us": "gaps", **{c: c.removesuffix("_exposed_us") for c in exposed}}
+    shapes = sorted(summary["shape"].unique().to_list(), key=_shape_order)
+    for shape in shapes:
         part = summary.filter(pl.col("shape") == shape)
         table = Table(title=Text(f"{shape}: per-call GPU time (µs; median, p10–p90 over calls)"), title_justify="left")
-        events = "event_us" in part.columns and part["event_us"].is_not_null().any()
-        for head in ("backend", "calls", "median", "p10–p90", *[r.removesuffix("_us") for r in roles], "gaps",
-                     "kernels", "roofline", "vs best", *(["CUDA events"] if events else [])):  # fmt: skip
+        for head in ("backend", "calls", "median", "p10–p90", *[heads[c] for c in parts], "kernels", "roofline",
+                     "vs best"):  # fmt: skip
             table.add_column(head, justify="left" if head == "backend" else "right")
         for row in part.sort("median_us").iter_rows(named=True):
-            mark = _MARKS.get(row.get("verdict") or "", "  ")
-            cross_check = []
-            if events:
-                ev = row.get("event_us")
-                cross_check = [f"{ev:,.1f} ({100 * row['event_vs_span']:+.1f}%)" if ev is not None else ""]
             table.add_row(
-                Text(mark + row["backend"]), str(row["calls"]), f"{row['median_us']:,.1f}",
-                f"{row['p10_us']:,.1f}–{row['p90_us']:,.1f}", *[f"{row[r]:,.1f}" for r in roles], f"{row['gap_us']:,.1f}",
-                f"{row['kernels']:.0f}", "" if row["roofline"] is None else f"{100 * row['roofline']:.0f}%",
-                f"{row['ratio_to_best']:.2f}×", *cross_check,
+                Text(_MARKS.get(row.get("verdict") or "", "  ") + row["backend"]), str(row["calls"]), f"{row['median_us']:,.1f}",
+                f"{row['p10_us']:,.1f}–{row['p90_us']:,.1f}", *[_us1(row[c]) for c in parts], f"{row['kernels']:.0f}",
+                "" if row["roofline"] is None else f"{100 * row['roofline']:.0f}%", f"{row['ratio_to_best']:.2f}×",
             )  # fmt: skip
         table.caption = verdict_caption(part)
         table.caption_justify = "left"
@@ -297,6 +293,9 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
             )
     if summary["winner"].any():
         console.print(Text("★ winner: faster than every other backend (95% interval of the ratio of medians)", "dim"))
+    if summary.height:
+        console.print(Text(PARTS_LEGEND, "dim"))
+        _render_before(summary, shapes, console)
     for shape, backend, reason in unavailable:
         console.print(Text(f"{shape}: {backend} not run: {reason}", "dim"))
 
@@ -313,6 +312,52 @@ def verdict_caption(part: pl.DataFrame) -> Text | None:
     for row in part.filter(pl.col("verdict") == "same program").iter_rows(named=True):
         lines.append(f"= {row['backend']} runs the same program as {row['same_program_as']} here: not compared")
     return Text("\n".join(lines)) if lines else None  # Text: arm labels such as fa3[graphs] are not markup
+
+
+PARTS_LEGEND = (
+    "Role columns: exposed time (only that role running); overlap: two or more roles at once; gaps: nothing running. "
+    "Per call they add up to the span."
+)
+
+
+def _render_before(summary: pl.DataFrame, shapes: list[str], console: Console) -> None:
+    """Launch latency split into overhead and queueing, the stream's idle time, and the CUDA-event cross-check."""
+    events = "event_us" in summary.columns and summary["event_us"].is_not_null().any()
+    table = Table(title="Before each call's first op (µs, medians over calls)", title_justify="left")
+    heads = ["shape", "backend", "launch latency", "launch overhead", "queue wait", "stream idle before"]
+    if events:
+        heads += ["CUDA events", "events − span", "lead", "tail"]
+    for head in heads:
+        table.add_column(head, justify="left" if head in ("shape", "backend") else "right", no_wrap=head == "shape")
+    order = pl.DataFrame({"shape": shapes}).with_row_index("_o")
+    for row in summary.join(order, on="shape").sort("_o", "median_us").iter_rows(named=True):
+        cells = [
+            _us1(row[c]) for c in ("launch_latency_us", "launch_overhead_us", "queue_wait_us", "stream_idle_before_us")
+        ]
+        if events:
+            ev = row["event_us"]
+            cells += [
+                "" if ev is None else f"{ev:,.1f} ({100 * row['event_vs_span']:+.0f}%)",
+                *[_us1(row[c]) for c in ("event_minus_span_us", "event_lead_us", "event_tail_us")],
+            ]
+        table.add_row(Text(row["shape"]), Text(row["backend"]), *cells)
+    console.print(table)
+    legend = (
+        "Per call, launch latency (first launch call → first op) = launch overhead + queue wait (the stream still busy "
+        "with earlier work after the launch call); stream idle before: from the stream's previous op to the call's first op."
+    )
+    if events:
+        unexplained = summary["event_unexplained_us"].abs().max()
+        legend += (
+            " CUDA events recorded around each call: events − span = lead (the stream idle between the start event "
+            "and the first op) + tail (the stop event recorded after the last op ended)"
+            + (f"; the rest is within {unexplained:,.1f} µs (medians)." if unexplained is not None else ".")
+        )
+    console.print(Text(legend, "dim"))
+
+
+def _us1(v: float | None) -> str:
+    return "" if v is None else f"{v:,.1f}"
 
 
 def render_rules(crossings: pl.DataFrame, console: Console) -> None:

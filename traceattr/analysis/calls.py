@@ -19,6 +19,7 @@ import contextlib
 
 import polars as pl
 
+from traceattr.attribution.calltime import EXPOSED_COLUMNS, QUEUE_COLUMNS, call_times
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution
 from traceattr.callnames import AUTO, BETWEEN, FLUSH, WARMUP, group_fields, group_pattern
 from traceattr.errors import TraceattrError
@@ -26,8 +27,8 @@ from traceattr.shapes import SHAPE_PATTERN, ShapeError, parse_shape
 
 CALL_COLUMNS = (
     "call_id", "name", "series", "backend", "shape", "arm", "iter",
-    "gpu_start_ns", "gpu_span_ns", "busy_ns", "gap_ns", "kernel_sum_ns", "gpu_sum_ns", "launch_latency_ns",
-    "kernels", "gpu_ops", *ROLE_COLUMNS,
+    "gpu_start_ns", "gpu_span_ns", "busy_ns", "gap_ns", *EXPOSED_COLUMNS, "kernel_sum_ns", "gpu_sum_ns",
+    "launch_latency_ns", *QUEUE_COLUMNS, "kernels", "gpu_ops", *ROLE_COLUMNS,
 )  # fmt: skip
 # every run of shape parts in a message, with what delimits it (for grouping_note's "mixes shapes")
 _SHAPE_RUNS = rf"(?:^|[^A-Za-z0-9-])({SHAPE_PATTERN})(?:$|[^A-Za-z0-9-])"
@@ -49,7 +50,11 @@ def calls(att: Attribution, group: str | None = None) -> pl.DataFrame:
                 + (" (the --domain/--match filter applies first)" if att.selected else "")
             )
         picked = _series(ranges)
-    return picked.select(pl.col("range_id").alias("call_id"), *CALL_COLUMNS[1:]).sort("gpu_start_ns")
+    picked = picked.rename({"range_id": "call_id"})
+    trace = att.trace
+    times = call_times(picked, trace.gpu_ops, att.placement, trace.ranges.join(att.ranges.select("range_id", "parent_id"),
+                       on="range_id", how="left"), trace.api, trace.strings, nested=att.mode == "nsys")  # fmt: skip
+    return picked.join(times, on="call_id", how="left").select(CALL_COLUMNS).sort("gpu_start_ns")
 
 
 def _grouped(ranges: pl.DataFrame, pattern: str, *, keep_shape: bool) -> pl.DataFrame:

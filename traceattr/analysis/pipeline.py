@@ -26,7 +26,7 @@ from traceattr.attribution.engine import Attribution
 @dataclass(frozen=True)
 class Analysis:
     calls: pl.DataFrame  # analysis.calls: one row per measured call (may be empty)
-    summary: pl.DataFrame  # analysis.summary: per (shape, backend), plus event_us/event_vs_span with events
+    summary: pl.DataFrame  # analysis.summary: per (shape, backend), plus EVENT_SUMMARY columns with events
     crossovers: pl.DataFrame  # analysis.crossover: where the fastest backend changes along ctx
     fit: pl.DataFrame  # analysis.fit: fixed cost + per-token cost per (shape family, backend)
     peak_bytes_per_s: float | None
@@ -63,15 +63,36 @@ def analyse_calls(
     )
 
 
+EVENT_SUMMARY = ("event_us", "event_vs_span", "event_minus_span_us", "event_lead_us", "event_tail_us",
+                 "event_unexplained_us")  # fmt: skip
+
+
 def with_events(summary: pl.DataFrame, calls: pl.DataFrame, events: Sequence[dict[str, Any]]) -> pl.DataFrame:
-    """Add the CUDA-event median per (shape, backend) and how far it is from the nsys span."""
+    """Add the CUDA-event cross-check per (shape, backend), and what explains its difference from the span.
+
+    Each call's event time is matched to its call (backend, shape, iteration):
+    event − span = ``event_lead`` (the stream idle between the start event and
+    the first op: the flush ended before, or the CPU reached the launch later)
+    + ``event_tail`` (the stop event recorded after the last op ended) +
+    ``event_unexplained`` (the rest: the record calls' own submission time).
+    All are medians over calls, in µs; ``event_vs_span`` = median event / median span − 1.
+    """
     if not events:
-        return summary.with_columns(
-            pl.lit(None, pl.Float64).alias("event_us"), pl.lit(None, pl.Float64).alias("event_vs_span")
-        )
+        return summary.with_columns([pl.lit(None, pl.Float64).alias(c) for c in EVENT_SUMMARY])
     ev = pl.DataFrame(list(events)).select("backend", "shape", pl.col("iter").cast(pl.Int64), "event_us")
     # events are keyed by the canonical shape name; calls carry it too (from the NVTX message)
-    med = ev.group_by("shape", "backend").agg(pl.col("event_us").median())
+    per_call = calls.join(ev, on=["backend", "shape", "iter"], how="inner").with_columns(
+        (pl.col("event_us") - pl.col("gpu_span_ns") * 1e-3).alias("_diff")
+    )
+    med = per_call.group_by("shape", "backend").agg(
+        pl.col("event_us").median(),
+        pl.col("_diff").median().alias("event_minus_span_us"),
+        (pl.col("event_lead_ns").median() * 1e-3).alias("event_lead_us"),
+        (pl.col("event_tail_ns").median() * 1e-3).alias("event_tail_us"),
+        (pl.col("_diff") - (pl.col("event_lead_ns") + pl.col("event_tail_ns")) * 1e-3)
+        .median()
+        .alias("event_unexplained_us"),
+    )
     return summary.join(med, on=["shape", "backend"], how="left").with_columns(
         (pl.col("event_us") / pl.col("median_us") - 1).alias("event_vs_span")
     )

@@ -1,8 +1,15 @@
 """Per shape and backend: how long a call takes, where the time goes, who wins.
 
 Times are per call (first kernel start → last kernel end, the span); the
-median is the headline and p10–p90 the spread. Role columns are medians of
-the per-call role sums. ``roofline`` is the share of peak HBM bandwidth the
+median is the headline and p10–p90 the spread. Where the time goes is the
+exposed partition of each call's span (:mod:`traceattr.attribution.calltime`):
+``<role>_exposed_us``, ``overlap_us`` and ``gap_us`` are medians over calls,
+and ``<part>_share`` is the part's total over the span's total, so the shares
+of a row add up to exactly 1. ``<role>_sum_us`` (op time summed per role,
+overlaps counted twice) are kept for reference. ``launch_latency_us`` splits
+into ``launch_overhead_us`` + ``queue_wait_us`` per call (medians need not
+add up); ``stream_idle_before_us`` is the stream's idle time before the
+call's first op. ``roofline`` is the share of peak HBM bandwidth the
 median call reaches for the bytes the shape must move (KV read once + Q + O).
 ``winner`` is a declared winner: faster than every other backend with 95%
 confidence (:mod:`traceattr.analysis.verdicts`); ``verdict`` says winner, tie
@@ -18,12 +25,16 @@ from __future__ import annotations
 import polars as pl
 
 from traceattr.analysis.verdicts import call_samples, shape_verdicts
+from traceattr.attribution.calltime import EXPOSED_COLUMNS, LAUNCH_COLUMNS
 from traceattr.attribution.engine import ROLE_COLUMNS
 from traceattr.shapes import ShapeError, parse_shape
 
+PART_COLUMNS = (*EXPOSED_COLUMNS, "gap_ns")  # per call they add up to gpu_span_ns
+PARTS = tuple(c.removesuffix("_ns") for c in PART_COLUMNS)  # attention_exposed, …, overlap, gap
 SUMMARY_COLUMNS = (
     "shape", "backend", "calls", "median_us", "p10_us", "p90_us", "min_us", "max_us", "cv",
-    "busy_us", "kernel_sum_us", "gap_us", "launch_us", "kernels",
+    "busy_us", "kernel_sum_us", *(f"{p}_us" for p in PARTS), *(f"{p}_share" for p in PARTS),
+    "launch_latency_us", *(c.replace("_ns", "_us") for c in LAUNCH_COLUMNS), "kernels",
     *[c.replace("_ns", "_us") for c in ROLE_COLUMNS],
     "bytes", "roofline", "ratio_to_best", "vs_best_low", "vs_best_high", "verdict", "same_program_as", "winner",
     "tie_pct", "round_wins", "rounds", "consistent",
@@ -44,8 +55,14 @@ def summarize(calls: pl.DataFrame, peak_bytes_per_s: float | None) -> pl.DataFra
         (pl.col("gpu_span_ns").std() / pl.col("gpu_span_ns").mean()).alias("cv"),
         (pl.col("busy_ns").median() * us).alias("busy_us"),
         (pl.col("kernel_sum_ns").median() * us).alias("kernel_sum_us"),
-        (pl.col("gap_ns").median() * us).alias("gap_us"),
-        (pl.col("launch_latency_ns").median() * us).alias("launch_us"),
+        *[(pl.col(c).median() * us).alias(f"{p}_us") for c, p in zip(PART_COLUMNS, PARTS, strict=True)],
+        # totals over totals: the shares of a row partition the calls' time exactly
+        *[
+            (pl.col(c).sum() / pl.col("gpu_span_ns").sum()).fill_nan(None).alias(f"{p}_share")
+            for c, p in zip(PART_COLUMNS, PARTS, strict=True)
+        ],
+        (pl.col("launch_latency_ns").median() * us).alias("launch_latency_us"),
+        *[(pl.col(c).median() * us).alias(c.replace("_ns", "_us")) for c in LAUNCH_COLUMNS],
         pl.col("kernels").median().alias("kernels"),
         *[(pl.col(r).median() * us).alias(r.replace("_ns", "_us")) for r in ROLE_COLUMNS],
     )

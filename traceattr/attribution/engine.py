@@ -29,7 +29,7 @@ NO_LAUNCH = "[no launch record]"
 _UNATTRIBUTED_ID = -1  # group keys of the two buckets while aggregating
 _NO_LAUNCH_ID = -2
 
-ROLE_COLUMNS = tuple(f"{r}_ns" for r in ROLES)
+ROLE_COLUMNS = tuple(f"{r}_sum_ns" for r in ROLES)  # op time summed per role: overlaps count twice
 RANGE_COLUMNS = (
     "name", "domain", "message", "style", "pid", "tid", "range_id", "parent_id", "level", "num_child",
     "start_ns", "end_ns", "duration_ns", "closed",
@@ -392,7 +392,7 @@ def _metrics(assign: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
         "streams": pl.col("_new_stream"),
         "devices": pl.col("_new_device"),
         "busy_ns": _covered(rows, runs),
-        **{f"{role}_ns": dur * (pl.col("role") == role) for role in ROLES},
+        **{f"{role}_sum_ns": dur * (pl.col("role") == role) for role in ROLES},
     }
     ends = rows.select(e.cast(pl.Int64).cum_sum().alias(k) for k, e in sums.items())[last]
     totals = ends.select(pl.all() - pl.all().shift(1, fill_value=0))
@@ -411,7 +411,7 @@ def _metrics(assign: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
 _METRICS_SCHEMA = {
     "range_id": pl.Int64, "gpu_start_ns": pl.Int64, "gpu_end_ns": pl.Int64, "gpu_ops": pl.Int64,
     "op_records": pl.Int64, "kernels": pl.Int64, "kernel_sum_ns": pl.Int64, "gpu_sum_ns": pl.Int64,
-    "streams": pl.Int64, "devices": pl.Int64, "busy_ns": pl.Int64, **{f"{r}_ns": pl.Int64 for r in ROLES},
+    "streams": pl.Int64, "devices": pl.Int64, "busy_ns": pl.Int64, **dict.fromkeys(ROLE_COLUMNS, pl.Int64),
     "gpu_span_ns": pl.Int64, "launch_latency_ns": pl.Int64, "gap_ns": pl.Int64,
 }  # fmt: skip
 

@@ -61,9 +61,8 @@ def compare_command(
         return
     trace = paths[0]
     att = Session(trace).attribute(match=match)
-    runner = runfolder.read_json(trace, runfolder.RUNNER)  # a profile run folder: add the CUDA-event cross-check
-    events = runner.get("events", []) if runner is not None else None
-    analysis = analyse(att, peak_bytes_per_s=peak, events=events, group=group)
+    # a profile run folder: add the CUDA-event cross-check
+    analysis = analyse(att, peak_bytes_per_s=peak, events=runfolder.runner_events(trace), group=group)
     if analysis.calls.height == 0:
         raise NoDataError(trace, "has no NVTX ranges with GPU work to compare")
     _show_and_write(analysis, out, json_out, str(trace))

@@ -54,8 +54,9 @@ def report_command(
     from traceattr.report import write_report  # imports plotly: after the cheap checks, so errors come fast
 
     target = _target(trace, out)
+    events = runfolder.runner_events(trace)
     att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
-    info = write_report(att, target, title=title, run=_run_info(trace), group=group)
+    info = write_report(att, target, title=title, run=_run_info(trace), group=group, events=events)
     for note in info.notes:
         print(f"note: {note}", file=sys.stderr)
     print(f"wrote {info.path} ({_size(info.size_bytes)})")

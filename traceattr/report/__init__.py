@@ -62,11 +62,19 @@ def build_report(
     limits: Limits | None = None,
     receipt: Receipt | None = None,
     group: str | None = None,
+    events: list[dict[str, Any]] | None = None,
 ) -> str:
     """The report of *att* as one HTML document (see the module doc); *group*: how call names group
-    (:mod:`traceattr.callnames`)."""
+    (:mod:`traceattr.callnames`); *events*: a runner.json's CUDA-event times (the cross-check column)."""
     return _build(
-        att, title=title, run=run, peak_bytes_per_s=peak_bytes_per_s, limits=limits, receipt=receipt, group=group
+        att,
+        title=title,
+        run=run,
+        peak_bytes_per_s=peak_bytes_per_s,
+        limits=limits,
+        receipt=receipt,
+        group=group,
+        events=events,
     ).html
 
 
@@ -80,10 +88,21 @@ def write_report(
     limits: Limits | None = None,
     receipt: Receipt | None = None,
     group: str | None = None,
+    events: list[dict[str, Any]] | None = None,
 ) -> ReportInfo:
-    """Write the report of *att* to *path* atomically (temp file, then rename); *run* is a run.json's content."""
+    """Write the report of *att* to *path* atomically (temp file, then rename).
+
+    *run* is a run.json's content, *events* a runner.json's CUDA-event times (the cross-check column).
+    """
     built = _build(
-        att, title=title, run=run, peak_bytes_per_s=peak_bytes_per_s, limits=limits, receipt=receipt, group=group
+        att,
+        title=title,
+        run=run,
+        peak_bytes_per_s=peak_bytes_per_s,
+        limits=limits,
+        receipt=receipt,
+        group=group,
+        events=events,
     )
     path = write_text(Path(path), built.html)
     return ReportInfo(path=path, size_bytes=path.stat().st_size, figures=built.sections, notes=built.notes)
@@ -98,8 +117,9 @@ def _build(
     limits: Limits | None,
     receipt: Receipt | None = None,
     group: str | None = None,
+    events: list[dict[str, Any]] | None = None,
 ) -> _Built:
-    d = collect(att, peak_bytes_per_s, limits, group=group)
+    d = collect(att, peak_bytes_per_s, limits, group=group, events=events)
     colors = backend_colors(d.table["backend"])
     title = title or f"traceattr report: {att.meta.path.name}"
     sections = _sections(d, colors)
@@ -142,6 +162,18 @@ def _facts(att: Attribution, d: ReportData) -> list[tuple[str, str]]:
     ]
 
 
+_EVENTS_NOTE = (
+    " CUDA events: the time between the events the runner recorded around each call (runner.json), against the "
+    "span. They also hold the stream's idle time after the start event was reached and before the first op (lead: "
+    "the flush ended, or the CPU launched later) and the time from the last op to a stop event recorded later "
+    "(tail): per call, events − span = lead + tail, up to the record calls' own submission time."
+)
+
+
+def _has_events(d: ReportData) -> bool:
+    return "event_us" in d.table.columns and d.table["event_us"].is_not_null().any()
+
+
 def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
     peak_note = f"peak {d.peak_bytes_per_s / 1e12:.2f} TB/s ({d.peak_source})" if d.peak_bytes_per_s else "peak unknown"
     out = [
@@ -150,18 +182,23 @@ def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
             "Numbers",
             "Per shape and backend, over every measured call. A call's time is its GPU span, first op start to last "
             "op end. × best: median over the fastest backend's median at that shape. Roofline: share of peak HBM "
-            "bandwidth for the bytes the shape must move. Click a column to sort.",
+            "bandwidth for the bytes the shape must move. Role columns are exposed time, as in the next section. "
+            "Launch overhead + queue wait = first launch call to first op, where queue wait is the time the stream "
+            "was still busy with earlier work (the CPU ran ahead); stream idle before: from the stream's previous op "
+            "to the call's first op." + (_EVENTS_NOTE if _has_events(d) else "") + " Medians over calls; click a "
+            "column to sort.",
             numbers_table(d.table, colors, peak_note),
             tuple(d.notes.get("numbers", ())),
         ),
         Section(
             "attribution",
             "Where the time goes",
-            "Median time per kernel role per call, as shares of the parts, one group of bars per shape. Reduce "
-            "(orange) is a separate merge/combine kernel, as FlashMLA's split + combine; backends that merge inside "
-            "the attention kernel (fa3) show none. Gaps (hatched) are idle GPU time between the call's ops. The µs "
-            "button shows times, the black tick the median call: parts are medians each, and kernels that overlap "
-            "(a combine launched before the split kernel ends) add up to more than the call's span.",
+            "Each call's GPU span cut by what runs at each instant: a role's exposed time (only that role "
+            "running), overlap (two or more roles at once, as FlashMLA's combine kernel launched before its split "
+            "kernel ends) and gaps (hatched: nothing running), so the parts add up to the span exactly. The bars "
+            "are each backend's median call, one group per shape, as shares of its span or in µs (the black tick: "
+            "its span); hover for the part's share of all calls' time. Reduce (orange) is a separate "
+            "merge/combine kernel; backends that merge inside the attention kernel (fa3) show none.",
             figure_html(attribution_figure(d.summary), "fig-attribution"),
         ),
         Section(
@@ -195,7 +232,7 @@ def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
                 "ratio, from every call). A rule (green bracket: the two measured contexts around the change, the "
                 "dotted line the interpolated crossover) is written only where both sides are really faster; a grey "
                 "bracket is a tie within noise, open markers a backend tied with the fastest. Below, per shape, the "
-                "median µs of each role per backend, each shape on its own axis. The rules are the ones "
+                "parts of each backend's median call (exposed time per role, overlap, gaps), each shape on its own axis. The rules are the ones "
                 "traceattr compare prints and writes with --json.",
                 figure_html(context_figure(d, colors), "fig-context"),
                 tuple(context_notes(d)),

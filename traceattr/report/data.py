@@ -9,11 +9,14 @@ silently. Statistics (medians, boxes, ratios) always use every call.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
 from traceattr.analysis.crossover import with_family
 from traceattr.analysis.pipeline import analyse
+from traceattr.analysis.summary import PART_COLUMNS, PARTS
+from traceattr.attribution.calltime import subtrees
 from traceattr.attribution.engine import Attribution
 from traceattr.errors import NoDataError
 
@@ -65,7 +68,7 @@ class Totals:
 @dataclass(frozen=True)
 class ReportData:
     calls: pl.DataFrame  # analysis.calls() of the drawn shapes, shape/backend filled, is_median
-    summary: pl.DataFrame  # analysis.summary.summarize() of the drawn shapes
+    summary: pl.DataFrame  # summarize() of the drawn shapes, plus the median call's parts (call_<part>_us)
     table: pl.DataFrame  # summarize() rows of the numbers table
     totals: Totals  # over every measured call, drawn or not
     peak_bytes_per_s: float | None
@@ -87,11 +90,18 @@ class ReportData:
 
 
 def collect(
-    att: Attribution, peak_bytes_per_s: float | None = None, limits: Limits | None = None, group: str | None = None
+    att: Attribution,
+    peak_bytes_per_s: float | None = None,
+    limits: Limits | None = None,
+    group: str | None = None,
+    events: list[dict[str, Any]] | None = None,
 ) -> ReportData:
-    """Every frame of the report for *att*; raises :class:`NoDataError` when no range launched GPU work."""
+    """Every frame of the report for *att*; raises :class:`NoDataError` when no range launched GPU work.
+
+    *events*: a runner.json's CUDA-event times, for the table's cross-check columns.
+    """
     limits = limits or Limits()
-    analysis = analyse(att, peak_bytes_per_s=peak_bytes_per_s, group=group)
+    analysis = analyse(att, peak_bytes_per_s=peak_bytes_per_s, group=group, events=events)
     c = analysis.calls
     if c.height == 0:
         why = "the --domain/--match filter chose no range that" if att.selected else "no NVTX range"
@@ -105,7 +115,7 @@ def collect(
     c = c.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series")))
     c = _mark_medians(c)
     peak, source = analysis.peak_bytes_per_s, analysis.peak_source
-    full = _natural_order(analysis.summary)
+    full = _natural_order(analysis.summary).join(_median_call_parts(c), on=list(GROUP), how="left")
     totals = Totals(c.height, c["backend"].n_unique(), c["shape"].n_unique())
     notes: dict[str, list[str]] = {"report": [analysis.note]} if analysis.note else {}
 
@@ -170,6 +180,15 @@ def _natural_order(summary: pl.DataFrame) -> pl.DataFrame:
 
 
 # -- selections -----------------------------------------------------------------------------
+def _median_call_parts(c: pl.DataFrame) -> pl.DataFrame:
+    """Per (shape, backend): the median call's span and its exposed parts, µs (``call_span_us``, ``call_<part>_us``)."""
+    return c.filter(pl.col("is_median")).select(
+        *GROUP,
+        (pl.col("gpu_span_ns") / 1e3).alias("call_span_us"),
+        *[(pl.col(col) / 1e3).alias(f"call_{part}_us") for col, part in zip(PART_COLUMNS, PARTS, strict=True)],
+    )
+
+
 def _mark_medians(c: pl.DataFrame) -> pl.DataFrame:
     """``is_median``: the call whose span is the (lower) median of its shape and backend."""
     rank = pl.col("gpu_span_ns").rank("ordinal").over(GROUP)
@@ -237,23 +256,12 @@ def _crossings(cross: pl.DataFrame, context: pl.DataFrame) -> pl.DataFrame:
 
 
 # -- timeline -------------------------------------------------------------------------------
-def _subtrees(ranges: pl.DataFrame, call_ids: pl.Series) -> pl.DataFrame:
-    """(range_id, call_id): each call's range and every range nested in it (one join per nesting level)."""
-    tree = ranges.select("range_id", "parent_id")
-    frontier = pl.DataFrame({"range_id": call_ids, "call_id": call_ids})
-    parts = [frontier]
-    while frontier.height:
-        frontier = tree.join(frontier.rename({"range_id": "parent_id"}), on="parent_id").select("range_id", "call_id")
-        parts.append(frontier)
-    return pl.concat(parts)
-
-
 def _timeline(
     att: Attribution, c: pl.DataFrame, summary: pl.DataFrame, limits: Limits
 ) -> tuple[TimelineData, list[str]]:
     """The calls the timeline offers, their ops (the longest, where a call has too many) and NVTX ranges."""
     ranges = att.ranges.filter(pl.col("range_id").is_not_null())
-    sub = _subtrees(ranges, c["call_id"])
+    sub = subtrees(ranges, c["call_id"])
     counts = (
         att.placement.select("op_id", "range_id")
         .join(sub, on="range_id")

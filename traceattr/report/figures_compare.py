@@ -9,57 +9,68 @@ import polars as pl
 from plotly.subplots import make_subplots
 
 from traceattr.report.data import ReportData
-from traceattr.report.style import GAPS, ROLE_COLORS, SEGMENTS, TEMPLATE, esc, new_figure
-
-
-def _segment_column(segment: str) -> str:
-    return "gap_us" if segment == GAPS else f"{segment}_us"
+from traceattr.report.style import (
+    GAPS,
+    OVERLAP,
+    ROLE_COLORS,
+    SEGMENTS,
+    TEMPLATE,
+    esc,
+    new_figure,
+    segment_part,
+    segment_pattern,
+)
 
 
 def attribution_figure(summary: pl.DataFrame) -> go.Figure:
-    """Stacked median time per role (and gaps) per backend, grouped by shape.
+    """Stacked exposed time per role, overlap and gaps per backend, grouped by shape.
 
-    Shown as shares of the call first: a 5% combine kernel is a visible band even next to shapes ten
-    times slower, which a shared µs axis would flatten. The µs view is a button away; each trace's
-    ``meta`` says which view it belongs to ("share" or "us").
+    The parts partition each call's span (:mod:`traceattr.attribution.calltime`); the bars are the
+    median call's (one real call: its parts add up to its span, the black tick in µs, 100% in
+    shares; see :func:`traceattr.report.data.collect`); the hover adds the part's share of all
+    calls' time. Shares first: a 5% combine kernel is a visible band even next to
+    shapes ten times slower, which a shared µs axis would flatten. Each trace's ``meta`` says which
+    view it belongs to ("share" or "us").
     """
-    s = summary.with_columns(
-        pl.sum_horizontal([_segment_column(seg) for seg in SEGMENTS]).alias("_stack"),
-    )
+    s = summary
     backends = [esc(v) for v in s["backend"].to_list()]
     # two levels (shape, then backend) unless the calls named neither, so that both are the series
     x = backends if s["shape"].equals(s["backend"]) else [[esc(v) for v in s["shape"].to_list()], backends]
-    shown = [seg for seg in SEGMENTS if (s[_segment_column(seg)].fill_null(0) > 0).any()]
+    shown = [seg for seg in SEGMENTS if (s[f"call_{segment_part(seg)}_us"].fill_null(0) > 0).any()]
     fig = new_figure(460, barmode="stack", hovermode="closest")
     for view in ("share", "us"):
         for seg in shown:
-            values = s[_segment_column(seg)].fill_null(0)
-            share = (100 * values / s["_stack"]).fill_nan(0).fill_null(0)
+            values = s[f"call_{segment_part(seg)}_us"].fill_null(0)
+            share = (values / s["call_span_us"]).fill_nan(0).fill_null(0)
+            overall = s[f"{segment_part(seg)}_share"].fill_null(0)
+            what = {GAPS: "nothing running", OVERLAP: "two or more roles at once"}.get(seg, f"only {seg} running")
             hover = [
-                f"<b>{esc(b)}</b> · {esc(sh)}<br>{seg}: <b>{v:,.2f} µs</b> ({p:.1f}% of the parts)"
-                f"<br>median call {m:,.2f} µs · {k:g} kernels per call"
-                for b, sh, v, p, m, k in zip(s["backend"], s["shape"], values, share, s["median_us"],
-                                             s["kernels"].fill_null(0), strict=True)
+                f"<b>{esc(b)}</b> · {esc(sh)}<br>{seg} ({what}): <b>{v:,.2f} µs</b> = {100 * p:.1f}% of the median "
+                f"call ({m:,.2f} µs)<br>{100 * a:.1f}% of all its calls' time · median of this part {med:,.2f} µs"
+                f"<br>{k:g} kernels per call"
+                for b, sh, v, p, m, a, med, k in zip(s["backend"], s["shape"], values, share, s["call_span_us"],
+                                                     overall, s[f"{segment_part(seg)}_us"].fill_null(0),
+                                                     s["kernels"].fill_null(0), strict=True)
             ]  # fmt: skip
             marker: dict[str, object] = {"color": ROLE_COLORS[seg]}
-            if seg == GAPS:  # idle GPU time inside the call: hatched, not a kernel
-                marker["pattern"] = {"shape": "/", "fgcolor": "#8c8c8c", "solidity": 0.3}
+            if pattern := segment_pattern(seg):
+                marker["pattern"] = pattern
             fig.add_trace(
                 go.Bar(
-                    x=x, y=(share if view == "share" else values).to_list(), name=seg, legendgroup=seg,
+                    x=x, y=(100 * share if view == "share" else values).to_list(), name=seg, legendgroup=seg,
                     marker=marker, hovertext=hover, hovertemplate="%{hovertext}<extra></extra>",
                     visible=view == "share", meta=view,
                 )
             )  # fmt: skip
     fig.add_trace(
         go.Scatter(
-            x=x, y=s["median_us"].to_list(), mode="markers", name="median call (span)", visible=False, meta="us",
+            x=x, y=s["call_span_us"].to_list(), mode="markers", name="median call (span)", visible=False, meta="us",
             marker={"symbol": "line-ew-open", "size": 26, "color": "#111", "line": {"width": 2}},
             hovertemplate="median call %{y:,.2f} µs<extra></extra>",
         )
     )  # fmt: skip
     shares = [t.meta == "share" for t in fig.data]
-    share_title, us_title = "% of the parts (medians per call)", "µs per call (median of each part)"
+    share_title, us_title = "% of the median call", "µs of the median call"
     fig.update_layout(
         yaxis={"title": {"text": share_title}, "rangemode": "tozero"},
         xaxis={"tickangle": 0},

@@ -8,8 +8,9 @@ Per shape family (shapes that differ only in ctx), two rows share the width:
   chart in the words ``compare`` prints and its measured bracket shaded: a
   decided rule in green, a tie within noise in grey. Open markers are backends
   tied with the fastest at that ctx (no winner there);
-* per shape, the median µs of each role (and idle gaps) per backend, each shape
-  on its own µs axis, so a 20 µs shape is as readable as a 2 ms one.
+* per shape, the parts of each backend's median call (each role's exposed time,
+  overlap and idle gaps: they add up to its span), each shape on its own µs
+  axis, so a 20 µs shape is as readable as a 2 ms one.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from plotly.subplots import make_subplots
 from traceattr.analysis.crossover import rule_text
 from traceattr.analysis.verdicts import best_everywhere, tie_text
 from traceattr.report.data import ReportData
-from traceattr.report.style import GAPS, ROLE_COLORS, SEGMENTS, TEMPLATE, esc
+from traceattr.report.style import ROLE_COLORS, SEGMENTS, TEMPLATE, esc, segment_part, segment_pattern
 from traceattr.shapes import fmt_ctx
 
 MAX_COLS = 6  # role panels per row; a family with more context lengths wraps onto more rows
@@ -33,7 +34,7 @@ DECIDED_FILL, TIE_FILL = "rgba(26,127,55,0.10)", "rgba(120,120,120,0.14)"
 
 
 def _segment_column(segment: str) -> str:
-    return "gap_us" if segment == GAPS else f"{segment}_us"
+    return f"call_{segment_part(segment)}_us"  # the median call's part (see report.data.collect)
 
 
 def _layout(d: ReportData) -> tuple[list[str], list[int], int]:
@@ -178,7 +179,7 @@ def _ctx_ticks(measured: list[int]) -> list[int]:
 
 
 def _role_panels(fig: go.Figure, d: ReportData, family: str, row: int, cols: int, first: bool) -> None:
-    """One stacked bar per backend and shape: median µs per role, each shape on its own y axis."""
+    """One stacked bar per backend and shape: the median call's parts in µs, each shape on its own y axis."""
     part = d.context.filter(pl.col("family") == family)
     shown = [s for s in SEGMENTS if (part[_segment_column(s)].fill_null(0) > 0).any()]
     legend_done: set[str] = set()
@@ -188,15 +189,15 @@ def _role_panels(fig: go.Figure, d: ReportData, family: str, row: int, cols: int
         for seg in shown:
             values = bars[_segment_column(seg)].fill_null(0)
             marker: dict[str, object] = {"color": ROLE_COLORS[seg]}
-            if seg == GAPS:
-                marker["pattern"] = {"shape": "/", "fgcolor": "#8c8c8c", "solidity": 0.3}
+            if pattern := segment_pattern(seg):
+                marker["pattern"] = pattern
             fig.add_trace(
                 go.Bar(
                     x=[esc(b) for b in bars["backend"]], y=values.to_list(), name=seg, legendgroup=f"role-{seg}",
                     showlegend=first and seg not in legend_done, marker=marker, meta="roles",
-                    hovertext=[f"<b>{esc(b)}</b> · {esc(shape)}<br>{seg}: {v:,.2f} µs (median per call)"
-                               f"<br>median call {m:,.2f} µs" for b, v, m in zip(bars["backend"], values,
-                                                                                  bars["median_us"], strict=True)],
+                    hovertext=[f"<b>{esc(b)}</b> · {esc(shape)}<br>{seg}: {v:,.2f} µs of the median call"
+                               f" ({m:,.2f} µs)" for b, v, m in zip(bars["backend"], values,
+                                                                    bars["call_span_us"], strict=True)],
                     hovertemplate="%{hovertext}<extra></extra>",
                 ),
                 row=r, col=c,

@@ -19,7 +19,24 @@ import plotly.io as pio
 from traceattr.attribution.roles import ROLES
 
 GAPS = "gaps"
-SEGMENTS: tuple[str, ...] = (*ROLES, GAPS)  # stacked parts of a call's time, bottom up
+OVERLAP = "overlap"
+# stacked parts of a call's span, bottom up: each role's exposed time, then overlap and gaps
+SEGMENTS: tuple[str, ...] = (*ROLES, OVERLAP, GAPS)
+
+
+def segment_part(segment: str) -> str:
+    """The summary's name of a segment's part: ``gap``, ``overlap`` or ``<role>_exposed``."""
+    return {GAPS: "gap", OVERLAP: "overlap"}.get(segment, f"{segment}_exposed")
+
+
+def segment_pattern(segment: str) -> dict[str, object] | None:
+    """The fill pattern of a segment that is not a role: gaps hatched, overlap cross-hatched."""
+    if segment == GAPS:  # idle GPU time inside the call: not a kernel
+        return {"shape": "/", "fgcolor": "#8c8c8c", "solidity": 0.3}
+    if segment == OVERLAP:  # two roles at once: it belongs to neither alone
+        return {"shape": "x", "fgcolor": "#bbbbbb", "solidity": 0.4}
+    return None
+
 
 # Fixed role -> colour map, the same in every figure. Attention is blue and
 # reduce a loud orange, so a separate combine kernel (FlashMLA, trtllm-gen)
@@ -31,6 +48,7 @@ ROLE_COLORS: dict[str, str] = {
     "flush": "#a6a6a6",
     "copy": "#9c4f96",
     "other": "#8c6d31",
+    OVERLAP: "#4d4d4d",
     GAPS: "#d9d9d9",
 }
 NVTX_COLOR = "rgba(120, 120, 120, 0.35)"

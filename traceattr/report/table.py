@@ -15,7 +15,7 @@ import polars as pl
 
 from traceattr.analysis.rounds import Receipt
 from traceattr.analysis.verdicts import tie_text
-from traceattr.attribution.engine import ROLE_COLUMNS
+from traceattr.attribution.roles import ROLES
 from traceattr.report.style import us
 
 
@@ -30,6 +30,22 @@ class Column:
 
 def _pct(v: float | None) -> str:
     return "" if v is None else f"{100 * v:.1f}%"
+
+
+def _num(key: str, head: str, tip: str, col: str) -> Column:
+    return Column(key, head, tip, lambda r: us(r[col]), lambda r: r[col])
+
+
+def _events(r: dict) -> str:
+    if r["event_us"] is None:
+        return ""
+    return f"{us(r['event_us'])} ({100 * r['event_vs_span']:+.0f}%)"
+
+
+def _event_parts(r: dict) -> str:
+    if r["event_minus_span_us"] is None or r["event_lead_us"] is None:
+        return ""
+    return f"{us(r['event_minus_span_us'])} = {us(r['event_lead_us'])} + {us(r['event_tail_us'])}"
 
 
 def _columns(summary: pl.DataFrame, peak_note: str) -> list[Column]:
@@ -47,16 +63,32 @@ def _columns(summary: pl.DataFrame, peak_note: str) -> list[Column]:
         Column("roofline", "roofline", f"share of peak HBM bandwidth reached for the bytes the shape must move; {peak_note}",
                lambda r: _pct(r["roofline"]), lambda r: r["roofline"]),
         Column("busy", "busy µs", "GPU busy time inside the span (union of ops)", lambda r: us(r["busy_us"]), lambda r: r["busy_us"]),
-        Column("gaps", "gaps µs", "idle GPU time inside the span", lambda r: us(r["gap_us"]), lambda r: r["gap_us"]),
-        Column("launch", "launch µs", "first launch call to first GPU op start", lambda r: us(r["launch_us"]), lambda r: r["launch_us"]),
         Column("kernels", "kernels", "kernels per call (median)", lambda r: f"{r['kernels']:g}", lambda r: r["kernels"]),
     ]  # fmt: skip
-    for role_col in ROLE_COLUMNS:
-        col = role_col.replace("_ns", "_us")
-        if (summary[col].fill_null(0) > 0).any():
-            role = role_col.removesuffix("_ns")
-            cols.append(Column(col, f"{role} µs", f"median time in {role} ops per call",
-                               lambda r, c=col: us(r[c]), lambda r, c=col: r[c]))  # fmt: skip
+    parts = " (median per call; exposed parts, overlap and gaps add up to each call's span)"
+    for seg in (*ROLES, "overlap"):
+        part = "overlap" if seg == "overlap" else f"{seg}_exposed"
+        if (summary[f"{part}_us"].fill_null(0) > 0).any():
+            what = "time ops of two or more roles run at once" if seg == "overlap" else f"time only {seg} ops run"
+            cols.append(_num(part, f"{seg} µs", what + parts, f"{part}_us"))
+    cols += [
+        _num("gaps", "gaps µs", "time nothing runs inside the span" + parts, "gap_us"),
+        _num("launch_overhead", "launch overhead µs", "first launch call to first GPU op, less the queue wait (median)",
+             "launch_overhead_us"),
+        _num("queue_wait", "queue wait µs", "the part of first launch call to first GPU op during which the stream was "
+             "still busy with earlier work: the CPU ran ahead (median)", "queue_wait_us"),
+        _num("idle_before", "stream idle before µs", "the stream idle between its previous op and the call's first op "
+             "(median)", "stream_idle_before_us"),
+    ]  # fmt: skip
+    if "event_us" in summary.columns and summary["event_us"].is_not_null().any():
+        cols += [
+            Column("events", "CUDA events µs", "median time between the CUDA events recorded around each call "
+                   "(runner.json), and how far it is from the median span", _events, lambda r: r["event_us"]),
+            Column("event_gap", "events − span µs = lead + tail", "median over calls of event − span; lead: the "
+                   "stream idle between the start event and the first op (the flush ended earlier, or the CPU "
+                   "launched later); tail: the stop event recorded after the last op ended", _event_parts,
+                   lambda r: r["event_minus_span_us"]),
+        ]  # fmt: skip
     if summary["rounds"].drop_nulls().len():
         cols.append(Column("rounds", "round wins", "rounds (iterations) in which this backend was the fastest",
                            lambda r: "" if r["rounds"] is None else f"{r['round_wins']}/{r['rounds']}"
