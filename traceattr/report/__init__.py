@@ -66,16 +66,7 @@ def build_report(
 ) -> str:
     """The report of *att* as one HTML document (see the module doc); *group*: how call names group
     (:mod:`traceattr.callnames`); *events*: a runner.json's CUDA-event times (the cross-check column)."""
-    return _build(
-        att,
-        title=title,
-        run=run,
-        peak_bytes_per_s=peak_bytes_per_s,
-        limits=limits,
-        receipt=receipt,
-        group=group,
-        events=events,
-    ).html
+    return _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events)).html
 
 
 def write_report(
@@ -94,42 +85,36 @@ def write_report(
 
     *run* is a run.json's content, *events* a runner.json's CUDA-event times (the cross-check column).
     """
-    built = _build(
-        att,
-        title=title,
-        run=run,
-        peak_bytes_per_s=peak_bytes_per_s,
-        limits=limits,
-        receipt=receipt,
-        group=group,
-        events=events,
-    )
+    built = _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events))
     path = write_text(Path(path), built.html)
     return ReportInfo(path=path, size_bytes=path.stat().st_size, figures=built.sections, notes=built.notes)
 
 
-def _build(
-    att: Attribution,
-    *,
-    title: str | None,
-    run: Mapping[str, Any] | None,
-    peak_bytes_per_s: float | None,
-    limits: Limits | None,
-    receipt: Receipt | None = None,
-    group: str | None = None,
-    events: list[dict[str, Any]] | None = None,
-) -> _Built:
-    d = collect(att, peak_bytes_per_s, limits, group=group, events=events)
+@dataclass(frozen=True)
+class _Options:
+    """build_report's and write_report's keyword options, in their order."""
+
+    title: str | None
+    run: Mapping[str, Any] | None
+    peak_bytes_per_s: float | None
+    limits: Limits | None
+    receipt: Receipt | None
+    group: str | None
+    events: list[dict[str, Any]] | None
+
+
+def _build(att: Attribution, o: _Options) -> _Built:
+    d = collect(att, o.peak_bytes_per_s, o.limits, group=o.group, events=o.events)
     colors = backend_colors(d.table["backend"])
-    title = title or f"traceattr report: {att.meta.path.name}"
+    title = o.title or f"traceattr report: {att.meta.path.name}"
     sections = _sections(d, colors)
-    if receipt is not None:
-        sections.insert(0, _receipt_section(receipt))
+    if o.receipt is not None:
+        sections.insert(0, _receipt_section(o.receipt))
     general = [*att.notes, *d.notes.get("report", ())]
     notes = [*general, *(n for s in sections for n in s.notes)]
     header = facts_html(_facts(att, d))
-    if run:
-        header += run_html(run)
+    if o.run:
+        header += run_html(o.run)
     header += notes_html(general)
     return _Built(page(title, header, sections, get_plotlyjs()), [s.id for s in sections], notes)
 
