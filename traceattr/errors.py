@@ -40,3 +40,7 @@ class BackendUnsupported(TraceattrError):
 
 class NsysError(TraceattrError):
     """Nsight Systems is missing or one of its commands failed."""
+
+
+class TraceNote(UserWarning):
+    """Something the user should know that changes no number (an export written under another name)."""

@@ -125,8 +125,12 @@ def expand_inputs(args: Sequence[str | Path]) -> list[Path]:
     seen: set[Path] = set()
     unique = []
     for p in found:  # the same report named twice (a folder and a pattern) runs once
-        if p.resolve() not in seen:
-            seen.add(p.resolve())
+        try:
+            key = p.resolve()
+        except (OSError, RuntimeError):  # a symlink loop: kept, to fail alone with its reason
+            key = p.absolute()
+        if key not in seen:
+            seen.add(key)
             unique.append(p)
     return unique
 

@@ -12,6 +12,9 @@ import glob
 import os
 import shutil
 import subprocess
+import tempfile
+import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -66,22 +69,35 @@ def export_command(nsys: Path, report: Path, sqlite: Path) -> list[str]:
 
 
 def export_sqlite(report: Path, sqlite: Path | None = None) -> Path:
-    """Export *report* (.nsys-rep) to SQLite beside it, or reuse an up-to-date export.
+    """Export *report* (.nsys-rep) to SQLite beside it, or reuse an export newer than it.
 
-    The raw report is only read. When its folder is not writable the export
-    goes to ``~/.cache/traceattr``.
+    The raw report is only read, and no existing file is overwritten: an
+    ``X.sqlite`` older than ``X.nsys-rep`` stays as it is and the export goes to
+    ``X.<report time>.sqlite`` beside it (said in a :class:`~traceattr.errors.TraceNote` warning). nsys writes into a
+    private temporary folder, so concurrent exports never share a half-written
+    file; the finished file is linked into place only if that name is still free.
+    When the report's folder is not writable the export goes to ``~/.cache/traceattr``.
     """
     from traceattr.errors import TraceError
 
     if not report.is_file():
         raise TraceError(report, "no such file")
-    target = sqlite or report.with_suffix(".sqlite")
-    if target.exists() and target.stat().st_mtime >= report.stat().st_mtime:
-        return target
-    if not os.access(target.parent, os.W_OK):
-        cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "traceattr"
-        cache.mkdir(parents=True, exist_ok=True)
-        target = cache / target.name
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(report.stat().st_mtime))
+    first = sqlite or report.with_suffix(".sqlite")
+    candidates = [first, first.with_name(f"{first.stem}.{stamp}.sqlite")]
+    fresh = _reusable(candidates, report)
+    if fresh is not None:
+        return fresh
+    if not os.access(first.parent, os.W_OK):
+        cache = _cache_folder(report)
+        candidates = [cache / c.name for c in candidates]
+        fresh = _reusable(candidates, report)
+        if fresh is not None:
+            return fresh
+    target = next((c for c in candidates if not c.exists() and not c.is_symlink()), None)
+    if target is None:
+        raise TraceError(report, f"{candidates[0]} and {candidates[1]} exist and are older than the report; "
+                                 "move one away to export again")  # fmt: skip
     nsys = find_nsys()
     if nsys is None:
         raise TraceError(
@@ -89,11 +105,72 @@ def export_sqlite(report: Path, sqlite: Path | None = None) -> Path:
             f"is an nsys report and no nsys was found to export it; set {ENV_VAR}, or run "
             f"`nsys export --type sqlite {report}` and pass the .sqlite",
         )
-    tmp = target.with_name(target.stem + ".partial.sqlite")
+    from traceattr.output import interrupts_deferred
+
     try:
-        run(export_command(nsys, report, tmp), what=f"nsys export of {report}", timeout=3600)
-    except NsysError as err:
-        tmp.unlink(missing_ok=True)
-        raise TraceError(report, str(err)) from None
-    tmp.replace(target)
+        private = Path(tempfile.mkdtemp(prefix=f".{target.stem}.", suffix=".partial", dir=target.parent))
+    except OSError as err:
+        raise TraceError(report, f"cannot export into {target.parent} ({err.strerror})") from None
+    try:
+        tmp = private / target.name
+        try:
+            run(export_command(nsys, report, tmp), what=f"nsys export of {report}", timeout=3600)
+        except NsysError as err:
+            raise TraceError(report, str(err)) from None
+        with interrupts_deferred():
+            try:
+                target = _publish(tmp, target, report)
+            except OSError as err:
+                raise TraceError(report, f"cannot put the export at {target} ({err.strerror or err})") from None
+    finally:
+        with interrupts_deferred():
+            shutil.rmtree(private, ignore_errors=True)
+    if target != first:
+        from traceattr.errors import TraceNote
+
+        why = "is older than the report and was left as it is" if first.exists() else "cannot be written there"
+        warnings.warn(TraceNote(f"{first} {why}; exported to {target}"), stacklevel=2)
     return target
+
+
+def _reusable(candidates: Sequence[Path], report: Path) -> Path | None:
+    """The first candidate export at least as new as *report*."""
+    for c in candidates:
+        try:
+            if c.is_file() and c.stat().st_mtime >= report.stat().st_mtime:
+                return c
+        except OSError:
+            continue
+    return None
+
+
+def _cache_folder(report: Path) -> Path:
+    from traceattr.errors import TraceError
+
+    try:
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "traceattr"
+        cache.mkdir(parents=True, exist_ok=True)
+    except (OSError, RuntimeError) as err:
+        raise TraceError(
+            report,
+            f"its folder is not writable and no cache folder is usable ({err}); export it yourself with "
+            f"`nsys export --type sqlite --output DIR/x.sqlite {report}` and pass the .sqlite",
+        ) from None
+    return cache
+
+
+def _publish(tmp: Path, target: Path, report: Path) -> Path:
+    """Put *tmp* at *target* unless a file appeared there meanwhile (then keep that one if it is fresh)."""
+    try:
+        os.link(tmp, target)  # fails if the name is taken: never replaces a file
+        return target
+    except FileExistsError:
+        fresh = _reusable([target], report)
+        if fresh is not None:  # a concurrent export of the same report won
+            return fresh
+        raise
+    except OSError:  # no hard links on this file system
+        if target.exists():
+            raise
+        tmp.replace(target)
+        return target

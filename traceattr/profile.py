@@ -31,7 +31,7 @@ from traceattr.backends.layout import KvLayout
 from traceattr.capture import capture, profile_command
 from traceattr.errors import BackendUnsupported, TraceattrError
 from traceattr.nsys import find_nsys
-from traceattr.output import write_manifest, write_table
+from traceattr.output import ResultSet
 from traceattr.runner.plan import ORDERS, RunPlan, between_arm
 from traceattr.shapes import Shape
 from traceattr.trace.loader import load_trace
@@ -97,6 +97,8 @@ def make_plan(
     if not shapes:
         raise TraceattrError("give at least one --shape (traceattr shapes lists the grammar)")
     chosen = parse_arms(a.text if isinstance(a, Arm) else a for a in arms) if arms else default_arms()
+    if flush_bytes is not None and flush_bytes <= 0:
+        raise TraceattrError(f"--flush-mb must be positive, got {flush_bytes / (1 << 20):g}")
     if iters < 1 or warmup < 1:
         raise TraceattrError("--iters and --warmup must be at least 1 (warm-up compiles and validates)")
     if order not in ORDERS:
@@ -203,36 +205,42 @@ def execute(plan: ProfilePlan, on_line: Callable[[str], None] | None = None, *, 
     analysis = analyse(att, events=runner.get("events", []))
     calls, summary = analysis.calls, analysis.summary
     bandwidth, source = analysis.peak_bytes_per_s, analysis.peak_source
-    files = [
-        write_table(att.ranges, folder, runfolder.RANGES, "parquet"),
-        write_table(att.ops_lazy(), folder, runfolder.KERNELS, "parquet"),
-        write_table(calls, folder, runfolder.CALLS, "csv"),
-        write_table(summary, folder, runfolder.SUMMARY, "csv"),
-        write_table(summary, folder, runfolder.SUMMARY, "json"),
-    ]
-    run_info = {
-        "tool": "traceattr", "version": __version__, "command": "profile",
-        "argv": sys.argv, "nsys_command": shlex.join(result.command), "nsys_version": att.meta.nsys_version,
-        "plan": asdict(plan.run), "gpu": runner.get("gpu"), "versions": runner.get("versions"),
-        "clocks": runner.get("clocks"), "arms": runner.get("arms"), "protocol": runner.get("protocol"),
-        "backends": runner.get("shapes"), "peak_bandwidth": bandwidth,
-        "peak_bandwidth_source": source, "capture_seconds": round(captured - started, 1),
-        "analysis_seconds": round(time.time() - captured, 1), "notes": list(att.notes),
-        "outputs": [f.name for f in files] + [runfolder.TRACE_REPORT, runfolder.TRACE]
-        + ([runfolder.REPORT] if report else []),
-    }  # fmt: skip
-    files.append(write_manifest(folder, runfolder.RUN, run_info))
-    page = _write_report(att, folder, run_info, bandwidth, runner.get("events", [])) if report else None
-    if page is not None:
-        files.append(page)
+    # the analysis outputs go in as one set, run.json last: a run folder with run.json is complete,
+    # one without holds the raw capture only (an interrupted or failed analysis)
+    with ResultSet(folder, command="profile", manifest=runfolder.RUN, replace=False) as outputs:
+        files = [
+            outputs.table(att.ranges, runfolder.RANGES, "parquet"),
+            outputs.table(att.ops_lazy(), runfolder.KERNELS, "parquet"),
+            outputs.table(calls, runfolder.CALLS, "csv"),
+            outputs.table(summary, runfolder.SUMMARY, "csv"),
+            outputs.table(summary, runfolder.SUMMARY, "json"),
+        ]
+        run_info = {
+            "version": __version__, "argv": sys.argv, "nsys_command": shlex.join(result.command),
+            "nsys_version": att.meta.nsys_version, "plan": asdict(plan.run), "gpu": runner.get("gpu"),
+            "versions": runner.get("versions"), "clocks": runner.get("clocks"), "arms": runner.get("arms"),
+            "protocol": runner.get("protocol"), "backends": runner.get("shapes"), "peak_bandwidth": bandwidth,
+            "peak_bandwidth_source": source, "capture_seconds": round(captured - started, 1),
+            "analysis_seconds": round(time.time() - captured, 1), "notes": list(att.notes),
+            "outputs": [f.name for f in files] + [runfolder.TRACE_REPORT, runfolder.TRACE]
+            + ([runfolder.REPORT] if report else []),
+        }  # fmt: skip
+        if report:
+            report_info = {"tool": "traceattr", "command": "profile", **run_info}
+            files.append(_write_report(att, outputs, report_info, bandwidth, runner.get("events", [])))
+        files.append(outputs.write_manifest(run_info))
     return ProfileResult(folder, att, calls, summary, runner, tuple(files))
 
 
 def _write_report(
-    att: Attribution, folder: Path, run_info: dict[str, Any], bandwidth: float | None, events: list[dict[str, Any]]
-) -> Path | None:
+    att: Attribution,
+    outputs: ResultSet,
+    run_info: dict[str, Any],
+    bandwidth: float | None,
+    events: list[dict[str, Any]],
+) -> Path:
     from traceattr.report import write_report
 
-    info = write_report(att, folder / runfolder.REPORT, title=f"traceattr profile {folder.name}", run=run_info,
-                        peak_bytes_per_s=bandwidth, events=events)  # fmt: skip
-    return info.path
+    write_report(att, outputs.path(runfolder.REPORT), title=f"traceattr profile {outputs.folder.name}", run=run_info,
+                 peak_bytes_per_s=bandwidth, events=events)  # fmt: skip
+    return outputs.folder / runfolder.REPORT

@@ -50,6 +50,9 @@ QueryPattern = Literal["uniform", "ragged", "row"]
 LATENT_DIM = 512  # MLA compressed KV ("ckv")
 ROPE_DIM = 64  # decoupled rope part ("kpe")
 HEAD_DIM = LATENT_DIM + ROPE_DIM
+# Sanity limits: one bf16 KV token is 576 × 2 bytes, so 2^27 tokens are 155 GB, more than one GPU holds.
+MAX_CACHED_TOKENS = 1 << 27
+MAX_HEADS = 4096
 SOFTMAX_SCALE_DIM = 192  # DeepSeek's qk_nope (128) + qk_rope (64): sm_scale = 1/sqrt(192)
 
 DEFAULTS = {"heads": 16, "batch": 1, "page": 64, "kv_dtype": "bf16", "pattern": "uniform", "dcp": 1}
@@ -83,6 +86,13 @@ class Shape:
                 f"dcp{self.dcp}: the last rank's shard ({self.ctx // self.dcp} tokens) must hold the q ({self.q}) "
                 "tokens being verified"
             )
+        if self.batch * self.ctx > MAX_CACHED_TOKENS:
+            raise ShapeError(
+                f"batch × ctx = {self.batch * self.ctx:,} cached tokens is more than any GPU holds "
+                f"(at most {MAX_CACHED_TOKENS:,}: {MAX_CACHED_TOKENS * 1152 / 1e9:.0f} GB of bf16 KV)"
+            )
+        if self.heads > MAX_HEADS:
+            raise ShapeError(f"heads ({self.heads}) must be at most {MAX_HEADS}")
 
     @property
     def name(self) -> str:
@@ -168,7 +178,7 @@ def _count(n: int) -> str:
     return str(n)
 
 
-_NUMBER = r"(\d+)([km]?)"
+_NUMBER = r"([0-9]+)([km]?)"  # ASCII digits only: int() would also read "８"
 _NUMBERED = ("q", "ctx", "kv", "h", "b", "p", "dcp")
 _DTYPES = ("bf16", "fp8")
 _PATTERNS = ("row", "uniform", "ragged")
@@ -177,6 +187,8 @@ _WORD = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
 def _value(digits: str, unit: str) -> int:
+    if len(digits.lstrip("0")) > 12:  # beyond any GPU's memory; also spares int() a 5000-digit parse
+        raise ShapeError(f"number {digits[:12]}… is too large for a shape")
     return int(digits) * {"": 1, "k": 1000, "m": 1_000_000}[unit]
 
 
@@ -195,7 +207,10 @@ def parse_shape(text: str) -> Shape:
             ]
             if key in fields:
                 raise ShapeError(f"shape {text!r}: {m.group(1)} given twice ({part!r})")
-            fields[key] = _value(m.group(2), m.group(3))
+            try:
+                fields[key] = _value(m.group(2), m.group(3))
+            except ShapeError as err:
+                raise ShapeError(f"shape {text[:40] + ('…' if len(text) > 40 else '')!r}: {err}") from None
         elif part in _DTYPES:
             fields["kv_dtype"] = part
         elif part in _PATTERNS:
@@ -204,7 +219,7 @@ def parse_shape(text: str) -> Shape:
             if "heads" in fields:
                 raise ShapeError(f"shape {text!r}: heads given twice ({part!r})")
             fields["heads"] = HEAD_PRESETS[part]
-        elif i == 0 and _WORD.match(part) and not re.match(rf"^({'|'.join(_NUMBERED)})\d", part):
+        elif i == 0 and _WORD.match(part) and not re.match(rf"^({'|'.join(_NUMBERED)})[0-9]", part):
             prefix = part
         else:
             raise ShapeError(

@@ -26,6 +26,7 @@ def _us(ns: int | float | None) -> str:
 def _short(name: str | None, width: int) -> str:
     if name is None:
         return ""
+    name = printable(name[: width * 4])  # names come from the trace: never let them drive the terminal
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
@@ -125,7 +126,7 @@ def render_attribution(att: Attribution, console: Console, limit: int = 30, rang
     every = att.ranges
     console.print(
         Text.assemble(
-            (str(meta.path), "bold"),
+            (printable(str(meta.path)), "bold"),
             f"  nsys {meta.nsys_version or '?'} (schema {meta.schema_version or '?'})  mode {att.mode}  "
             f"{att.trace.gpu_ops.height:,} GPU ops  {every.filter(pl.col('range_id').is_not_null()).height:,} ranges",
         )
@@ -139,7 +140,7 @@ def render_attribution(att: Attribution, console: Console, limit: int = 30, rang
         console.print(f"{silent:,} ranges launched no GPU work")
     render_kernels(att, console)
     for note in att.notes:
-        console.print(Text.assemble(("note:", "yellow"), f" {note}"))  # a note may hold [no launch record]
+        console.print(Text.assemble(("note:", "yellow"), f" {printable(note)}"))  # a note may hold [no launch record]
 
 
 def render_ranges(att: Attribution, console: Console, limit: int = 30) -> None:
@@ -273,13 +274,16 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
     shapes = sorted(summary["shape"].unique().to_list(), key=_shape_order)
     for shape in shapes:
         part = summary.filter(pl.col("shape") == shape)
-        table = Table(title=Text(f"{shape}: per-call GPU time (µs; median, p10–p90 over calls)"), title_justify="left")
+        table = Table(
+            title=Text(f"{_short(shape, 120)}: per-call GPU time (µs; median, p10–p90 over calls)"),
+            title_justify="left",
+        )
         for head in ("backend", "calls", "median", "p10–p90", *[heads[c] for c in parts], "kernels", "roofline",
                      "vs best"):  # fmt: skip
             table.add_column(head, justify="left" if head == "backend" else "right")
         for row in part.sort("median_us").iter_rows(named=True):
             table.add_row(
-                Text(_MARKS.get(row.get("verdict") or "", "  ") + row["backend"]), str(row["calls"]), f"{row['median_us']:,.1f}",
+                Text(_MARKS.get(row.get("verdict") or "", "  ") + _short(row["backend"], 60)), str(row["calls"]), f"{row['median_us']:,.1f}",
                 f"{row['p10_us']:,.1f}–{row['p90_us']:,.1f}", *[_us1(row[c]) for c in parts], f"{row['kernels']:.0f}",
                 "" if row["roofline"] is None else f"{100 * row['roofline']:.0f}%", f"{row['ratio_to_best']:.2f}×",
             )  # fmt: skip
@@ -289,7 +293,9 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
         flips = part.filter(pl.col("consistent").not_())
         for row in flips.iter_rows(named=True):
             console.print(
-                Text.assemble(("note:", "yellow"), f" {row['backend']} vs the winner flips direction across rounds")
+                Text.assemble(
+                    ("note:", "yellow"), f" {_short(row['backend'], 60)} vs the winner flips direction across rounds"
+                )
             )
     if summary["winner"].any():
         console.print(Text("★ winner: faster than every other backend (95% interval of the ratio of medians)", "dim"))
@@ -297,7 +303,7 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
         console.print(Text(PARTS_LEGEND, "dim"))
         _render_before(summary, shapes, console)
     for shape, backend, reason in unavailable:
-        console.print(Text(f"{shape}: {backend} not run: {reason}", "dim"))
+        console.print(Text(printable(f"{shape}: {backend} not run: {reason}"), "dim"))
 
 
 _MARKS = {"winner": "★ ", "tie": "≈ ", "same program": "= "}
@@ -311,7 +317,8 @@ def verdict_caption(part: pl.DataFrame) -> Text | None:
         lines.append(f"≈ {tie_text(tied['tie_pct'][0])} between {', '.join(tied['backend'])}: no winner")
     for row in part.filter(pl.col("verdict") == "same program").iter_rows(named=True):
         lines.append(f"= {row['backend']} runs the same program as {row['same_program_as']} here: not compared")
-    return Text("\n".join(lines)) if lines else None  # Text: arm labels such as fa3[graphs] are not markup
+    # Text: arm labels such as fa3[graphs] are not markup; printable: names never drive the terminal
+    return Text("\n".join(printable(line) for line in lines)) if lines else None
 
 
 PARTS_LEGEND = (
@@ -366,7 +373,7 @@ def render_rules(crossings: pl.DataFrame, console: Console) -> None:
         return
     console.print(Text("Decision rules (where the faster backend changes along ctx, 95% confidence):", "bold"))
     for row in crossings.iter_rows(named=True):
-        console.print(Text(f"  {row['family']}: {rule_text(row)}"))
+        console.print(Text(printable(f"  {row['family']}: {rule_text(row)}")))
 
 
 def render_diff(d: pl.DataFrame, console: Console, top: int = 15) -> None:
@@ -464,3 +471,12 @@ def report_progress(total: int, what: str = "reports") -> Iterator[Callable[[Any
     ) as bar:  # fmt: skip
         task = bar.add_task(what, total=total)
         yield lambda _result: bar.advance(task)
+
+
+_CONTROL = str.maketrans({c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]})
+
+
+def printable(text: str) -> str:
+    """*text* with control characters (newline, ESC, OSC, …) shown as ``\\xNN``: a name never moves the
+    cursor, clears the screen, links, or splits a line."""
+    return text.translate(_CONTROL)

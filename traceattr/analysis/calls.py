@@ -25,6 +25,7 @@ from traceattr.callnames import AUTO, BETWEEN, FLUSH, WARMUP, group_fields, grou
 from traceattr.errors import TraceattrError
 from traceattr.shapes import SHAPE_PATTERN, ShapeError, parse_shape
 
+UNNAMED = "[unnamed range]"
 CALL_COLUMNS = (
     "call_id", "name", "series", "backend", "shape", "arm", "iter",
     "gpu_start_ns", "gpu_span_ns", "busy_ns", "gap_ns", *EXPOSED_COLUMNS, "kernel_sum_ns", "gpu_sum_ns",
@@ -36,7 +37,9 @@ _SHAPE_RUNS = rf"(?:^|[^A-Za-z0-9-])({SHAPE_PATTERN})(?:$|[^A-Za-z0-9-])"
 
 def calls(att: Attribution, group: str | None = None) -> pl.DataFrame:
     """Measured calls of *att* in time order; *group*: a preset name or regex (see module doc)."""
-    ranges = att.ranges.filter(pl.col("range_id").is_not_null() & (pl.col("gpu_ops") > 0))
+    ranges = att.ranges.filter(pl.col("range_id").is_not_null() & (pl.col("gpu_ops") > 0)).with_columns(
+        pl.col("name").fill_null(UNNAMED)  # a range without text is still a call, shown by this label
+    )
     ranges = ranges.with_columns(pl.coalesce("message", "name").alias("_text"))
     for preset in (group,) if group is not None else AUTO:
         pattern = group_pattern(preset)

@@ -81,7 +81,9 @@ def summarize(calls: pl.DataFrame, peak_bytes_per_s: float | None) -> pl.DataFra
     return agg.join(_rounds(c), on=["shape", "backend"], how="left").select(SUMMARY_COLUMNS).sort("shape", "median_us")
 
 
-def _bytes(shape: str) -> int | None:
+def _bytes(shape: str | None) -> int | None:
+    if shape is None:
+        return None
     try:
         return parse_shape(shape).bytes_moved()
     except ShapeError:

@@ -61,6 +61,8 @@ class RoleRules:
             text = path.read_text(encoding="utf-8")
         except OSError as err:
             raise RulesError(f"{path}: cannot read rules file ({err.strerror})") from None
+        except UnicodeDecodeError as err:
+            raise RulesError(f"{path}: not UTF-8 text (byte {err.start}); a TOML rules file is UTF-8") from None
         return cls(tuple(_parse(text, str(path))) + builtin)
 
     def classify(self, ops: pl.DataFrame, names: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
@@ -155,6 +157,8 @@ def _parse(text: str, origin: str) -> list[RoleRule]:
     rules = []
     for n, item in enumerate(raw, 1):
         where = f"{origin} rule {n}"
+        if not isinstance(item, dict):
+            raise RulesError(f"{where}: expected a [[rule]] table, got {item!r}")
         unknown = set(item) - _RULE_KEYS
         if unknown:
             raise RulesError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(_RULE_KEYS)}")
@@ -162,7 +166,7 @@ def _parse(text: str, origin: str) -> list[RoleRule]:
         if role not in ROLES:
             raise RulesError(f"{where}: role must be one of {list(ROLES)}, got {role!r}")
         kinds = item.get("kinds", [])
-        if not isinstance(kinds, list) or not set(kinds) <= set(OP_KINDS):
+        if not isinstance(kinds, list) or not all(isinstance(k, str) and k in OP_KINDS for k in kinds):
             raise RulesError(f"{where}: kinds must be a list drawn from {list(OP_KINDS)}, got {kinds!r}")
         pattern, rng = item.get("pattern"), item.get("range")
         if pattern is None and rng is None and not kinds:

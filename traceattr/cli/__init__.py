@@ -7,12 +7,35 @@ exit status 2, never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
+import signal
 import sys
+import warnings
 
-import typer
 
-from traceattr.errors import TraceattrError
+def _interrupted_while_starting(_signum: int, _frame: object) -> None:
+    # Ctrl-C while the libraries load: nothing is open yet, so leave at once, in one line
+    os.write(2, b"traceattr: interrupted\n")
+    os._exit(130)
+
+
+# only when this process is the `traceattr` program, not a library user importing the CLI
+_AS_PROGRAM = os.path.basename(sys.argv[0]) == "traceattr" or sys.argv[0].endswith(
+    os.path.join("traceattr", "__main__.py")
+)
+if _AS_PROGRAM and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+import typer  # noqa: E402
+
+from traceattr.errors import TraceattrError, TraceNote  # noqa: E402
+
+try:  # typer ≥ 0.20 carries its own copy of click
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - older typer on plain click
+    from click.exceptions import NoArgsIsHelpError, UsageError
 
 app = typer.Typer(
     name="traceattr",
@@ -56,13 +79,72 @@ def _register(argv: list[str] | None = None) -> None:
         importlib.import_module(f"traceattr.cli.{name}")
 
 
+def _one_line(text: str) -> str:
+    """A message as one terminal line: control characters (newlines, escapes) shown, not obeyed."""
+    from traceattr.terminal import printable
+
+    return printable(str(text).strip())
+
+
+def _show_warning(message, category, *_args, **_kwargs) -> None:  # type: ignore[no-untyped-def]
+    # one line per warning, in our words; a library's stack location means nothing to the user
+    kind = "note" if issubclass(category, TraceNote) else "warning"
+    print(f"traceattr: {kind}: {_one_line(str(message).strip().splitlines()[0] if str(message).strip() else '')}",
+          file=sys.stderr)  # fmt: skip
+
+
+def _interrupted() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not turn this into a traceback
+    print("traceattr: interrupted", file=sys.stderr)
+    sys.exit(130)
+
+
 def main(argv: list[str] | None = None) -> None:
-    _register(argv)
+    if not _AS_PROGRAM:
+        _main(argv)
+        return
     try:
-        app(args=argv, prog_name="traceattr")
+        _main(argv)
+        code = 0
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    except KeyboardInterrupt:  # a second Ctrl-C before the first one's message
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        os.write(2, b"traceattr: interrupted\n")
+        code = 130
+    # The work is done (or refused) and every output closed: leave now, so a late Ctrl-C cannot land in
+    # the interpreter's shutdown (which restores the default handler) and kill us with a signal instead.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
+def _main(argv: list[str] | None) -> None:
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on, KeyboardInterrupt as usual
+    warnings.showwarning = _show_warning
+    try:
+        _register(argv)
+        # standalone_mode=False: usage errors come back to us (one line, not click's box); typer turns a
+        # Ctrl-C inside the command into exit code 130
+        rc = app(args=argv, prog_name="traceattr", standalone_mode=False)
     except TraceattrError as err:
-        print(f"traceattr: error: {err}", file=sys.stderr)
+        print(f"traceattr: error: {_one_line(str(err))}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
-        print("traceattr: interrupted", file=sys.stderr)
-        sys.exit(130)
+    except NoArgsIsHelpError as err:
+        print(err.ctx.get_help() if err.ctx is not None else err.format_message())
+        sys.exit(0)
+    except UsageError as err:
+        where = f" {err.ctx.info_name}" if err.ctx is not None and err.ctx.parent is not None else ""
+        print(f"traceattr{where}: error: {_one_line(err.format_message())} (see --help)", file=sys.stderr)
+        sys.exit(2)
+    except (KeyboardInterrupt, typer.Abort):
+        _interrupted()
+    except OSError as err:  # e.g. the terminal went away; not a traceback either
+        print(f"traceattr: error: {_one_line(str(err))}", file=sys.stderr)
+        sys.exit(2)
+    if rc == 130:
+        _interrupted()
+    sys.exit(rc if isinstance(rc, int) else 0)

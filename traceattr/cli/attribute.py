@@ -29,10 +29,11 @@ from traceattr.cli.options import (
 )
 from traceattr.errors import TraceattrError
 from traceattr.multi import Combined, Settings, across_reports, expand_inputs, write_combined
-from traceattr.output import write_manifest, write_table
+from traceattr.output import ResultSet
 from traceattr.trace.inputs import resolve_trace
 from traceattr.trace.loader import load_trace
 
+MANIFEST = "attribution.json"  # names the set in --out DIR; see traceattr.output.ResultSet
 Format = Enum("Format", {f: f for f in ("table", "csv", "json", "parquet")}, type=str)  # type: ignore[misc]
 
 
@@ -49,7 +50,7 @@ def attribute_command(
     domain: DomainOpt = None,
     match: MatchOpt = None,
     rules: RulesOpt = None,
-    limit: Annotated[int, typer.Option(help="Rows shown on the terminal (0: all).")] = 30,
+    limit: Annotated[int, typer.Option(help="Rows shown on the terminal (0: all).", min=0, max=1 << 31)] = 30,
     each_range: Annotated[
         bool, typer.Option("--ranges", help="On the terminal, one row per range instead of one per range name.")
     ] = False,
@@ -75,28 +76,31 @@ def attribute_command(
         _attribute_many(paths, settings, out, fmt.value, limit, workers, dask, started)
         return
     path = resolve_trace(paths[0])
-    att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
     fmt_value = fmt.value
+    if out is None and fmt_value == "parquet":
+        raise TraceattrError("--format parquet needs --out DIR")
     if out is None:
+        att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
         if fmt_value == "table":
             _render(att, limit, each_range)
-        elif fmt_value == "parquet":
-            raise TraceattrError("--format parquet needs --out DIR")
         elif fmt_value == "csv":
             sys.stdout.write(att.ranges.with_columns().write_csv())
         else:
             sys.stdout.write(att.ranges.write_json() + "\n")
         return
     file_fmt = "csv" if fmt_value == "table" else fmt_value
-    ranges_file = write_table(att.ranges, out, "ranges", file_fmt)
-    kernels_file = write_table(att.ops_lazy(), out, "kernels", file_fmt)
-    write_manifest(out, "attribution.json", {
-        "tool": "traceattr", "version": __version__, "command": "attribute",
-        "input": str(path), "nsys_version": att.meta.nsys_version, "schema_version": att.meta.schema_version,
-        "mode": att.mode, "domain": domain, "match": match, "rules": str(rules) if rules else None,
-        "outputs": [ranges_file.name, kernels_file.name], "notes": list(att.notes),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)), "seconds": round(time.time() - started, 3),
-    })  # fmt: skip
+    # opened before the work, so a --out that cannot be used is refused at once
+    with ResultSet(out, command="attribute", manifest=MANIFEST, inputs=(paths[0], path)) as result:
+        att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
+        ranges_file = result.table(att.ranges, "ranges", file_fmt)
+        kernels_file = result.table(att.ops_lazy(), "kernels", file_fmt)
+        result.write_manifest({
+            "version": __version__, "input": str(path), "nsys_version": att.meta.nsys_version,
+            "schema_version": att.meta.schema_version, "mode": att.mode, "domain": domain, "match": match,
+            "rules": str(rules) if rules else None, "notes": list(att.notes),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+            "seconds": round(time.time() - started, 3),
+        })  # fmt: skip
     if fmt_value == "table":
         _render(att, limit, each_range)
     print(f"wrote {ranges_file}, {kernels_file}", file=sys.stderr)
@@ -115,26 +119,30 @@ def _attribute_many(
 ) -> None:  # fmt: skip
     if out is None and fmt == "parquet":
         raise TraceattrError("--format parquet needs --out DIR")
-    with attribute_many(paths, settings, workers=workers, dask=dask, out=out) as combined:
-        if out is None:
+    if out is None:
+        with attribute_many(paths, settings, workers=workers, dask=dask, out=None) as combined:
             if fmt == "table":
                 _render_many(combined, limit)
             elif fmt == "csv":
                 sys.stdout.write(combined.ranges.write_csv())
             else:
                 sys.stdout.write(combined.ranges.write_json() + "\n")
-            raise typer.Exit(exit_status(combined))
-        written = write_combined(combined, out, "csv" if fmt == "table" else fmt)  # type: ignore[arg-type]
-    write_manifest(out, "attribution.json", {
-        "tool": "traceattr", "version": __version__, "command": "attribute",
-        "inputs": [str(p) for p in paths], "mode": settings.mode, "domain": settings.domain, "match": settings.match,
-        "rules": settings.rules, "workers": workers, "dask": dask, "outputs": [w.name for w in written],
-        "failed": list(combined.failures),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)), "seconds": round(time.time() - started, 3),
-    })  # fmt: skip
+        raise typer.Exit(exit_status(combined))
+    # one set: the tables and the manifest go into DIR together (see traceattr.output.ResultSet)
+    with ResultSet(out, command="attribute", manifest=MANIFEST, inputs=paths) as result:
+        with attribute_many(paths, settings, workers=workers, dask=dask, out=result.staging) as combined:
+            written = write_combined(combined, result.staging, "csv" if fmt == "table" else fmt)  # type: ignore[arg-type]
+        result.files += [w.name for w in written]
+        result.write_manifest({
+            "version": __version__, "inputs": [str(p) for p in paths], "mode": settings.mode,
+            "domain": settings.domain, "match": settings.match, "rules": settings.rules, "workers": workers,
+            "dask": dask, "failed": list(combined.failures),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+            "seconds": round(time.time() - started, 3),
+        })  # fmt: skip
     if fmt == "table":
         _render_many(combined, limit)
-    print(f"wrote {', '.join(str(w) for w in written)}", file=sys.stderr)
+    print(f"wrote {', '.join(str(result.folder / w.name) for w in written)}", file=sys.stderr)
     raise typer.Exit(exit_status(combined))
 
 

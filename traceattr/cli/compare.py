@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,17 +12,19 @@ import polars as pl
 import typer
 from rich.markup import escape
 
-from traceattr import runfolder
+from traceattr import __version__, runfolder
 from traceattr.analysis.calls import compared_shapes
 from traceattr.analysis.dispatch import dispatch_rules
 from traceattr.analysis.pipeline import Analysis, analyse, analyse_calls
 from traceattr.cli import app
 from traceattr.cli.many import attribute_many, exit_status
 from traceattr.cli.options import DaskOpt, GroupOpt, MatchOpt, TracesArg, WorkersOpt, check_group, check_regex
-from traceattr.errors import NoDataError
+from traceattr.errors import NoDataError, TraceattrError
 from traceattr.multi import Settings, across_reports, expand_inputs, rounds_per_report
-from traceattr.output import write_table, write_text
+from traceattr.output import ResultSet, check_file_target, check_out_folder, write_text
 from traceattr.session import Session
+
+MANIFEST = "compare.json"  # names the set in --out DIR; see traceattr.output.ResultSet
 
 
 @app.command("compare")
@@ -54,7 +58,14 @@ def compare_command(
     """
     check_regex(match)
     check_group(group)
+    if bandwidth is not None and not (math.isfinite(bandwidth) and bandwidth > 0):
+        raise TraceattrError(f"--bandwidth must be a positive number of TB/s, got {bandwidth}")
     paths = expand_inputs(traces)
+    # refused before the work, not after it
+    if out is not None:
+        check_out_folder(out, command="compare", manifest=MANIFEST, inputs=paths)
+    if json_out is not None:
+        check_file_target(json_out, paths, ours=_is_dispatch)
     peak = bandwidth * 1e12 if bandwidth else None
     if len(paths) > 1:
         _compare_many(paths, match, group, out, json_out, peak, workers, dask)
@@ -65,7 +76,7 @@ def compare_command(
     analysis = analyse(att, peak_bytes_per_s=peak, events=runfolder.runner_events(trace), group=group)
     if analysis.calls.height == 0:
         raise NoDataError(trace, "has no NVTX ranges with GPU work to compare")
-    _show_and_write(analysis, out, json_out, str(trace))
+    _show_and_write(analysis, out, json_out, str(trace), inputs=paths)
 
 
 def _compare_many(
@@ -88,12 +99,22 @@ def _compare_many(
             peak = known["peak_bytes_per_s"][0] if known.height else None
         analysis = analyse_calls(rounds_per_report(table), peak, "given" if peak else "unknown device")
         extra = ((combined.reports, runfolder.REPORTS), (across_reports(table, "series"), runfolder.ACROSS_REPORTS))
-        _show_and_write(analysis, out, json_out, ", ".join(map(str, paths)), *extra)
+        _show_and_write(analysis, out, json_out, ", ".join(map(str, paths)), *extra, inputs=paths)
         raise typer.Exit(exit_status(combined))
 
 
+def _is_dispatch(head: bytes) -> bool:
+    """The start of a decision-rules JSON traceattr wrote (the only file ``--json`` may replace)."""
+    return head.lstrip().startswith(b"{") and b'"traceattr.dispatch/' in head
+
+
 def _show_and_write(
-    analysis: Analysis, out: Path | None, json_out: Path | None, source: str, *extra: tuple[pl.DataFrame, str]
+    analysis: Analysis,
+    out: Path | None,
+    json_out: Path | None,
+    source: str,
+    *extra: tuple[pl.DataFrame, str],
+    inputs: Sequence[Path] = (),
 ) -> None:
     from traceattr.terminal import console, render_across, render_fit, render_reports, render_rules, render_summary
 
@@ -127,6 +148,8 @@ def _show_and_write(
             (analysis.fit, runfolder.FIT),
             *extra,
         )
-        for frame, stem in tables:
-            write_table(frame, out, stem, "csv")
-        con.print(escape(f"wrote {out}/" + ", ".join(f"{stem}.csv" for _, stem in tables)))
+        with ResultSet(out, command="compare", manifest=MANIFEST, inputs=inputs) as result:
+            for frame, stem in tables:
+                result.table(frame, stem, "csv")
+            result.write_manifest({"version": __version__, "inputs": [str(p) for p in inputs]})
+        con.print(escape(f"wrote {result.folder}/" + ", ".join([*(f"{stem}.csv" for _, stem in tables), MANIFEST])))

@@ -79,7 +79,8 @@ def profile_command(
         return
     plan = make_plan(
         shapes, backend, iters=iters, warmup=warmup, graphs=graphs, shuffle=shuffle, seed=seed, validate=validate,
-        flush_bytes=flush_mb * (1 << 20) if flush_mb else None, between=between, order=order, out_root=out_root,
+        flush_bytes=flush_mb * (1 << 20) if flush_mb is not None else None, between=between, order=order,
+        out_root=out_root,
     )  # fmt: skip
     con = console()
     if dry_run:

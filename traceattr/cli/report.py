@@ -23,6 +23,8 @@ from traceattr.cli.options import (
     check_group,
     check_regex,
 )
+from traceattr.output import check_file_target
+from traceattr.terminal import printable
 from traceattr.trace.inputs import resolve_trace
 from traceattr.trace.loader import load_trace
 
@@ -55,10 +57,11 @@ def report_command(
 
     target = _target(trace, out)
     events = runfolder.runner_events(trace)
+    check_file_target(target, (trace, path), ours=_is_report)
     att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
     info = write_report(att, target, title=title, run=_run_info(trace), group=group, events=events)
     for note in info.notes:
-        print(f"note: {note}", file=sys.stderr)
+        print(f"note: {printable(note)}", file=sys.stderr)
     print(f"wrote {info.path} ({_size(info.size_bytes)})")
 
 
@@ -69,6 +72,11 @@ def _target(trace: Path, out: Path | None) -> Path:
     if trace.is_dir():
         return trace / runfolder.REPORT
     return trace.with_name(f"{trace.stem}.report.html")
+
+
+def _is_report(head: bytes) -> bool:
+    """The start of an HTML report traceattr wrote (the only file ``report`` may replace)."""
+    return head.startswith(b"<!DOCTYPE html>") and b"traceattr" in head
 
 
 def _run_info(trace: Path) -> dict[str, Any] | None:

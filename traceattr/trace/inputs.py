@@ -7,6 +7,7 @@ from pathlib import Path
 from traceattr.errors import TraceError
 from traceattr.nsys import export_sqlite
 from traceattr.runfolder import TRACE as RUN_TRACE
+from traceattr.trace.sqlite_source import check_file
 
 
 def resolve_trace(path: str | Path) -> Path:
@@ -25,5 +26,6 @@ def resolve_trace(path: str | Path) -> Path:
             p, f"is a directory without {RUN_TRACE}; expected an nsys .sqlite export or a traceattr run folder"
         )
     if p.suffix in (".nsys-rep", ".qdrep"):
+        check_file(p)
         return export_sqlite(p)
     return p

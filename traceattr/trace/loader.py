@@ -17,6 +17,7 @@ import polars as pl
 from traceattr.errors import NoDataError, TraceError
 from traceattr.trace import schema as S
 from traceattr.trace.sqlite_source import Query, SqliteSource
+from traceattr.trace.validate import shorten_long_names, validate
 
 
 @dataclass(frozen=True)
@@ -211,7 +212,12 @@ def _label(
     # few domains: a when-chain over (pid, domain id) costs less than a million-row join
     domain = pl.lit(None, pl.String)
     for pid, dom, name in domains.iter_rows():
-        domain = pl.when((pl.col("pid") == pid) & (pl.col("domain_id") == dom)).then(pl.lit(name)).otherwise(domain)
+        # eq_missing: a NULL pid or domain id matches NULL (== would warn and match nothing)
+        domain = (
+            pl.when(pl.col("pid").eq_missing(pid) & pl.col("domain_id").eq_missing(dom))
+            .then(pl.lit(name))
+            .otherwise(domain)
+        )
     labels = events.select("pid", "domain_id").with_columns(
         domain.alias("domain"), pl.coalesce(registered, inline).alias("message")
     )
@@ -353,8 +359,14 @@ def _load(src: SqliteSource) -> Trace:
     if nvtx:
         n = len(nvtx.ranges)
         ranges = _concat(nvtx_frames[:n], nvtx.ranges[0].schema)
-        ranges, marks = _ranges_and_marks(ranges, *nvtx_frames[n:], strings)
+        notes += validate(path, gpu_ops, api, ranges, strings)
+        marks, creates, text = nvtx_frames[n:]
+        range_strings, text, note = shorten_long_names(strings, text)
+        notes += [note] if note else []
+        ranges, marks = _ranges_and_marks(ranges, marks, creates, text, range_strings)
+        del range_strings, text
     else:
+        notes += validate(path, gpu_ops, api, pl.DataFrame(schema={"start": pl.Int64, "end": pl.Int64}), strings)
         ranges, marks = pl.DataFrame(schema=S.RANGES_SCHEMA), pl.DataFrame(schema=S.MARKS_SCHEMA)
     del nvtx_frames
     devices = _read_devices(src)

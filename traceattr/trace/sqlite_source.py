@@ -12,8 +12,12 @@ not UTF-8 (old nsys versions copy raw environment text) cannot break polars.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import re
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,11 +45,8 @@ def read_only_uri(path: Path) -> str:
 
 
 def check_path(path: Path) -> None:
-    """Raise :class:`TraceError` unless *path* is a readable SQLite file."""
-    if not path.exists():
-        raise TraceError(path, "no such file")
-    if path.is_dir():
-        raise TraceError(path, "is a directory, expected an nsys .sqlite export")
+    """Raise :class:`TraceError` unless *path* is a readable SQLite file whose content is all in it."""
+    check_file(path)
     try:
         with path.open("rb") as fh:
             head = fh.read(len(_SQLITE_MAGIC))
@@ -55,6 +56,42 @@ def check_path(path: Path) -> None:
         raise TraceError(path, "is an empty file, not an SQLite database")
     if head != _SQLITE_MAGIC:
         raise TraceError(path, "is not an SQLite database (wrong file header)")
+    _check_companions(path)
+
+
+def check_file(path: Path) -> None:
+    """Raise :class:`TraceError` unless *path* is a regular file (checked before opening: a FIFO would block)."""
+    try:
+        st = path.stat()
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise TraceError(path, "is a symbolic link loop") from None
+        if err.errno == errno.ENOENT:
+            raise TraceError(
+                path, "is a symbolic link to a missing file" if path.is_symlink() else "no such file"
+            ) from None
+        raise TraceError(path, f"cannot be read ({err.strerror})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise TraceError(path, "is a directory, expected an nsys .sqlite export")
+    if not stat.S_ISREG(st.st_mode):
+        raise TraceError(path, "is not a regular file (a pipe, socket or device); pass an nsys export or report file")
+
+
+def _check_companions(path: Path) -> None:
+    """Refuse a file whose content is partly beside it: opened immutable, SQLite would ignore it."""
+    for suffix, problem in (
+        ("-wal", "has a write-ahead log beside it ({name}, {size:,} bytes) holding changes not yet in the file; "
+                 "merge them with `sqlite3 {path} 'PRAGMA wal_checkpoint'` (or export again)"),
+        ("-journal", "has a rollback journal beside it ({name}): a writer stopped mid-transaction and the file "
+                     "may hold half its changes; open it once with sqlite3 to roll them back, or export again"),
+    ):  # fmt: skip
+        side = path.with_name(path.name + suffix)
+        try:
+            size = side.stat().st_size if side.is_file() else 0
+        except OSError:
+            continue
+        if size > 0:
+            raise TraceError(path, problem.format(name=side.name, size=size, path=path))
 
 
 @dataclass(frozen=True)
@@ -106,7 +143,10 @@ class SqliteSource:
         self._conn.close()
         with self._lock:
             for conn in reversed(self._opened):  # an ADBC connection before its database
-                conn.close()
+                # after a Ctrl-C a reader thread may still hold a statement: closing then must not
+                # replace the interrupt with ADBC's complaint (the process is leaving anyway)
+                with contextlib.suppress(Exception):
+                    conn.close()
             self._opened.clear()
         self._local = threading.local()
 
@@ -162,8 +202,14 @@ class SqliteSource:
                 rows = self._thread_conn().execute(query.sql).fetchall()
                 # text arrives as bytes (text_factory): decoded by _typed
                 dtypes = {k: (pl.Binary if v == pl.String else v) for k, v in query.schema.items()}
-                raw = pl.DataFrame(rows, schema=dtypes, orient="row")
-        return self._typed(raw, query)
+                try:
+                    raw = pl.DataFrame(rows, schema=dtypes, orient="row")
+                except (pl.exceptions.PolarsError, TypeError, OverflowError, ValueError):
+                    raise TraceError(self.path, _misfit(_as_text(rows, query), query)) from None
+        try:
+            return self._typed(raw, query)
+        except pl.exceptions.PolarsError:
+            raise TraceError(self.path, _misfit(raw, query)) from None
 
     @staticmethod
     def _typed(raw: pl.DataFrame, query: Query) -> pl.DataFrame:
@@ -224,12 +270,34 @@ def decode_utf8(values: pl.Series) -> pl.Series:
         return pl.Series(values.name, [_text(v) if v is not None else None for v in values.to_list()], pl.String)
 
 
+def _as_text(rows: list[Any], query: Query) -> pl.DataFrame:
+    """Rows that would not build typed columns, every value as text (to find the culprit)."""
+    text = [[None if v is None else _text(v) if isinstance(v, bytes) else str(v) for v in r] for r in rows]
+    return pl.DataFrame(text, schema=dict.fromkeys(query.schema, pl.String), orient="row")
+
+
+def _misfit(raw: pl.DataFrame, query: Query) -> str:
+    """Which column holds a value no trace can hold (text in an integer column, an id past its type)."""
+    for column, dtype in query.schema.items():
+        if dtype == pl.String or column not in raw.columns:
+            continue
+        values = raw[column]
+        bad = values.filter(values.cast(dtype, strict=False).is_null() & values.is_not_null())
+        if len(bad):
+            shown = str(bad[0])
+            shown = shown if len(shown) <= 40 else shown[:39] + "…"
+            return f"{query.what}: {column} holds {shown!r} in {len(bad):,} rows, not a valid {dtype} value"
+    return f"{query.what}: values that do not fit their column types"
+
+
 def _text(value: bytes | str) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _describe_sqlite_error(err: BaseException, what: str) -> str:
     msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    # ADBC wraps SQLite's words: "INVALID_ARGUMENT: [SQLite] Failed to prepare query: no such table: t"
+    msg = re.sub(r"^(?:[A-Z_]+: )?\[SQLite\] (?:Failed to (?:prepare|execute) query: )?", "", msg) or msg
     low = msg.lower()
     if "malformed" in low or "not a database" in low or "disk i/o" in low or "corrupt" in low:
         return f"the SQLite file is damaged or truncated ({msg}) while {what}"

@@ -1,0 +1,125 @@
+"""Values no nsys export can hold, caught after loading: a refusal or a note, never a silent wrong number.
+
+A well-formed SQLite file can still hold a kernel that ends before it
+starts, a start that is NULL, timestamps 292 years apart, one correlationId
+shared by every launch, or a StringIds id given twice. Each would flow into
+the attribution as negative durations, halved times or one range owning the
+whole GPU. Each check is a few vectorised reductions over the loaded frames
+(no per-row Python), so it costs little next to the read.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceattr.errors import TraceError
+from traceattr.trace import schema as S
+
+# Beyond this, interval arithmetic (end + 1, differences, sums) can overflow Int64: nsys's
+# nanosecond clocks span a capture, hours, not 146 years.
+MAX_TIMESTAMP = 1 << 62
+
+
+def _years(ns: int) -> str:
+    return f"{ns / 3.156e16:,.0f} years"
+
+
+def _times(frame: pl.DataFrame, start: str, end: str, what: str, path: object, *, end_may_be_null: bool) -> None:
+    """Refuse NULL starts (and ends), ends before starts, and timestamps out of any capture's range."""
+    if frame.height == 0:
+        return
+    stats = frame.select(
+        pl.col(start).null_count().alias("no_start"),
+        pl.col(end).null_count().alias("no_end"),
+        (pl.col(end) < pl.col(start)).sum().alias("backwards"),
+        pl.min_horizontal(pl.col(start).min(), pl.col(end).min()).alias("lo"),
+        pl.max_horizontal(pl.col(start).max(), pl.col(end).max()).alias("hi"),
+    ).row(0, named=True)
+    n = frame.height
+    if stats["no_start"]:
+        raise TraceError(
+            path, f"{what}: {stats['no_start']:,} of {n:,} rows have no start time (nsys always writes one)"
+        )
+    if stats["no_end"] and not end_may_be_null:
+        raise TraceError(path, f"{what}: {stats['no_end']:,} of {n:,} rows have no end time (column missing or NULL)")
+    if stats["backwards"]:
+        raise TraceError(path, f"{what}: {stats['backwards']:,} of {n:,} rows end before they start")
+    lo, hi = stats["lo"], stats["hi"]
+    if lo is not None and (hi >= MAX_TIMESTAMP or lo <= -MAX_TIMESTAMP or hi - lo >= MAX_TIMESTAMP):
+        raise TraceError(path, f"{what}: timestamps from {lo:,} to {hi:,} ns span {_years(hi - lo)}, not one capture")
+
+
+def validate(
+    path: object, gpu_ops: pl.DataFrame, api: pl.DataFrame, ranges: pl.DataFrame, strings: pl.DataFrame
+) -> list[str]:
+    """Raise :class:`TraceError` for impossible values; return notes for odd but usable ones (none yet).
+
+    *ranges* are the raw NVTX range rows (``end`` NULL while a range is open).
+    """
+    notes: list[str] = []
+    _times(gpu_ops, "start", "end", "GPU ops", path, end_may_be_null=False)
+    _times(api, "start", "end", f"CUDA API calls ({S.RUNTIME})", path, end_may_be_null=False)
+    _times(ranges, "start", "end", f"NVTX ranges ({S.NVTX})", path, end_may_be_null=True)
+    if ranges.height and "global_tid" in ranges.columns and ranges["global_tid"].null_count() == ranges.height:
+        raise TraceError(
+            path, f"NVTX ranges ({S.NVTX}) carry no thread (globalTid is NULL): no launch can be placed in a range"
+        )
+    if strings.height and strings["id"].n_unique() != strings.height:
+        dup = strings.filter(pl.col("id").is_duplicated())["id"]
+        raise TraceError(
+            path, f"StringIds: id {dup[0]} is given {int((dup == dup[0]).sum())} times (ids name one string each)"
+        )
+    if gpu_ops.height and api.height:
+        if gpu_ops["correlation_id"].null_count() == gpu_ops.height:
+            raise TraceError(
+                path,
+                "GPU ops carry no correlationId (the column is missing or empty): no op can be matched to the "
+                "call that launched it",
+            )
+        # old exports log each runtime call twice; more repeats than that mean the ids are not ids
+        ids = api.select(S.global_pid_from_tid("global_tid").alias("pid"), "correlation_id").drop_nulls()
+        if ids.height - ids["correlation_id"].n_unique() > ids.height // 2:  # cheap test first, then per process
+            top = ids.group_by("pid", "correlation_id").len().sort("len", descending=True).row(0)
+            if top[2] > 2:
+                raise TraceError(
+                    path,
+                    f"CUDA API calls: correlationId {top[1]} is shared by {top[2]:,} of {api.height:,} rows "
+                    "(nsys numbers each call once, old exports twice): launches cannot be matched",
+                )
+    return notes
+
+
+# Range names are built per range (domain + ":" + message): one huge shared string would be
+# copied into every range and every regex over them. Real names are short (the longest kernel
+# name in the test exports is 4,236 characters, range names far less).
+MAX_RANGE_NAME_CHARS = 1024
+
+
+def shorten_long_names(strings: pl.DataFrame, text: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, str | None]:
+    """StringIds values and NVTX text shortened to :data:`MAX_RANGE_NAME_CHARS` for naming ranges.
+
+    The frames are returned as they are (no copy) when nothing is that long;
+    otherwise a note says how long the longest was.
+    """
+    longest = 0
+    out = []
+    for frame, col in ((strings, "value"), (text, "text")):
+        if frame.height == 0 or (frame[col].str.len_bytes().max() or 0) <= MAX_RANGE_NAME_CHARS:
+            out.append(frame)
+            continue
+        chars = frame[col].str.len_chars()
+        longest = max(longest, int(chars.max() or 0))
+        out.append(
+            frame.with_columns(
+                pl.when(chars > MAX_RANGE_NAME_CHARS)
+                .then(pl.col(col).str.slice(0, MAX_RANGE_NAME_CHARS - 1) + "…")
+                .otherwise(pl.col(col))
+            )
+        )
+    if longest <= MAX_RANGE_NAME_CHARS:
+        return strings, text, None
+    note = (
+        f"NVTX names longer than {MAX_RANGE_NAME_CHARS:,} characters (the longest: {longest:,}) are shortened "
+        "in range names; kernel names and the trace keep them whole"
+    )
+    return out[0], out[1], note
