@@ -283,6 +283,8 @@ def test_never_writes_over_inputs_or_other_files(tmp_path: Path, capsys: pytest.
         (("attribute", trace, "--out", notes), "is not a folder"),
         (("attribute", trace, "--out", tmp_path), "holds the input"),
         (("compare", trace, "--out", tmp_path), "holds the input"),
+        (("diff", trace, trace, "--out", tmp_path), "holds the input"),
+        (("compare", trace, "--json", notes), "not written by traceattr"),
     ]
     for args, needle in refusals:
         rc, _, err = cli(capsys, *args)

@@ -10,9 +10,11 @@ import typer
 
 from traceattr.analysis.diff import diff
 from traceattr.cli import app
-from traceattr.output import write_table
+from traceattr.output import ResultSet, check_out_folder
 from traceattr.session import Session
 from traceattr.terminal import console, render_diff
+
+MANIFEST = "diff_run.json"  # names the set in --out DIR; see traceattr.output.ResultSet
 
 
 @app.command("diff")
@@ -26,8 +28,12 @@ def diff_command(
 
     Example: traceattr diff before.sqlite after.sqlite
     """
+    if out is not None:  # refused before the work, not after it
+        check_out_folder(out, command="diff", manifest=MANIFEST, inputs=(before, after))
     d = diff(Session(before).attribute(), Session(after).attribute())
     render_diff(d, console(), top)
     if out is not None:
-        files = [write_table(d, out, "diff", "csv"), write_table(d, out, "diff", "json")]
+        with ResultSet(out, command="diff", manifest=MANIFEST, inputs=(before, after)) as result:
+            files = [result.table(d, "diff", "csv"), result.table(d, "diff", "json")]
+            result.write_manifest({"inputs": [str(before), str(after)]})
         print(f"wrote {', '.join(map(str, files))}", file=sys.stderr)
