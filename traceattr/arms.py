@@ -95,6 +95,16 @@ class Arm:
         return {"backend": self.backend, "options": dict(self.options), "program": self.program}
 
 
+def split_spec(text: str) -> tuple[str, str] | None:
+    """(backend, options text) of ``[label=]backend[options]`` by the grammar's syntax alone.
+
+    Nothing is imported or validated, so analysis can read arm labels found in any
+    trace (a plug-in need not be installed); None when *text* is not an arm.
+    """
+    m = _ARM.match(text.strip())
+    return (m["backend"], m["options"] or "") if m else None
+
+
 def option_specs(backend: Backend) -> dict[str, OptionSpec]:
     """The options *backend* accepts: the generic ones, then its own."""
     specs = {o.name: o for o in GENERIC_OPTIONS}

@@ -110,7 +110,12 @@ def same_program(arm_a: str, arm_b: str, shape: Shape | str) -> bool:
     if arm_a == arm_b:
         return True
     # arms with the same options on backends that declare it (fa3[splits=4] and fa3-per-token[splits=4] at q = 1)
-    (arm_a, opts_a), (arm_b, opts_b) = (_split_options(arm) for arm in (arm_a, arm_b))
+    from traceattr.arms import split_spec  # arms imports this module: the one arm grammar, read at call time
+
+    split_a, split_b = split_spec(arm_a), split_spec(arm_b)
+    if split_a is None or split_b is None:
+        return False
+    (arm_a, opts_a), (arm_b, opts_b) = split_a, split_b
     if opts_a != opts_b:
         return False
     if isinstance(shape, str):
@@ -124,12 +129,6 @@ def same_program(arm_a: str, arm_b: str, shape: Shape | str) -> bool:
         if when is not None and when(shape):
             return True
     return False
-
-
-def _split_options(arm: str) -> tuple[str, str]:
-    """``fa3[splits=4]`` → (``fa3``, ``splits=4``); a plain name has no options."""
-    base, bracket, rest = arm.partition("[")
-    return (base, rest.removesuffix("]")) if bracket else (arm, "")
 
 
 def current_device() -> tuple[Device | None, str | None]:
