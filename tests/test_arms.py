@@ -17,7 +17,15 @@ from traceattr.backends.base import Device
 from traceattr.backends.layout import KvLayout
 from traceattr.errors import BackendUnsupported, TraceattrError
 from traceattr.profile import make_plan
-from traceattr.runner.plan import RunPlan, between_arm, call_order
+from traceattr.runner.plan import (
+    DEFAULT_MAX_ITERS,
+    NOISE_STEP,
+    RunPlan,
+    between_arm,
+    call_order,
+    check_sampling,
+    more_rounds,
+)
 from traceattr.shapes import parse_shape
 
 H200 = Device("NVIDIA H200", (9, 0), 132, 141 << 30, "13.0", 60 << 20)
@@ -191,6 +199,26 @@ def test_call_order() -> None:
     assert between_arm("flush") is None and between_arm("none") is None and between_arm("flush+fa3") == "fa3"
     with pytest.raises(ValueError, match="flush\\+ARM"):
         between_arm("flush+")
+
+
+def test_noise_target_adds_rounds_until_every_arm_is_precise() -> None:
+    plan = RunPlan(shapes=("s",), arms=("A", "B"), iters=20, max_noise=0.005, max_iters=45)
+    assert more_rounds(20, {"A": 0.004, "B": 0.009}, plan) == NOISE_STEP  # one arm is still noisy
+    assert more_rounds(20, {"A": 0.004, "B": float("nan")}, plan) == NOISE_STEP  # too few calls to tell
+    assert more_rounds(30, {"A": 0.004, "B": 0.005}, plan) == 0  # both precise enough
+    assert more_rounds(40, {"A": 0.02, "B": 0.02}, plan) == 5  # never past max_iters ...
+    assert more_rounds(45, {"A": 0.02, "B": 0.02}, plan) == 0  # ... where it stops, noisy or not
+    assert more_rounds(20, {"A": 0.02}, RunPlan(shapes=("s",), arms=("A",), iters=20)) == 0  # no target: fixed
+    blocked = RunPlan(shapes=("s",), arms=("A", "B"), iters=20, max_noise=0.005, order="blocked")
+    assert more_rounds(20, {"A": 0.02, "B": 0.02}, blocked) == 0  # back to back keeps its blocks
+    unbounded = RunPlan(shapes=("s",), arms=("A", "B"), iters=20, max_noise=0.005)
+    assert more_rounds(DEFAULT_MAX_ITERS - 10, {"A": 0.02}, unbounded) == 10
+    assert more_rounds(DEFAULT_MAX_ITERS, {"A": 0.02}, unbounded) == 0
+    # added rounds continue the ABBA alternation where the first ones stopped
+    assert call_order(("A", "B"), 2, "abba", start=3) == [[("B", 3), ("A", 3)], [("A", 4), ("B", 4)]]
+    for bad, needle in (((20, 0.0, None), "max-noise"), ((20, 1.5, None), "max-noise"), ((20, 0.01, 10), "max-iters")):
+        with pytest.raises(TraceattrError, match=needle):
+            check_sampling(*bad)
 
 
 def test_profile_dry_run_with_arms(tmp_path: Path) -> None:

@@ -201,3 +201,29 @@ def test_profile_arms_and_protocol(tmp_path: Path) -> None:
     assert calls.group_by("shape", "backend").len()["len"].unique().to_list() == [4]
     ranges = pl.read_parquet(folder / "ranges.parquet")
     assert ranges.filter(pl.col("message") == "between").height == calls.height  # one predecessor per call
+
+
+@pytest.mark.skipif(not (os.environ.get("TRACEATTR_NSYS") or shutil.which("nsys")), reason="needs nsys")
+@pytest.mark.parametrize(("max_noise", "max_iters", "expected"), [(0.3, 40, 14), (1e-5, 12, 12)])
+def test_noise_target_adds_rounds(tmp_path: Path, max_noise: float, max_iters: int, expected: int) -> None:
+    """--max-noise: 4 rounds are too few for an interval, ten more reach a loose target; a tight one stops at the cap."""
+    out = subprocess.run(
+        [sys.executable, "-m", "traceattr", "profile", "--shape", "q1_ctx8k_h16", "--iters", "4", "--warmup", "1",
+         "--max-noise", str(max_noise), "--max-iters", str(max_iters), "--out-root", str(tmp_path),
+         "-b", "fa3", "-b", "again=fa3", "--graphs"],
+        capture_output=True, text=True, check=False, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (folder,) = tmp_path.iterdir()
+    runner = json.loads((folder / "runner.json").read_text())
+    (shape,) = runner["shapes"].values()
+    sampling = shape["sampling"]
+    assert sampling["iters"] == expected and sampling["max_noise"] == max_noise
+    assert set(sampling["noise"]) == {"fa3", "again"}
+    met = all(v <= max_noise for v in sampling["noise"].values())
+    assert met if expected == 14 else not met
+    import polars as pl
+
+    calls = pl.read_csv(folder / "calls.csv")
+    assert calls.group_by("backend").len()["len"].to_list() == [expected, expected]  # every arm, every round
+    assert sorted(calls["iter"].unique().to_list()) == list(range(expected))

@@ -50,6 +50,7 @@ def runner_json(
     program: tuple[str | None, str | None] = ("fa3", "fa3"),
     sha: tuple[str | None, str | None] = ("ab" * 32, "ab" * 32),
     status: dict[str, str] | None = None,
+    noise: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """A runner.json as the arms runner writes it (the agreed contract), for both rows."""
     clocks = None if fraction is None else {"sm_clock_mhz_median": round(1980 * fraction), "sm_clock_max_mhz": 1980,
@@ -67,6 +68,8 @@ def runner_json(
                 entry["output_sha256"] = digest
             backends[arm] = entry
         shapes[row.shape] = {"backends": backends, **({"clocks": clocks} if clocks else {})}
+        if noise is not None:
+            shapes[row.shape]["sampling"] = {"iters": 8, "max_noise": 0.005, "noise": noise}
     arms_info = {BASE: {"backend": "fa3", "options": {}, "program": program[0]},
                  CAND: {"backend": "fa3", "options": {"splits": 4}, "program": program[1]}}  # fmt: skip
     return {"gpu": {"name": "NVIDIA H200"}, "shapes": shapes, "arms": arms_info, "timed": True,
@@ -207,6 +210,29 @@ def test_sensitivity_flags_a_verdict_smaller_than_the_protocol_effect(tmp_path: 
     assert "⚑" in receipt.markdown() and "protocol sensitivity 0.07" in receipt.markdown()
 
 
+def test_receipt_discloses_the_sampling(tmp_path: Path) -> None:
+    """Iterations per round come from the calls; the runner's noise is shown where it missed its target."""
+    t = timing(1.0)
+    caps = [
+        synth_capture(tmp_path, 0, (BASE, CAND), t, iters=8, noise={BASE: 0.003, CAND: 0.004}),
+        synth_capture(tmp_path, 1, (CAND, BASE), t, iters=12, noise={BASE: 0.003, CAND: 0.009}),
+        synth_capture(tmp_path, 2, (BASE, CAND), t, iters=8),  # a runner that recorded no sampling
+    ]
+    rows = by_row(round_rows(ROWS, caps, BASE, CAND))
+    r = rows[ROWS[0].label]
+    assert r["iters_rounds"] == [8, 12, 8] and r["pairs"] == 28 and r["noise"] == pytest.approx(0.009)
+    header = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "r", max_noise=0.005,
+                       max_iters=500).header()  # fmt: skip
+    receipt = Receipt(header, round_rows(ROWS, caps, BASE, CAND))
+    md = receipt.markdown()
+    assert "3 rounds × 20–500 iterations (until each arm's median is within ±0.5%, 95%)" in md
+    assert md.count("median noise ±0.90% at 12 iterations") == 2
+    quiet = Receipt(header, round_rows(ROWS, caps[:1], BASE, CAND)).markdown()
+    assert "median noise" not in quiet  # 0.4% met the 0.5% target
+    assert receipt.csv_frame()["iters_rounds"].to_list()[0] == "8;12;8"
+    assert Receipt.from_json(json.loads(json.dumps(receipt.to_json()))).rows.equals(receipt.rows)
+
+
 # -- orchestration with a fake executor, retry, receipts ---------------------------------------
 class FakeExecutor:
     """Stands in for profile_executor: synthesises each requested capture; records what was asked."""
@@ -245,7 +271,8 @@ def test_run_round_alternates_arms_and_writes_receipts(tmp_path: Path) -> None:
 
 def test_retry_remeasures_only_refused_rows_and_keeps_both(tmp_path: Path) -> None:
     first = Receipt(
-        RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "r0").header(),
+        RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "r0", max_noise=0.004,
+                  max_iters=300).header(),
         round_rows(ROWS, [*captures(tmp_path, timing(0.9), rounds=2)[:1],
                           synth_capture(tmp_path, 1, (CAND, BASE), timing(0.9), fraction=0.5)], BASE, CAND),
     )  # fmt: skip
@@ -262,6 +289,7 @@ def test_retry_remeasures_only_refused_rows_and_keeps_both(tmp_path: Path) -> No
     previous = read_receipt(tmp_path / "r0")
     plan = retry_plan(previous, tmp_path / "out", rounds=2)
     assert [r.label for r in plan.rows] == [ROWS[1].label] and plan.first_round == 3
+    assert (plan.max_noise, plan.max_iters) == (0.004, 300)  # the retry samples as the round did
     fake = FakeExecutor(tmp_path, timing(0.9))
     merged = run_round(plan, fake, previous=previous)
     assert [r.round for r in fake.requests] == [3, 4] and fake.requests[0].arms[0] == CAND  # alternation continues
@@ -275,6 +303,53 @@ def test_retry_remeasures_only_refused_rows_and_keeps_both(tmp_path: Path) -> No
     assert read_receipt(plan.folder).rows.height == 3
     with pytest.raises(TraceattrError, match="nothing to retry"):
         retry_plan(merged, tmp_path / "out")
+
+
+def test_an_interrupted_round_has_no_receipt_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fake = FakeExecutor(tmp_path, timing(0.9))
+
+    def interrupted(request, plan, on_line):  # type: ignore[no-untyped-def]
+        if request.round == 1:
+            raise KeyboardInterrupt  # Ctrl-C during the second capture
+        return fake(request, plan, on_line)
+
+    plan = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "round")
+    with pytest.raises(KeyboardInterrupt):
+        run_round(plan, interrupted, report=True)
+    assert sorted(p.name for p in plan.folder.iterdir()) == ["round-1"]  # the capture is kept, no receipt
+    with pytest.raises(TraceattrError, match="did not finish"):
+        read_receipt(plan.folder)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["round", "--retry", str(plan.folder)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "did not finish" in err and len(err.strip().splitlines()) == 1
+
+
+def test_report_of_a_round_folder_also_after_it_moved(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    plan = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "device" / "round")
+    run_round(plan, FakeExecutor(tmp_path, timing(0.9), name="trace.sqlite"), report=True)
+    names = {p.name: p.stat().st_mtime_ns for p in plan.folder.iterdir()}
+    assert names["receipt.json"] >= max(names["report.html"], names["receipt.md"], names["receipt.csv"])  # JSON last
+    moved = tmp_path / "here" / "round"  # copied off the GPU machine: the receipt's capture paths are stale
+    shutil.copytree(plan.folder, moved)
+    shutil.rmtree(tmp_path / "device")
+    (moved / "report.html").unlink()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", str(moved)])
+    assert exit_info.value.code in (0, None) and f"wrote {moved / 'report.html'}" in capsys.readouterr().out
+    page = (moved / "report.html").read_text(encoding="utf-8")
+    assert 'id="round"' in page and "2 / 2 rows pass" in page
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", str(moved), "--match", "fa3"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "round folder" in err and len(err.strip().splitlines()) == 1
+    for folder in ("round-1", "round-2", "round-3"):
+        shutil.rmtree(moved / folder)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", str(moved)])
+    assert exit_info.value.code == 2 and "none of the receipt's captures" in capsys.readouterr().err
 
 
 def test_markdown_escapes_and_geomean_over_passing_rows_only(tmp_path: Path) -> None:
@@ -389,6 +464,7 @@ def test_cli_round_through_profile_with_a_fake_capture(
         ((BASE, CAND), "blocked"),
     ]
     assert {p.run.between for p in plans} == {"flush+fa2"} and {p.run.iters for p in plans} == {8}
+    assert {(p.run.max_noise, p.run.max_iters) for p in plans} == {(0.005, 500)}  # the noise target by default
     (folder,) = tmp_path.iterdir()
     assert sorted(f.name for f in folder.iterdir()) == [
         "receipt.csv",

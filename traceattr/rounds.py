@@ -27,7 +27,7 @@ from traceattr.analysis.rounds import Capture, Gates, Receipt, Row, round_rows
 from traceattr.arms import parse_arm
 from traceattr.errors import TraceattrError
 from traceattr.output import write_manifest, write_table, write_text
-from traceattr.runner.plan import between_arm
+from traceattr.runner.plan import between_arm, check_sampling
 from traceattr.shapes import PUBLISHED_ROWS, ShapeError, parse_shape
 
 # Named row sets (--rows NAME); a file of shapes, one a line, works too.
@@ -96,8 +96,10 @@ class RoundPlan:
     candidate: str
     folder: Path
     rounds: int = 3
-    iters: int = 20
+    iters: int = 20  # the minimum when max_noise is set
     warmup: int = 3
+    max_noise: float | None = None  # add ABBA iterations until each arm's median is this precise (fraction)
+    max_iters: int | None = None
     graphs: bool = False
     between: str = "flush"
     flush_bytes: int | None = None
@@ -115,6 +117,7 @@ class RoundPlan:
             )
         if self.rounds < 1 or self.iters < 2:
             raise TraceattrError("--rounds must be at least 1 and --iters at least 2 (ABBA needs both orders)")
+        check_sampling(self.iters, self.max_noise, self.max_iters)
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -143,6 +146,7 @@ class RoundPlan:
             "arms": {"baseline": self.baseline, "candidate": self.candidate},
             "protocol": {
                 "rounds": self.rounds, "iters": self.iters, "warmup": self.warmup, "order": "abba",
+                "max_noise": self.max_noise, "max_iters": self.max_iters,
                 "arm_order": "alternating between rounds", "between": self.between, "cold_l2": self.between != "none",
                 "flush_bytes": self.flush_bytes, "graphs": self.graphs, "seed": self.seed,
                 "sensitivity": self.sensitivity, "timing": "nsys GPU span per call (first op start to last op end)",
@@ -169,6 +173,7 @@ def profile_executor(request: CaptureRequest, plan: RoundPlan, on_line: Callable
 
     profile_plan = make_plan(
         [parse_shape(s) for s in request.shapes], request.arms, iters=plan.iters, warmup=plan.warmup,
+        max_noise=plan.max_noise, max_iters=plan.max_iters,
         graphs=plan.graphs, seed=plan.seed, flush_bytes=plan.flush_bytes, between=plan.between, order=request.order,
         out_root=request.folder.parent,
     )  # fmt: skip
@@ -187,8 +192,13 @@ def run_round(
     on_line: Callable[[str], None] | None = None,
     on_progress: Callable[[str], None] | None = None,
     previous: Receipt | None = None,
+    report: bool = False,
 ) -> Receipt:
-    """Run every capture of *plan*, then build (or, with *previous*, extend) the receipt and write it."""
+    """Run every capture of *plan*, then build (or, with *previous*, extend) the receipt and write it.
+
+    receipt.json is written last (after report.html with *report*): a round folder with receipt.json is
+    complete; one without is an interrupted round, whose captures are kept (each a run folder of its own).
+    """
     plan.folder.mkdir(parents=True, exist_ok=False)
     captures: list[Capture] = []
     sensitivity: list[Capture] = []
@@ -216,6 +226,8 @@ def run_round(
         merged = previous.with_attempt(rows, folders)
         retries = [*previous.header.get("retry_rounds", []), plan.rounds]
         receipt = replace(merged, header={**previous.header, "retry_rounds": retries})
+    if report:
+        write_round_report(receipt, plan.folder)
     write_receipt(receipt, plan.folder)
     return receipt
 
@@ -230,7 +242,7 @@ def _runner_facts(captures: Sequence[Capture]) -> dict[str, Any]:
 
 
 def write_receipt(receipt: Receipt, folder: Path) -> list[Path]:
-    """receipt.md, receipt.csv and receipt.json in *folder* (each written whole or not at all)."""
+    """receipt.md, receipt.csv and receipt.json in *folder* (each written whole or not at all; the JSON last)."""
     md = write_text(folder / f"{runfolder.RECEIPT}.md", receipt.markdown())
     csv = write_table(receipt.csv_frame(), folder, runfolder.RECEIPT, "csv")
     js = write_manifest(folder, f"{runfolder.RECEIPT}.json", receipt.to_json())
@@ -241,7 +253,13 @@ def read_receipt(path: Path) -> Receipt:
     """A receipt.json written by :func:`write_receipt` (a round folder names its receipt.json)."""
     import json
 
-    path = path / f"{runfolder.RECEIPT}.json" if path.is_dir() else path
+    if path.is_dir():
+        if not (path / f"{runfolder.RECEIPT}.json").is_file():
+            raise TraceattrError(
+                f"{path}: no {runfolder.RECEIPT}.json: not a round folder, or a round that did not finish "
+                "(its captures are run folders of their own)"
+            )
+        path = path / f"{runfolder.RECEIPT}.json"
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(content, dict) or content.get("command") != "round":
@@ -249,6 +267,36 @@ def read_receipt(path: Path) -> Receipt:
         return Receipt.from_json(content)
     except (OSError, UnicodeDecodeError, ValueError, TypeError) as err:
         raise TraceattrError(f"{path}: unreadable receipt ({err})") from None
+
+
+def capture_folders(receipt: Receipt, folder: Path) -> list[Path]:
+    """The receipt's capture run folders that exist, found beside *folder*'s receipt when the round moved."""
+    found = []
+    for name in receipt.captures:
+        stored = Path(name)
+        for candidate in (stored, folder / stored.name):
+            if (candidate / runfolder.TRACE).is_file():
+                found.append(candidate)
+                break
+    return found
+
+
+def write_round_report(
+    receipt: Receipt, folder: Path, target: Path | None = None, title: str | None = None
+) -> Path | None:
+    """report.html of a round: the receipt, then the first capture's figures (None: no capture has a trace)."""
+    from traceattr.attribution.engine import attribute
+    from traceattr.report import write_report
+    from traceattr.trace.loader import load_trace
+
+    first = next(iter(capture_folders(receipt, folder)), None)
+    if first is None:
+        return None
+    att = attribute(load_trace(first / runfolder.TRACE))
+    events = runfolder.runner_events(first)
+    info = write_report(att, target or folder / runfolder.REPORT, title=title or f"traceattr round {folder.name}",
+                        run=runfolder.read_json(first, runfolder.RUN), receipt=receipt, events=events)  # fmt: skip
+    return info.path
 
 
 def retry_plan(previous: Receipt, out_root: Path, *, rounds: int | None = None) -> RoundPlan:
@@ -264,6 +312,7 @@ def retry_plan(previous: Receipt, out_root: Path, *, rounds: int | None = None) 
     return RoundPlan(
         rows=rows, baseline=baseline, candidate=candidate, folder=folder_name(out_root, baseline, candidate, "retry"),
         rounds=rounds or int(p.get("rounds", 3)), iters=int(p.get("iters", 20)), warmup=int(p.get("warmup", 3)),
+        max_noise=p.get("max_noise"), max_iters=p.get("max_iters"),
         graphs=bool(p.get("graphs")), between=p.get("between", "flush"), flush_bytes=p.get("flush_bytes"),
         sensitivity=bool(p.get("sensitivity")), seed=int(p.get("seed", 0)),
         gates=Gates(**{k: v for k, v in g.items() if k in Gates.__dataclass_fields__}),

@@ -23,6 +23,11 @@ captures and ABBA inside each. Per row:
     runner's check against the torch reference;
   - ``arms``: both arms ran in every capture.
 
+``iters_rounds`` and ``noise`` disclose the sampling: with a noise target the
+runner adds iterations until each arm's median is that precise, so short noisy
+rows get more calls than long steady ones; a row that hit ``max_iters`` first
+keeps its (wider) interval and says so.
+
 ``sensitivity`` (optional, from captures run back to back instead of
 interleaved): how far the ratio moves with the protocol; a faster/slower
 verdict smaller than that is ``flagged``. Pure polars over frames and dicts:
@@ -57,6 +62,8 @@ RECEIPT_SCHEMA: dict[str, pl.DataType] = {
     "verdict": pl.String(),
     "rounds": pl.Int64(),
     "pairs": pl.Int64(),
+    "iters_rounds": pl.List(pl.Int64()),  # paired iterations per capture, in round order
+    "noise": pl.Float64(),  # the runner's worst median noise over arms and captures (None: not recorded)
     "baseline_rounds_us": pl.List(pl.Float64()),
     "candidate_rounds_us": pl.List(pl.Float64()),
     "arms_gate": pl.String(),
@@ -152,6 +159,17 @@ def directional(p: pl.DataFrame, baseline: str, candidate: str) -> pl.DataFrame:
         .abs()
         .alias("directional")
     )
+
+
+def sampling_noise(captures: Sequence[Capture], shape: str, arms: Sequence[str]) -> float | None:
+    """The worst median noise the runner recorded for *arms* on *shape* over *captures* (None if none did)."""
+    values = []
+    for c in captures:
+        sampling = _shape_entry(c.runner, shape).get("sampling")
+        noise = sampling.get("noise") if isinstance(sampling, Mapping) else None
+        if isinstance(noise, Mapping):
+            values += [v for a in arms if (v := _number(noise.get(a))) is not None]
+    return max(values) if values else None
 
 
 def round_medians(s: pl.DataFrame) -> pl.DataFrame:
@@ -292,6 +310,7 @@ def round_rows(
         cmp = compare_samples(sp["base_us"], sp["cand_us"], paired=True, groups=sp["round"],
                               confidence=gates.confidence, same_within=gates.same_within)  # fmt: skip
         seen = {(r, b) for r, b, sh in timed if sh == row.shape}
+        per_round = sp.group_by("round").len().sort("round")["len"].to_list()
         a_status, a_note = arms_gate(captures, row.shape, (baseline, candidate), seen)
         d = dirs.get(row.shape)
         d_status = NOT_MEASURED if d is None else (PASS if d <= gates.directional_limit else FAIL)
@@ -320,7 +339,8 @@ def round_rows(
             "status": "refused" if refused else "pass", "refused_by": "; ".join(refused),
             "baseline_us": b_us, "candidate_us": c_us, "ratio": ratio,
             "low": _finite(cmp.low), "high": _finite(cmp.high), "verdict": cmp.verdict,
-            "rounds": len({r for r, _ in seen}), "pairs": sp.height,
+            "rounds": len({r for r, _ in seen}), "pairs": sp.height, "iters_rounds": per_round,
+            "noise": sampling_noise(captures, row.shape, (baseline, candidate)),
             "baseline_rounds_us": list(b_rounds), "candidate_rounds_us": list(c_rounds),
             "arms_gate": a_status, "arms_note": a_note,
             "directional": d, "directional_gate": d_status,
@@ -409,7 +429,7 @@ class Receipt:
         return self.rows.with_columns(
             pl.col(c).list.eval(pl.element().round(3).cast(pl.String)).list.join(";")
             for c in ("baseline_rounds_us", "candidate_rounds_us")
-        )
+        ).with_columns(pl.col("iters_rounds").cast(pl.List(pl.String)).list.join(";"))
 
     def markdown(self) -> str:
         """A table to paste into a PR: row | baseline µs | candidate µs | ratio | verdict | gates; then the totals."""
@@ -435,6 +455,9 @@ class Receipt:
             gates = "ok" if r["status"] == "pass" else "**refused**: " + _md(r["refused_by"])
             if r["sensitivity"] is not None:
                 gates += f" · protocol sensitivity {r['sensitivity']:.3f}"
+            target = (h.get("protocol") or {}).get("max_noise")
+            if target and r["noise"] is not None and r["noise"] > target:
+                gates += f" · median noise ±{r['noise']:.2%} at {max(r['iters_rounds'] or [0])} iterations"
             lines.append(
                 f"| {label} | {_num(r['baseline_us'], 2)} | {_num(r['candidate_us'], 2)} | {ratio} | {verdict} | {gates} |"
             )
@@ -454,7 +477,7 @@ def _protocol(h: Mapping[str, Any]) -> str:
     g = h.get("gates") or {}
     flush = p.get("flush_bytes")
     parts = [
-        f"{p.get('rounds', '?')} rounds × {p.get('iters', '?')} iterations",
+        _sampling(p),
         f"{p.get('order', 'abba').upper()} inside, arm order alternating between rounds",
         f"between calls: {p.get('between', '?')}" + (f" ({flush / 2**20:.0f} MiB L2 flush)" if flush else ""),
         "CUDA graphs" if p.get("graphs") else "eager",
@@ -462,6 +485,17 @@ def _protocol(h: Mapping[str, Any]) -> str:
         + ("on" if g.get("parity", True) else "off"),
     ]
     return " · ".join(parts)
+
+
+def _sampling(p: Mapping[str, Any]) -> str:
+    """``3 rounds × 20 iterations``, or with a noise target ``3 rounds × 20–500 iterations until …``."""
+    rounds, iters, noise = p.get("rounds", "?"), p.get("iters", "?"), p.get("max_noise")
+    if not noise:
+        return f"{rounds} rounds × {iters} iterations"
+    return (
+        f"{rounds} rounds × {iters}–{p.get('max_iters') or '?'} iterations "
+        f"(until each arm's median is within ±{noise:.1%}, 95%)"
+    )
 
 
 def _md(text: Any) -> str:

@@ -179,6 +179,35 @@ def classify(low: float, high: float, same_within: float = SAME_WITHIN) -> Verdi
     return "ambiguous"
 
 
+def median_interval(values: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """A distribution-free interval of the median: two order statistics, ranks from the binomial.
+
+    How many samples fall below the median is Binomial(n, ½) whatever the
+    timing distribution (kernel times have long tails), so no shape is
+    assumed, and it is cheap enough to ask after every few calls. (NaN, NaN)
+    for fewer samples than such an interval needs.
+    """
+    v = np.sort(np.asarray(values, dtype=float))
+    v = v[np.isfinite(v)]
+    n = len(v)
+    lo = int(stats.binom.ppf((1 - confidence) / 2, n, 0.5)) - 1  # 0-based rank of the lower bound
+    hi = n - 1 - lo
+    if n < 2 or lo < 0 or hi <= lo:
+        return math.nan, math.nan
+    return float(v[lo]), float(v[hi])
+
+
+def median_noise(values: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE) -> float:
+    """Half the width of :func:`median_interval`, as a fraction of the median (NaN when it has none).
+
+    The runner's ``max_noise`` stops adding calls once every arm's median is
+    this precise (nvbench stops on noise the same way).
+    """
+    low, high = median_interval(values, confidence)
+    median = float(np.median(np.asarray(values, dtype=float))) if math.isfinite(low) else math.nan
+    return (high - low) / 2 / median if median > 0 else math.nan
+
+
 def geomean(values: Sequence[float] | np.ndarray) -> float:
     """Geometric mean of positive ratios (NaN when there are none)."""
     v = np.asarray(values, dtype=float)

@@ -36,6 +36,16 @@ def profile_command(
     ] = None,
     iters: Annotated[int, typer.Option(help="Timed rounds; every arm runs once per round.")] = 20,
     warmup: Annotated[int, typer.Option(help="Untimed calls per arm after validation.")] = 3,
+    max_noise: Annotated[
+        Optional[float],
+        typer.Option(
+            help="Make --iters a minimum: add rounds (abba) until every arm's median is this precise, as a "
+            "fraction (0.005: the 95% interval of the median within ±0.5%)."
+        ),
+    ] = None,
+    max_iters: Annotated[
+        Optional[int], typer.Option(help="With --max-noise: never more rounds than this. [default: 500]")
+    ] = None,
     graphs: Annotated[bool, typer.Option("--graphs", help="Replay each call as a captured CUDA graph.")] = False,
     shuffle: Annotated[
         bool, typer.Option("--shuffle-pages", help="Scatter each request's KV pages over the cache.")
@@ -78,7 +88,7 @@ def profile_command(
                        flush_mb=flush_mb, out_root=out_root, dry_run=dry_run)  # fmt: skip
         return
     plan = make_plan(
-        shapes, backend, iters=iters, warmup=warmup, graphs=graphs, shuffle=shuffle, seed=seed, validate=validate,
+        shapes, backend, iters=iters, warmup=warmup, max_noise=max_noise, max_iters=max_iters, graphs=graphs, shuffle=shuffle, seed=seed, validate=validate,
         flush_bytes=flush_mb * (1 << 20) if flush_mb is not None else None, between=between, order=order,
         out_root=out_root,
     )  # fmt: skip

@@ -23,6 +23,7 @@ from traceattr.cli.options import (
     check_group,
     check_regex,
 )
+from traceattr.errors import TraceattrError
 from traceattr.output import check_file_target
 from traceattr.terminal import printable
 from traceattr.trace.inputs import resolve_trace
@@ -48,7 +49,11 @@ def report_command(
     """Write one self-contained HTML report: numbers, role bars, distributions, timeline, time vs context.
 
     Example: traceattr report reports/2026-11-29_q8_ctx900k/   (writes report.html into the run folder)
+    A round folder (traceattr round) gives its receipt, then its first capture's figures.
     """
+    if trace.is_dir() and (trace / f"{runfolder.RECEIPT}.json").is_file():
+        _round_report(trace, out, title, chosen=(domain, match, group, rules, mode != ModeChoice.nsys))  # type: ignore[attr-defined]
+        return
     path = resolve_trace(trace)
     role_rules = RoleRules.load(rules)
     check_regex(match)
@@ -63,6 +68,22 @@ def report_command(
     for note in info.notes:
         print(f"note: {printable(note)}", file=sys.stderr)
     print(f"wrote {info.path} ({_size(info.size_bytes)})")
+
+
+def _round_report(folder: Path, out: Path | None, title: str | None, chosen: tuple[Any, ...]) -> None:
+    from traceattr.rounds import capture_folders, read_receipt, write_round_report
+
+    if any(chosen):
+        raise TraceattrError(f"{folder}: a round folder's report uses its captures as they ran; drop "
+                             "--mode/--domain/--match/--group/--rules (or report one capture's run folder)")  # fmt: skip
+    receipt = read_receipt(folder)
+    target = _target(folder, out)
+    inputs = (folder / f"{runfolder.RECEIPT}.json", *(c / runfolder.TRACE for c in capture_folders(receipt, folder)))
+    check_file_target(target, inputs, ours=_is_report)
+    written = write_round_report(receipt, folder, target, title)
+    if written is None:
+        raise TraceattrError(f"{folder}: none of the receipt's captures has a {runfolder.TRACE} (moved or deleted)")
+    print(f"wrote {written} ({_size(written.stat().st_size)})")
 
 
 def _target(trace: Path, out: Path | None) -> Path:

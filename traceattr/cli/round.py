@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from traceattr.analysis.rounds import Gates, Receipt
+from traceattr.analysis.rounds import Gates
 from traceattr.cli import app
 from traceattr.errors import TraceattrError
 from traceattr.rounds import (
@@ -37,7 +37,17 @@ def round_command(
     rounds: Annotated[
         Optional[int], typer.Option(help="Separate captures; arm order alternates between them. [default: 3]")
     ] = None,
-    iters: Annotated[int, typer.Option(help="ABBA iterations per capture (each arm once per iteration).")] = 20,
+    iters: Annotated[
+        int, typer.Option(help="ABBA iterations per capture (each arm once per iteration); the minimum.")
+    ] = 20,
+    max_noise: Annotated[
+        float,
+        typer.Option(
+            help="Add iterations (ten at a time) until every arm's median in the capture is this precise: half "
+            "its 95% interval as a fraction (0: exactly --iters)."
+        ),
+    ] = 0.005,
+    max_iters: Annotated[int, typer.Option(help="Never more ABBA iterations per capture than this.")] = 500,
     warmup: Annotated[int, typer.Option(help="Untimed calls per arm after validation.")] = 3,
     graphs: Annotated[bool, typer.Option("--graphs", help="Replay each call as a captured CUDA graph.")] = False,
     between: Annotated[
@@ -96,7 +106,7 @@ def round_command(
         plan = RoundPlan(
             rows=read_rows(rows), baseline=baseline, candidate=candidate,
             folder=folder_name(out_root, baseline, candidate), rounds=3 if rounds is None else rounds, iters=iters,
-            warmup=warmup, graphs=graphs, between=between, flush_bytes=flush_mb * (1 << 20) if flush_mb else None,
+            max_noise=max_noise or None, max_iters=max_iters if max_noise else None, warmup=warmup, graphs=graphs, between=between, flush_bytes=flush_mb * (1 << 20) if flush_mb else None,
             sensitivity=sensitivity, seed=seed, gates=gates, rows_source=rows,
         )  # fmt: skip
     con = console()
@@ -124,24 +134,9 @@ def round_command(
         def on_progress(what: str) -> None:
             progress.update(task, advance=1, description=what)
 
-        receipt = run_round(plan, on_line=on_line, on_progress=on_progress, previous=previous)
+        receipt = run_round(plan, on_line=on_line, on_progress=on_progress, previous=previous, report=True)
         progress.update(task, completed=len(plan.rows) * len(requests), description="done")
-    _write_report(receipt, plan)
     con.print(receipt.markdown(), highlight=False, markup=False)
     con.print(
         f"receipts: {plan.folder}/receipt.md, receipt.csv, receipt.json, report.html", highlight=False, markup=False
     )
-
-
-def _write_report(receipt: Receipt, plan: RoundPlan) -> None:
-    """report.html of the round folder: the receipt, then the first capture's figures."""
-    from traceattr import runfolder
-    from traceattr.attribution.engine import attribute
-    from traceattr.report import write_report
-    from traceattr.trace.loader import load_trace
-
-    first = next((Path(f) for f in receipt.captures if (Path(f) / runfolder.TRACE).is_file()), None)
-    if first is None:
-        return
-    att = attribute(load_trace(first / runfolder.TRACE))
-    write_report(att, plan.folder / runfolder.REPORT, title=f"traceattr round {plan.folder.name}", receipt=receipt)

@@ -7,7 +7,10 @@ torch reference (a wrong kernel is refused, never timed), the output of that
 call is fingerprinted, then it is warmed up. The timed calls follow
 ``plan.order`` (:func:`traceattr.runner.plan.call_order`): ``abba`` runs
 ``iters`` rounds in which every arm runs once, in A B … order on even rounds
-and reversed on odd ones; ``blocked`` runs each arm's calls back to back.
+and reversed on odd ones (with ``plan.max_noise``, rounds are added ten at
+a time, up to ``plan.max_iters``, until every arm's CUDA-event median is that
+precise: nvbench's stopping rule, which never looks at how the arms compare);
+``blocked`` runs each arm's calls back to back.
 Before every call runs ``plan.between``: the L2 flush in its own
 ``traceattr:flush`` range (``flush``), the flush and then another arm's call in
 a ``traceattr:between`` range (``flush+ARM``: every arm sees the same
@@ -36,12 +39,16 @@ runner.json — the protocol ``profile``, ``compare`` and ``round`` read::
     timed: bool
     events: [{backend: label, shape, iter, event_us}]   CUDA-event time of every timed call
     clocks: {...}                   the whole timed loop (samples, medians, temperature, power)
+    shapes[shape].sampling: {iters, max_noise, noise: {label: fraction}}
+                                    ABBA rounds run on the shape and each arm's median noise (half the
+                                    95% interval of its CUDA-event median, relative) when they stopped
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sys
 import time
 import traceback
@@ -52,6 +59,7 @@ from typing import Any
 import nvtx
 import torch
 
+from traceattr.analysis.stats import median_noise
 from traceattr.arms import Arm, arm_backend, check_arm, parse_arm, parse_arms
 from traceattr.backends import current_device
 from traceattr.backends.base import SM_SCALE
@@ -61,7 +69,7 @@ from traceattr.backends.reference import merge_reference, mla_reference, relativ
 from traceattr.callnames import BETWEEN, DOMAIN, FLUSH, CallName
 from traceattr.errors import BackendUnsupported
 from traceattr.runner.environment import ClockSampler, gpu_facts, versions
-from traceattr.runner.plan import RunPlan, arm_letters, between_arm, call_order
+from traceattr.runner.plan import RunPlan, arm_letters, between_arm, call_order, more_rounds
 from traceattr.shapes import Shape, parse_shape
 
 
@@ -251,30 +259,44 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
             torch.cuda.synchronize()
             window_start = time.time()
             clocks.sample()  # inside the window: even a shape shorter than the period gets two samples
-            for group in call_order(order_arms, plan.iters, plan.order):
-                for name, r in group:
-                    if plan.between != "none":
-                        with nvtx.annotate(FLUSH, domain=DOMAIN):
-                            flush.zero_()
-                    if predecessor is not None:
-                        with nvtx.annotate(BETWEEN, domain=DOMAIN):
-                            predecessor.launch()
-                    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    message = CallName(name, shape.name, letters[name], r).message
-                    with nvtx.annotate(message, domain=DOMAIN):
-                        start.record()
-                        ready[name].launch()
-                        stop.record()
-                    events.append({"backend": name, "shape": shape.name, "iter": r, "_events": (start, stop)})
-                torch.cuda.synchronize()  # one group in flight at a time
+            times: dict[str, list[float]] = {name: [] for name in order_arms}
+            done, todo = 0, plan.iters
+            while todo:
+                for group in call_order(order_arms, todo, plan.order, start=done):
+                    timed = []
+                    for name, r in group:
+                        if plan.between != "none":
+                            with nvtx.annotate(FLUSH, domain=DOMAIN):
+                                flush.zero_()
+                        if predecessor is not None:
+                            with nvtx.annotate(BETWEEN, domain=DOMAIN):
+                                predecessor.launch()
+                        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                        message = CallName(name, shape.name, letters[name], r).message
+                        with nvtx.annotate(message, domain=DOMAIN):
+                            start.record()
+                            ready[name].launch()
+                            stop.record()
+                        timed.append((name, r, start, stop))
+                    torch.cuda.synchronize()  # one group in flight at a time
+                    for name, r, start, stop in timed:  # read now: the stopping rule needs them
+                        us = round(start.elapsed_time(stop) * 1000.0, 3)
+                        times[name].append(us)
+                        events.append({"backend": name, "shape": shape.name, "iter": r, "event_us": us})
+                done += todo
+                noise = {name: median_noise(v) for name, v in times.items()}
+                todo = more_rounds(done, noise, plan)
+                if todo:
+                    worst = max(noise, key=lambda k: math.inf if math.isnan(noise[k]) else noise[k])
+                    say(f"noise {shape.name}: {done} rounds, {worst} median ±{noise[worst]:.2%}: {todo} more")
             clocks.sample()
-            results["shapes"][shape.name]["clocks"] = clocks.window(window_start, time.time(), max_sm)
+            timed_report = results["shapes"][shape.name]
+            timed_report["clocks"] = clocks.window(window_start, time.time(), max_sm)
+            timed_report["sampling"] = {"iters": done, "max_noise": plan.max_noise,
+                                        "noise": {k: None if math.isnan(v) else round(v, 6) for k, v in noise.items()}}  # fmt: skip
         torch.cuda.synchronize()
         if plan.capture_range:
             torch.cuda.profiler.stop()
-    for e in events:
-        start, stop = e.pop("_events")
-        e["event_us"] = round(start.elapsed_time(stop) * 1000.0, 3)
     results["timed"] = True
     results["events"] = events
     results["clocks"] = clocks.summary(max_sm)

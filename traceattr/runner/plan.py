@@ -10,13 +10,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from traceattr import runfolder
+from traceattr.errors import TraceattrError
 
 
 @dataclass(frozen=True)
 class RunPlan:
     shapes: tuple[str, ...]  # canonical shape names
     arms: tuple[str, ...]  # arm texts (traceattr.arms grammar, labels distinct), in A B … order
-    iters: int = 20  # rounds: every arm runs once per round
+    iters: int = 20  # rounds: every arm runs once per round (the minimum when max_noise is set)
+    max_noise: float | None = None  # abba only: add rounds until every arm's median is this precise (fraction)
+    max_iters: int | None = None  # ... but never more rounds than this
     warmup: int = 3  # untimed calls per arm after validation (the first also JIT-compiles)
     flush_bytes: int = 256 << 20  # L2 flush before each call; ≥ 2× L2 (H200: 60 MB, B200: 126 MB)
     between: str = "flush"  # before every timed call: "flush", "flush+ARM" (flush, then ARM's call) or "none"
@@ -66,17 +69,46 @@ def round_order(backends: tuple[str, ...], r: int) -> tuple[str, ...]:
     return backends if r % 2 == 0 else tuple(reversed(backends))
 
 
-def call_order(arms: tuple[str, ...], iters: int, order: str) -> list[list[tuple[str, int]]]:
+DEFAULT_MAX_ITERS = 500  # with max_noise and no max_iters: ~500 × (flush + call) per arm stays under a second at 900k
+NOISE_STEP = 10  # rounds added at a time while the noise is above max_noise (even: both ABBA orders alike)
+
+
+def call_order(arms: tuple[str, ...], iters: int, order: str, start: int = 0) -> list[list[tuple[str, int]]]:
     """The timed calls as groups of (arm, iteration); one group is in flight at a time.
 
-    ``abba``: group r is round r (every arm once, reversed on odd rounds).
+    ``abba``: group r is round r (every arm once, reversed on odd rounds), for
+    rounds ``start`` … ``start + iters - 1`` (more rounds continue the alternation).
     ``blocked``: each arm's ``iters`` calls back to back, arms in the order given,
     cut into groups of ``len(arms)`` calls so as many calls are in flight as with abba.
     """
     if order == "abba":
-        return [[(a, r) for a in round_order(arms, r)] for r in range(iters)]
+        return [[(a, r) for a in round_order(arms, r)] for r in range(start, start + iters)]
     if order != "blocked":
         raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
-    flat = [(a, r) for a in arms for r in range(iters)]
+    flat = [(a, r) for a in arms for r in range(start, start + iters)]
     width = max(1, len(arms))
     return [flat[i : i + width] for i in range(0, len(flat), width)]
+
+
+def check_sampling(iters: int, max_noise: float | None, max_iters: int | None) -> None:
+    """--max-noise must be a fraction in (0, 1) and --max-iters at least --iters; a one-line error otherwise."""
+    if max_noise is not None and not 0 < max_noise < 1:
+        raise TraceattrError(
+            f"--max-noise is a fraction of the median in (0, 1), e.g. 0.005 for ±0.5%, got {max_noise}"
+        )
+    if max_iters is not None and max_iters < iters:
+        raise TraceattrError(f"--max-iters ({max_iters}) must be at least --iters ({iters})")
+
+
+def more_rounds(done: int, noise: dict[str, float], plan: RunPlan) -> int:
+    """How many more ABBA rounds a shape needs after *done*, given each arm's median noise so far (0: stop).
+
+    The rule looks only at each arm's own spread, never at how the arms
+    compare, so stopping on it cannot steer a verdict.
+    """
+    if plan.max_noise is None or plan.order != "abba":
+        return 0
+    cap = plan.max_iters if plan.max_iters is not None else max(plan.iters, DEFAULT_MAX_ITERS)
+    if done >= cap or all(v <= plan.max_noise for v in noise.values()):
+        return 0
+    return min(NOISE_STEP, cap - done)
