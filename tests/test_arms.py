@@ -23,7 +23,7 @@ from traceattr.runner.plan import (
     RunPlan,
     between_arm,
     call_order,
-    check_sampling,
+    check_timing,
     more_rounds,
 )
 from traceattr.shapes import parse_shape
@@ -216,9 +216,12 @@ def test_noise_target_adds_rounds_until_every_arm_is_precise() -> None:
     assert more_rounds(DEFAULT_MAX_ITERS, {"A": 0.02}, unbounded) == 0
     # added rounds continue the ABBA alternation where the first ones stopped
     assert call_order(("A", "B"), 2, "abba", start=3) == [[("B", 3), ("A", 3)], [("A", 4), ("B", 4)]]
-    for bad, needle in (((20, 0.0, None), "max-noise"), ((20, 1.5, None), "max-noise"), ((20, 0.01, 10), "max-iters")):
+    bad_settings = (((20, 0.0, None), "max-noise"), ((20, 1.5, None), "max-noise"), ((20, 0.01, 10), "max-iters"),
+                    ((20, None, None, -1.0), "hold-us"), ((20, None, None, 2e4), "hold-us"))  # fmt: skip
+    for bad, needle in bad_settings:
         with pytest.raises(TraceattrError, match=needle):
-            check_sampling(*bad)
+            check_timing(*bad)
+    check_timing(20, 0.005, 500, 100.0)
 
 
 def test_profile_dry_run_with_arms(tmp_path: Path) -> None:

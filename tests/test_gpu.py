@@ -210,7 +210,7 @@ def test_noise_target_adds_rounds(tmp_path: Path, max_noise: float, max_iters: i
     out = subprocess.run(
         [sys.executable, "-m", "traceattr", "profile", "--shape", "q1_ctx8k_h16", "--iters", "4", "--warmup", "1",
          "--max-noise", str(max_noise), "--max-iters", str(max_iters), "--out-root", str(tmp_path),
-         "-b", "fa3", "-b", "again=fa3", "--graphs"],
+         "-b", "fa3", "-b", "again=fa3", "--graphs", "--hold-us", "100"],
         capture_output=True, text=True, check=False, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -227,3 +227,6 @@ def test_noise_target_adds_rounds(tmp_path: Path, max_noise: float, max_iters: i
     calls = pl.read_csv(folder / "calls.csv")
     assert calls.group_by("backend").len()["len"].to_list() == [expected, expected]  # every arm, every round
     assert sorted(calls["iter"].unique().to_list()) == list(range(expected))
+    ranges = pl.read_parquet(folder / "ranges.parquet")
+    assert ranges.filter(pl.col("message") == "hold").height == expected  # one GPU hold before each ABBA group
+    assert runner["protocol"]["hold_us"] == 100

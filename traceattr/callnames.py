@@ -36,6 +36,7 @@ from traceattr.shapes import SHAPE_PATTERN
 DOMAIN = "traceattr"
 FLUSH = "flush"
 BETWEEN = "between"
+HOLD = "hold"  # a GPU spin before each group of timed calls, while the host enqueues the group
 WARMUP = "warmup"
 # inside a call of a real DCP rank (traceattr.runner.ranks): its three phases
 DCP_ATTENTION = "dcp attention"

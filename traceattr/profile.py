@@ -32,7 +32,7 @@ from traceattr.capture import capture, profile_command
 from traceattr.errors import BackendUnsupported, TraceattrError
 from traceattr.nsys import find_nsys
 from traceattr.output import ResultSet
-from traceattr.runner.plan import ORDERS, RunPlan, between_arm, check_sampling
+from traceattr.runner.plan import ORDERS, RunPlan, between_arm, check_timing
 from traceattr.shapes import Shape
 from traceattr.trace.loader import load_trace
 
@@ -85,6 +85,7 @@ def make_plan(
     warmup: int = 3,
     max_noise: float | None = None,
     max_iters: int | None = None,
+    hold_us: float = 0.0,
     graphs: bool = False,
     shuffle: bool = False,
     seed: int = 0,
@@ -98,7 +99,8 @@ def make_plan(
     registered backend) on *shapes*, and what runs between calls (*between*) in which *order*.
 
     *max_noise* (a fraction, abba only) makes *iters* a minimum: rounds are added, up to *max_iters*,
-    until every arm's median is that precise."""
+    until every arm's median is that precise. *hold_us* per call: a GPU spin before each group of calls
+    while the host enqueues it."""
     if not shapes:
         raise TraceattrError("give at least one --shape (traceattr shapes lists the grammar)")
     chosen = parse_arms(a.text if isinstance(a, Arm) else a for a in arms) if arms else default_arms()
@@ -108,7 +110,7 @@ def make_plan(
         raise TraceattrError("--iters and --warmup must be at least 1 (warm-up compiles and validates)")
     if order not in ORDERS:
         raise TraceattrError(f"--order must be one of {', '.join(ORDERS)}, got {order!r}")
-    check_sampling(iters, max_noise, max_iters)
+    check_timing(iters, max_noise, max_iters, hold_us)
     try:
         predecessor = between_arm(between)
     except ValueError as err:
@@ -130,7 +132,7 @@ def make_plan(
     label = shapes[0].short_name if len(shapes) == 1 else f"sweep{len(shapes)}_{shapes[0].short_name}"
     run = RunPlan(
         shapes=tuple(s.name for s in shapes), arms=tuple(a.text for a in chosen), iters=iters, warmup=warmup,
-        max_noise=max_noise, max_iters=max_iters, flush_bytes=flush, between=between, order=order, graphs=graphs, shuffle=shuffle, seed=seed,
+        max_noise=max_noise, max_iters=max_iters, hold_us=hold_us, flush_bytes=flush, between=between, order=order, graphs=graphs, shuffle=shuffle, seed=seed,
         validate=validate,
     )  # fmt: skip
     tensors = {}

@@ -27,7 +27,7 @@ from traceattr.analysis.rounds import Capture, Gates, Receipt, Row, round_rows
 from traceattr.arms import parse_arm
 from traceattr.errors import TraceattrError
 from traceattr.output import write_manifest, write_table, write_text
-from traceattr.runner.plan import between_arm, check_sampling
+from traceattr.runner.plan import between_arm, check_timing
 from traceattr.shapes import PUBLISHED_ROWS, ShapeError, parse_shape
 
 # Named row sets (--rows NAME); a file of shapes, one a line, works too.
@@ -100,6 +100,7 @@ class RoundPlan:
     warmup: int = 3
     max_noise: float | None = None  # add ABBA iterations until each arm's median is this precise (fraction)
     max_iters: int | None = None
+    hold_us: float = 100.0  # GPU spin per call before each ABBA group: a slow host cannot delay a call
     graphs: bool = False
     between: str = "flush"
     flush_bytes: int | None = None
@@ -117,7 +118,7 @@ class RoundPlan:
             )
         if self.rounds < 1 or self.iters < 2:
             raise TraceattrError("--rounds must be at least 1 and --iters at least 2 (ABBA needs both orders)")
-        check_sampling(self.iters, self.max_noise, self.max_iters)
+        check_timing(self.iters, self.max_noise, self.max_iters, self.hold_us)
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -146,7 +147,7 @@ class RoundPlan:
             "arms": {"baseline": self.baseline, "candidate": self.candidate},
             "protocol": {
                 "rounds": self.rounds, "iters": self.iters, "warmup": self.warmup, "order": "abba",
-                "max_noise": self.max_noise, "max_iters": self.max_iters,
+                "max_noise": self.max_noise, "max_iters": self.max_iters, "hold_us": self.hold_us,
                 "arm_order": "alternating between rounds", "between": self.between, "cold_l2": self.between != "none",
                 "flush_bytes": self.flush_bytes, "graphs": self.graphs, "seed": self.seed,
                 "sensitivity": self.sensitivity, "timing": "nsys GPU span per call (first op start to last op end)",
@@ -173,7 +174,7 @@ def profile_executor(request: CaptureRequest, plan: RoundPlan, on_line: Callable
 
     profile_plan = make_plan(
         [parse_shape(s) for s in request.shapes], request.arms, iters=plan.iters, warmup=plan.warmup,
-        max_noise=plan.max_noise, max_iters=plan.max_iters,
+        max_noise=plan.max_noise, max_iters=plan.max_iters, hold_us=plan.hold_us,
         graphs=plan.graphs, seed=plan.seed, flush_bytes=plan.flush_bytes, between=plan.between, order=request.order,
         out_root=request.folder.parent,
     )  # fmt: skip
@@ -312,7 +313,7 @@ def retry_plan(previous: Receipt, out_root: Path, *, rounds: int | None = None) 
     return RoundPlan(
         rows=rows, baseline=baseline, candidate=candidate, folder=folder_name(out_root, baseline, candidate, "retry"),
         rounds=rounds or int(p.get("rounds", 3)), iters=int(p.get("iters", 20)), warmup=int(p.get("warmup", 3)),
-        max_noise=p.get("max_noise"), max_iters=p.get("max_iters"),
+        max_noise=p.get("max_noise"), max_iters=p.get("max_iters"), hold_us=float(p.get("hold_us", 0.0)),
         graphs=bool(p.get("graphs")), between=p.get("between", "flush"), flush_bytes=p.get("flush_bytes"),
         sensitivity=bool(p.get("sensitivity")), seed=int(p.get("seed", 0)),
         gates=Gates(**{k: v for k, v in g.items() if k in Gates.__dataclass_fields__}),

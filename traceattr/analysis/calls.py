@@ -21,7 +21,7 @@ import polars as pl
 
 from traceattr.attribution.calltime import EXPOSED_COLUMNS, QUEUE_COLUMNS, call_times
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution
-from traceattr.callnames import AUTO, BETWEEN, FLUSH, WARMUP, group_fields, group_pattern
+from traceattr.callnames import AUTO, BETWEEN, FLUSH, HOLD, WARMUP, group_fields, group_pattern
 from traceattr.errors import TraceattrError
 from traceattr.shapes import SHAPE_PATTERN, ShapeError, parse_shape
 
@@ -94,7 +94,7 @@ def _short_shapes(labels: pl.Series) -> pl.DataFrame:
 
 def _series(ranges: pl.DataFrame) -> pl.DataFrame:
     """Top-level ranges as series of their own, an iteration split off only after a separator."""
-    skip = pl.col("message").is_in([FLUSH, BETWEEN]) | pl.col("message").str.starts_with(WARMUP)
+    skip = pl.col("message").is_in([FLUSH, BETWEEN, HOLD]) | pl.col("message").str.starts_with(WARMUP)
     top = ranges.filter((pl.col("level") == 0) & ~skip.fill_null(False))
     parts = pl.col("name").str.extract_groups(r"^(?P<series>.+?)[:#_ ](?P<iter>\d+)$")
     return top.with_columns(

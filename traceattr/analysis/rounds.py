@@ -25,8 +25,9 @@ captures and ABBA inside each. Per row:
 
 ``iters_rounds`` and ``noise`` disclose the sampling: with a noise target the
 runner adds iterations until each arm's median is that precise, so short noisy
-rows get more calls than long steady ones; a row that hit ``max_iters`` first
-keeps its (wider) interval and says so.
+rows get more calls than long steady ones; ``noise`` is the worst per-round,
+per-arm median noise of the spans themselves, and the markdown notes a row
+above the target (its interval is wider for it).
 
 ``sensitivity`` (optional, from captures run back to back instead of
 interleaved): how far the ratio moves with the protocol; a faster/slower
@@ -43,7 +44,7 @@ from typing import Any
 
 import polars as pl
 
-from traceattr.analysis.stats import CONFIDENCE, SAME_WITHIN, compare_samples, geomean
+from traceattr.analysis.stats import CONFIDENCE, SAME_WITHIN, compare_samples, geomean, median_noise
 
 PASS, FAIL, NOT_MEASURED, OFF = "pass", "fail", "not measured", "off"
 GATES = ("arms", "directional", "clock", "parity")
@@ -63,7 +64,7 @@ RECEIPT_SCHEMA: dict[str, pl.DataType] = {
     "rounds": pl.Int64(),
     "pairs": pl.Int64(),
     "iters_rounds": pl.List(pl.Int64()),  # paired iterations per capture, in round order
-    "noise": pl.Float64(),  # the runner's worst median noise over arms and captures (None: not recorded)
+    "noise": pl.Float64(),  # worst median noise (half its 95% interval, relative) over arms and captures
     "baseline_rounds_us": pl.List(pl.Float64()),
     "candidate_rounds_us": pl.List(pl.Float64()),
     "arms_gate": pl.String(),
@@ -161,15 +162,17 @@ def directional(p: pl.DataFrame, baseline: str, candidate: str) -> pl.DataFrame:
     )
 
 
-def sampling_noise(captures: Sequence[Capture], shape: str, arms: Sequence[str]) -> float | None:
-    """The worst median noise the runner recorded for *arms* on *shape* over *captures* (None if none did)."""
-    values = []
-    for c in captures:
-        sampling = _shape_entry(c.runner, shape).get("sampling")
-        noise = sampling.get("noise") if isinstance(sampling, Mapping) else None
-        if isinstance(noise, Mapping):
-            values += [v for a in arms if (v := _number(noise.get(a))) is not None]
-    return max(values) if values else None
+def span_noise(s: pl.DataFrame) -> dict[str, float]:
+    """``{shape: worst median noise}`` over arms and rounds, of the spans the verdict uses (NaN: too few calls).
+
+    The runner's stopping rule reads CUDA events, which a slow host can widen; this is the noise of
+    what the receipt reports.
+    """
+    worst: dict[str, float] = {}
+    per = s.group_by("shape", "backend", "round").agg(pl.col("t_us"))
+    for shape, times in per.select("shape", "t_us").iter_rows():
+        worst[shape] = max(worst.get(shape, 0.0), median_noise(times), key=lambda v: math.inf if math.isnan(v) else v)
+    return worst
 
 
 def round_medians(s: pl.DataFrame) -> pl.DataFrame:
@@ -300,6 +303,7 @@ def round_rows(
     dirs = dict(directional(p, baseline, candidate).iter_rows())
     timed = {(r, b, sh) for r, b, sh in s.select("round", "backend", "shape").unique().iter_rows()}
     blocked = {sh: (b, c) for sh, b, c in _sensitivity(sensitivity, baseline, candidate).iter_rows()}
+    noise = span_noise(s)
     out = []
     for row in rows:
         sp = p.filter(pl.col("shape") == row.shape)
@@ -340,7 +344,7 @@ def round_rows(
             "baseline_us": b_us, "candidate_us": c_us, "ratio": ratio,
             "low": _finite(cmp.low), "high": _finite(cmp.high), "verdict": cmp.verdict,
             "rounds": len({r for r, _ in seen}), "pairs": sp.height, "iters_rounds": per_round,
-            "noise": sampling_noise(captures, row.shape, (baseline, candidate)),
+            "noise": _finite(noise.get(row.shape, math.nan)),
             "baseline_rounds_us": list(b_rounds), "candidate_rounds_us": list(c_rounds),
             "arms_gate": a_status, "arms_note": a_note,
             "directional": d, "directional_gate": d_status,
@@ -481,6 +485,7 @@ def _protocol(h: Mapping[str, Any]) -> str:
         f"{p.get('order', 'abba').upper()} inside, arm order alternating between rounds",
         f"between calls: {p.get('between', '?')}" + (f" ({flush / 2**20:.0f} MiB L2 flush)" if flush else ""),
         "CUDA graphs" if p.get("graphs") else "eager",
+        *([f"GPU held {p['hold_us']:g} µs per call while each group is enqueued"] if p.get("hold_us") else []),
         f"gates: directional ≤ {g.get('directional_limit')}, loaded SM clock ≥ {g.get('min_clock')}, parity "
         + ("on" if g.get("parity", True) else "off"),
     ]

@@ -46,6 +46,13 @@ def profile_command(
     max_iters: Annotated[
         Optional[int], typer.Option(help="With --max-noise: never more rounds than this. [default: 500]")
     ] = None,
+    hold_us: Annotated[
+        float,
+        typer.Option(
+            help="µs per call of GPU spin before each group of calls, so the host enqueues the group before the "
+            "GPU reaches it (no call waits for its own launch; traceattr round holds 100)."
+        ),
+    ] = 0.0,
     graphs: Annotated[bool, typer.Option("--graphs", help="Replay each call as a captured CUDA graph.")] = False,
     shuffle: Annotated[
         bool, typer.Option("--shuffle-pages", help="Scatter each request's KV pages over the cache.")
@@ -88,7 +95,8 @@ def profile_command(
                        flush_mb=flush_mb, out_root=out_root, dry_run=dry_run)  # fmt: skip
         return
     plan = make_plan(
-        shapes, backend, iters=iters, warmup=warmup, max_noise=max_noise, max_iters=max_iters, graphs=graphs, shuffle=shuffle, seed=seed, validate=validate,
+        shapes, backend, iters=iters, warmup=warmup, max_noise=max_noise, max_iters=max_iters, hold_us=hold_us,
+        graphs=graphs, shuffle=shuffle, seed=seed, validate=validate,
         flush_bytes=flush_mb * (1 << 20) if flush_mb is not None else None, between=between, order=order,
         out_root=out_root,
     )  # fmt: skip

@@ -48,6 +48,13 @@ def round_command(
         ),
     ] = 0.005,
     max_iters: Annotated[int, typer.Option(help="Never more ABBA iterations per capture than this.")] = 500,
+    hold_us: Annotated[
+        float,
+        typer.Option(
+            help="µs per call of GPU spin before each ABBA group, so the host enqueues the group before the GPU "
+            "reaches it (0: none)."
+        ),
+    ] = 100.0,
     warmup: Annotated[int, typer.Option(help="Untimed calls per arm after validation.")] = 3,
     graphs: Annotated[bool, typer.Option("--graphs", help="Replay each call as a captured CUDA graph.")] = False,
     between: Annotated[
@@ -106,7 +113,8 @@ def round_command(
         plan = RoundPlan(
             rows=read_rows(rows), baseline=baseline, candidate=candidate,
             folder=folder_name(out_root, baseline, candidate), rounds=3 if rounds is None else rounds, iters=iters,
-            max_noise=max_noise or None, max_iters=max_iters if max_noise else None, warmup=warmup, graphs=graphs, between=between, flush_bytes=flush_mb * (1 << 20) if flush_mb else None,
+            max_noise=max_noise or None, max_iters=max_iters if max_noise else None, hold_us=hold_us,
+            warmup=warmup, graphs=graphs, between=between, flush_bytes=flush_mb * (1 << 20) if flush_mb else None,
             sensitivity=sensitivity, seed=seed, gates=gates, rows_source=rows,
         )  # fmt: skip
     con = console()

@@ -14,7 +14,11 @@ precise: nvbench's stopping rule, which never looks at how the arms compare);
 Before every call runs ``plan.between``: the L2 flush in its own
 ``traceattr:flush`` range (``flush``), the flush and then another arm's call in
 a ``traceattr:between`` range (``flush+ARM``: every arm sees the same
-predecessor kernel), or nothing (``none``). Each call is wrapped alone in a
+predecessor kernel), or nothing (``none``). With ``plan.hold_us``, each group
+starts with a GPU spin (``traceattr:hold``) long enough for the host to enqueue
+the whole group behind it, so no call's time includes the GPU waiting for its
+launch (a slow host otherwise shows up in the CUDA-event times, though not in
+the kernels' own spans). Each call is wrapped alone in a
 ``traceattr`` range whose message names the arm label, shape, arm letter and
 iteration (:mod:`traceattr.callnames`). CUDA events around the call give a
 second, independent time per call. Only the timed calls are captured
@@ -24,7 +28,7 @@ runner.json — the protocol ``profile``, ``compare`` and ``round`` read::
 
     gpu, versions, plan            the GPU's facts (max_sm_clock_mhz from NVML), library versions, the RunPlan
     protocol: {between: "flush" | "flush+ARM" | "none", order: "abba" | "blocked", flush_bytes: int,
-               graphs: bool}
+               graphs: bool, hold_us: float}
     arms: {label: {backend: str, options: {name: value}, program: str}}
                                    equal program strings mean the same program: outputs must agree bitwise
     shapes: {canonical shape name: {
@@ -66,7 +70,7 @@ from traceattr.backends.base import SM_SCALE
 from traceattr.backends.dcp import DcpCall, prepare_dcp
 from traceattr.backends.inputs import as_shape, build_inputs
 from traceattr.backends.reference import merge_reference, mla_reference, relative_error
-from traceattr.callnames import BETWEEN, DOMAIN, FLUSH, CallName
+from traceattr.callnames import BETWEEN, DOMAIN, FLUSH, HOLD, CallName
 from traceattr.errors import BackendUnsupported
 from traceattr.runner.environment import ClockSampler, gpu_facts, versions
 from traceattr.runner.plan import RunPlan, arm_letters, between_arm, call_order, more_rounds
@@ -180,6 +184,7 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
             "order": plan.order,
             "flush_bytes": plan.flush_bytes,
             "graphs": plan.graphs,
+            "hold_us": plan.hold_us,
         },
         "arms": {a.label: a.identity() for a in arms},
         "shapes": {},
@@ -250,6 +255,7 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
         results["timed"] = False
         return results
     max_sm = facts.get("max_sm_clock_mhz")
+    hold_cycles = round(plan.hold_us * (max_sm or 2000))  # at the max clock: a lower clock only holds longer
     with ClockSampler() as clocks:
         if plan.capture_range:
             torch.cuda.profiler.start()
@@ -263,6 +269,9 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
             done, todo = 0, plan.iters
             while todo:
                 for group in call_order(order_arms, todo, plan.order, start=done):
+                    if hold_cycles:  # the GPU spins while the host enqueues the group (nvbench's blocking kernel)
+                        with nvtx.annotate(HOLD, domain=DOMAIN):
+                            torch.cuda._sleep(hold_cycles * len(group))
                     timed = []
                     for name, r in group:
                         if plan.between != "none":

@@ -24,6 +24,7 @@ class RunPlan:
     flush_bytes: int = 256 << 20  # L2 flush before each call; ≥ 2× L2 (H200: 60 MB, B200: 126 MB)
     between: str = "flush"  # before every timed call: "flush", "flush+ARM" (flush, then ARM's call) or "none"
     order: str = "abba"  # "abba": arms interleaved, reversed on odd rounds; "blocked": each arm's calls back to back
+    hold_us: float = 0.0  # GPU spin per call before each group, so no call waits for its own launch
     graphs: bool = False  # replay every arm's call as a captured CUDA graph (an arm's [graphs] does it for one)
     shuffle: bool = False  # scatter each request's KV pages over the cache
     seed: int = 0
@@ -90,8 +91,10 @@ def call_order(arms: tuple[str, ...], iters: int, order: str, start: int = 0) ->
     return [flat[i : i + width] for i in range(0, len(flat), width)]
 
 
-def check_sampling(iters: int, max_noise: float | None, max_iters: int | None) -> None:
-    """--max-noise must be a fraction in (0, 1) and --max-iters at least --iters; a one-line error otherwise."""
+def check_timing(iters: int, max_noise: float | None, max_iters: int | None, hold_us: float = 0.0) -> None:
+    """--max-noise a fraction in (0, 1), --max-iters at least --iters, --hold-us in [0, 10 ms]; one line otherwise."""
+    if not 0 <= hold_us <= 10_000:
+        raise TraceattrError(f"--hold-us must lie in [0, 10000] µs per call, got {hold_us:g}")
     if max_noise is not None and not 0 < max_noise < 1:
         raise TraceattrError(
             f"--max-noise is a fraction of the median in (0, 1), e.g. 0.005 for ±0.5%, got {max_noise}"
