@@ -17,7 +17,7 @@ from typing import Literal, get_args
 
 import polars as pl
 
-from traceattr.attribution.intervals import _MAX_KEY, RangeIndex
+from traceattr.attribution.intervals import _MAX_KEY, RangeIndex, union_length
 from traceattr.attribution.roles import ROLES, RoleEnum, RoleRules
 from traceattr.trace import schema as S
 from traceattr.trace.loader import Trace, TraceMeta
@@ -28,6 +28,11 @@ UNATTRIBUTED = "[unattributed]"
 NO_LAUNCH = "[no launch record]"
 _UNATTRIBUTED_ID = -1  # group keys of the two buckets while aggregating
 _NO_LAUNCH_ID = -2
+# nsys mode on laminar threads: projections as subtree aggregates, no op × range pairs (tests turn it
+# off to hold it to the pair path). Streams and devices are counted with one running count per distinct
+# value, so a trace with more distinct values than this takes the pair path.
+_SUBTREES = True
+_MAX_DISTINCT = 64
 
 ROLE_COLUMNS = tuple(f"{r}_sum_ns" for r in ROLES)  # op time summed per role: overlaps count twice
 RANGE_COLUMNS = (
@@ -160,8 +165,10 @@ def attribute(
     ranges = ranges.join(index.tree(), on="range_id", how="left")
 
     launches = _launches(trace.gpu_ops, trace.api)
-    every, deepest = _locate(index, launches, dedupe=trace.meta.duplicate_api_rows > 0)
-    del index
+    dedupe = trace.meta.duplicate_api_rows > 0
+    # a call logged twice can reach two chains of ranges: its ranges are no longer one subtree's ancestors
+    subtree = mode == "nsys" and _SUBTREES and not dedupe and _few_distinct(trace.gpu_ops)
+    every, deepest = _locate(index, launches, dedupe=dedupe, ancestors=mode == "nsys" and not subtree)
     keys, names = _name_keys(trace)
     roles_from = None
     if (select or RangeFilter()).active and any(r.range is not None for r in rules.rules):
@@ -169,15 +176,20 @@ def attribute(
         # selection: a role belongs to the op, and --match must not turn the flush into a copy
         every_range, _ = _usable_ranges(trace.ranges, RangeFilter())
         full = RangeIndex(every_range)
-        _, full_deepest = _locate(full, launches, dedupe=trace.meta.duplicate_api_rows > 0)
+        _, full_deepest = _locate(full, launches, dedupe=dedupe, ancestors=False)
         roles_from = (full_deepest, every_range.join(full.tree(), on="range_id", how="left"))
         del full
     placement = _placement(keys, launches, deepest, ranges, names, rules, roles_from)
-    del launches, deepest
+    del launches
     orphans = placement.filter(pl.col("api_start_ns").is_null()).height
     if orphans:
         notes.append(f"{orphans} GPU ops have no launch record in the trace (sliced capture): listed as {NO_LAUNCH}")
 
+    facts = _op_facts(trace.gpu_ops, placement)
+    projected = []
+    if subtree:  # laminar threads from subtrees; every holds only the other threads' pairs
+        projected.append(_subtree_metrics(index, deepest, facts))
+    del index, deepest
     if mode == "nsys":
         assign = every
     else:
@@ -192,8 +204,8 @@ def attribute(
         .alias("range_id"),
         pl.col("api_start_ns").alias("api_start"),
     )
-    metrics = _metrics(pl.concat([assign, buckets]), _op_facts(trace.gpu_ops, placement))
-    del assign, every
+    metrics = pl.concat([*projected, _metrics(pl.concat([assign, buckets]), facts)])
+    del assign, every, facts
     table = _range_table(ranges, metrics)
     return Attribution(table, placement, mode, tuple(notes), trace, names, select or RangeFilter())
 
@@ -232,11 +244,15 @@ def _launches(gpu_ops: pl.DataFrame, api: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _locate(index: RangeIndex, launches: pl.DataFrame, *, dedupe: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _locate(
+    index: RangeIndex, launches: pl.DataFrame, *, dedupe: bool, ancestors: bool = True
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(op_id, range_id, api_start) for every holding range, and for the deepest one.
 
     An op launched by a call logged twice (old exports) can reach a range
     through either row; *dedupe* merges those, keeping the earlier call start.
+    Without *ancestors* the first frame holds only the pairs of non-laminar
+    threads (see :meth:`RangeIndex.locate`).
     """
     calls = launches.select(
         pl.col("api_id").alias("call_id"),
@@ -244,7 +260,7 @@ def _locate(index: RangeIndex, launches: pl.DataFrame, *, dedupe: bool) -> tuple
         pl.col("api_start").alias("start"),
         pl.col("api_end").alias("end"),
     ).unique("call_id")
-    every, deepest = index.locate(calls)
+    every, deepest = index.locate(calls, ancestors=ancestors)
     out = []
     for located in (every, deepest):
         pairs = launches.select("op_id", pl.col("api_id").alias("call_id"), "api_start").join(
@@ -341,7 +357,7 @@ def _op_facts(gpu_ops: pl.DataFrame, placement: pl.DataFrame) -> pl.DataFrame:
         "end",
         (pl.col("kind") == "kernel").alias("is_kernel"),
         launch.is_first_distinct().alias("first_of_launch"),
-        (pl.col("device_id").cast(pl.Int64) * (1 << 32) + pl.col("stream_id")).alias("stream"),
+        _STREAM.alias("stream"),
         "device_id",
     ).hstack([placement["role"]])
 
@@ -414,6 +430,156 @@ _METRICS_SCHEMA = {
     "streams": pl.Int64, "devices": pl.Int64, "busy_ns": pl.Int64, **dict.fromkeys(ROLE_COLUMNS, pl.Int64),
     "gpu_span_ns": pl.Int64, "launch_latency_ns": pl.Int64, "gap_ns": pl.Int64,
 }  # fmt: skip
+
+
+_STREAM = pl.col("device_id").cast(pl.Int64) * (1 << 32) + pl.col("stream_id")  # one key per (device, stream)
+
+
+def _few_distinct(gpu_ops: pl.DataFrame) -> bool:
+    """Few enough streams and devices for _distinct_in_slices (one running count per value)."""
+    counts = gpu_ops.select(_STREAM.n_unique().alias("streams"), pl.col("device_id").n_unique()).row(0)
+    return max(counts) <= _MAX_DISTINCT
+
+
+def _subtree_metrics(index: RangeIndex, deepest: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
+    """_metrics' columns for the laminar threads' ranges (nsys mode), without op × range pairs.
+
+    An op lies in a range exactly when its deepest range is in the range's
+    subtree, and with ops sorted by their deepest range's preorder number a
+    subtree's ops are one slice [lo, hi): counts and sums are differences of
+    running sums, first start / last end / first call are slice minima and
+    maxima (a sparse table), distinct streams and devices one running count
+    per value. Busy time (a union) is not a sum: see _pure_cover.
+    """
+    spans = index.subtrees()
+    pos = gather_by_key(spans["range_id"], spans["first"], deepest["range_id"]).alias("pos")
+    rows = deepest.select("op_id", "range_id", "api_start").with_columns(pos).filter(pl.col("pos").is_not_null())
+    if rows.height == 0:
+        return pl.DataFrame(schema=_METRICS_SCHEMA)
+    rows = rows.sort("pos")
+    at = rows["op_id"]
+    rows = rows.hstack([facts[c].gather(at) for c in facts.columns])
+    busy, mixed = _pure_cover(rows["start"], rows["end"], rows["pos"])
+    # ops sorted by pos: the first op of each preorder number, and of the next one for a number without ops
+    runs = rows["pos"].rle().struct.unnest()
+    first_op = pl.repeat(None, spans.height + 1, dtype=pl.Int64, eager=True)
+    length = runs["len"].cast(pl.Int64)
+    first_op.scatter(runs["value"], length.cum_sum() - length)
+    first_op = first_op.scatter(spans.height, rows.height).backward_fill()  # past the last number: the end
+    ends = spans.select(
+        "range_id", first_op.gather(spans["first"]).alias("lo"), first_op.gather(spans["stop"]).alias("hi")
+    ).filter(pl.col("hi") > pl.col("lo"))
+    lo, hi = ends["lo"], ends["hi"]
+
+    def total(value: pl.Expr) -> pl.Expr:  # the sum over each slice, from one running sum (no copy of the frame)
+        value = value.cast(pl.Int64)
+        running = value.cum_sum()
+        return running.gather(hi - 1) - running.gather(lo) + value.gather(lo)
+
+    dur = pl.col("end") - pl.col("start")
+    out = ends.select("range_id").hstack(
+        rows.with_columns(busy.alias("_busy"))
+        .select(
+            total(pl.col("first_of_launch")).alias("gpu_ops"),
+            total(pl.col("is_kernel")).alias("kernels"),
+            total(dur * pl.col("is_kernel")).alias("kernel_sum_ns"),
+            total(dur).alias("gpu_sum_ns"),
+            total(pl.col("_busy")).alias("busy_ns"),
+            *(total(dur * (pl.col("role") == role)).alias(f"{role}_sum_ns") for role in ROLES),
+        )
+        .get_columns()
+    )
+    extremes = {"gpu_start_ns": (rows["start"], False), "gpu_end_ns": (rows["end"], True),
+                "_first_api": (rows["api_start"], False)}  # fmt: skip
+    out = out.with_columns(
+        (hi - lo).alias("op_records"),
+        *_slice_extremes(extremes, lo, hi).values(),
+        _distinct_in_slices(rows["stream"], lo, hi).alias("streams"),
+        _distinct_in_slices(rows["device_id"], lo, hi).alias("devices"),
+    )
+    # ops whose overlapping neighbours sit in other deepest ranges: their union per range from pairs
+    if mixed.any():
+        pairs = index.ancestors(rows.filter(mixed).select("op_id", "range_id"), "op_id")
+        pairs = pairs.hstack([facts[c].gather(pairs["op_id"]) for c in ("start", "end")])
+        extra = union_length(pairs, "range_id").rename({"busy_ns": "_extra"})
+        out = out.join(extra, on="range_id", how="left").with_columns(pl.col("busy_ns") + pl.col("_extra").fill_null(0))
+    return (
+        out.with_columns(
+            (pl.col("gpu_end_ns") - pl.col("gpu_start_ns")).alias("gpu_span_ns"),
+            (pl.col("gpu_start_ns") - pl.col("_first_api")).alias("launch_latency_ns"),
+        )
+        .with_columns((pl.col("gpu_span_ns") - pl.col("busy_ns")).alias("gap_ns"))
+        .select(list(_METRICS_SCHEMA))
+        .cast(_METRICS_SCHEMA)  # type: ignore[arg-type]
+    )
+
+
+def _pure_cover(start: pl.Series, end: pl.Series, pos: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Per op: what it adds to the busy time of the ranges holding it, and whether it is *mixed*.
+
+    Ops sorted by start fall into clusters (an op joins the cluster before it
+    when it starts before the furthest end so far); clusters' unions do not
+    overlap, and a cluster's union is what its ops add, in start order, past
+    the furthest end. A cluster whose ops share one deepest range (*pos*) lies
+    in exactly the ranges holding that one, so its union is a per-op sum like
+    any other. A cluster spread over several deepest ranges lies partly in
+    some ranges: its ops are mixed (added 0 here) and counted from (op, range)
+    pairs instead.
+    """
+    order = start.arg_sort()
+    prior = pl.col("end").cum_max().shift(1)
+    new = prior.is_null() | (pl.col("start") >= prior)
+    spread = (~pl.col("_new") & (pl.col("pos") != pl.col("pos").shift(1))).cast(pl.Int64).cum_sum()
+    last = pl.col("_new").shift(-1, fill_value=True)
+    mixed = pl.when(last).then("_spread").backward_fill() != pl.when("_new").then("_spread").forward_fill()
+    swept = (
+        pl.DataFrame([start.gather(order), end.gather(order), pos.gather(order)])
+        .with_columns(
+            new.alias("_new"), (pl.col("end") - pl.max_horizontal("start", prior)).clip(lower_bound=0).alias("_cover")
+        )
+        .with_columns(spread.alias("_spread"))
+        .select(mixed.alias("_mixed"), "_cover")
+    )
+    busy = pl.zeros(start.len(), pl.Int64, eager=True).scatter(order, swept["_cover"].set(swept["_mixed"], 0))
+    return busy, pl.repeat(False, start.len(), eager=True).scatter(order, swept["_mixed"])
+
+
+def _slice_extremes(columns: dict[str, tuple[pl.Series, bool]], lo: pl.Series, hi: pl.Series) -> dict[str, pl.Series]:
+    """Per output name, the min (or, when its flag is set, the max) of ``values[lo:hi]`` per slice (hi > lo).
+
+    A sparse table built one power of two at a time (level j: the extreme of
+    the 2**j values from each position, by two zero-copy slices of level
+    j - 1), keeping one level: a slice of length n, 2**j <= n < 2**(j+1), is
+    the extreme of two overlapping level-j blocks.
+    """
+    level = (63 - (hi - lo).bitwise_leading_zeros()).cast(pl.Int64)
+    order = level.arg_sort()
+    bounds = level.gather(order).search_sorted(pl.int_range(0, int(level.max()) + 2, eager=True), side="left")  # type: ignore[arg-type]
+    tables = {name: values for name, (values, _) in columns.items()}
+    out = {name: pl.repeat(None, lo.len(), dtype=values.dtype, eager=True) for name, (values, _) in columns.items()}
+    for j in range(bounds.len() - 1):
+        if j:
+            d = 1 << (j - 1)
+            for name, (_, largest) in columns.items():
+                t, pick = tables[name], pl.max_horizontal if largest else pl.min_horizontal
+                tables[name] = pl.select(pick(t.slice(0, t.len() - d), t.slice(d))).to_series()
+        sel = order.slice(bounds[j], bounds[j + 1] - bounds[j])
+        if sel.len():
+            a, b = lo.gather(sel), hi.gather(sel) - (1 << j)
+            for name, (_, largest) in columns.items():
+                t, pick = tables[name], pl.max_horizontal if largest else pl.min_horizontal
+                out[name].scatter(sel, pl.select(pick(t.gather(a), t.gather(b))).to_series())
+    return {name: series.alias(name) for name, series in out.items()}
+
+
+def _distinct_in_slices(values: pl.Series, lo: pl.Series, hi: pl.Series) -> pl.Series:
+    """Distinct values in ``values[lo:hi]`` per slice (hi > lo): one running count per distinct value."""
+    count = pl.zeros(lo.len(), dtype=pl.Int64, eager=True)
+    for value in values.unique().to_list():
+        seen = values.eq_missing(value).cast(pl.Int64).cum_sum()
+        seen = pl.concat([pl.Series([0], dtype=pl.Int64), seen])
+        count = count + ((seen.gather(hi) - seen.gather(lo)) > 0).cast(pl.Int64)
+    return count
 
 
 def _covered(rows: pl.DataFrame, runs: pl.DataFrame) -> pl.Expr:

@@ -48,11 +48,13 @@ class RangeIndex:
             self._tree = pl.concat(parts, how="vertical_relaxed").select(list(schema)).cast(schema)
         return self._tree
 
-    def locate(self, calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    def locate(self, calls: pl.DataFrame, *, ancestors: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
         """Ranges holding each call (``call_id, global_tid, start, end``).
 
         Returns ``(every, deepest)``: all (call_id, range_id) pairs, and the
-        single deepest holding range per call.
+        single deepest holding range per call. Without *ancestors*, ``every``
+        leaves out the laminar threads' pairs (each is the deepest range and
+        its ancestors: :meth:`subtrees` answers for those without pairs).
         """
         schema = {"call_id": calls.schema["call_id"], "range_id": pl.Int64}
         calls = calls.select("call_id", "global_tid", "start", "end").filter(pl.col("global_tid").is_not_null())
@@ -61,7 +63,8 @@ class RangeIndex:
             lam = calls.join(self._forest.select("global_tid").unique(), on="global_tid", how="semi")
             inner = _forest_deepest(self._forest, lam)
             deepest.append(inner)
-            every.append(_with_ancestors(inner, self._forest))
+            if ancestors:
+                every.append(_with_ancestors(inner, self._forest))
         if self._general.height:
             gen = calls.join(self._general.select("global_tid").unique(), on="global_tid", how="semi")
             pairs = contained_pairs(gen, self._general, inner_id="call_id", outer_id="range_id")
@@ -76,6 +79,27 @@ class RangeIndex:
             pl.concat(every, how="vertical_relaxed").cast(schema),
             pl.concat(deepest, how="vertical_relaxed").cast(schema),
         )
+
+    def subtrees(self) -> pl.DataFrame:
+        """``range_id, first, stop`` of every laminar-thread range, in preorder.
+
+        Ranges numbered 0, 1, … in preorder (threads one after another): a
+        range's subtree is the ranges numbered ``first`` up to ``stop`` (not
+        included) — itself and the ranges after it on its thread that start
+        before it ends, all of which it holds (laminar).
+        """
+        if self._forest.height == 0:
+            return pl.DataFrame(schema={"range_id": pl.Int64, "first": pl.Int64, "stop": pl.Int64})
+        axis = _axis(self._forest)
+        assert axis is not None, "the forest was built on a folded axis of these ranges and more"
+        nodes = _fold(self._forest, *axis).sort("pre")  # ks ascending: the preorder sorted (thread, start) first
+        stop = nodes["ks"].search_sorted(nodes["ke"], side="right")
+        return nodes.select("range_id", pl.int_range(pl.len(), dtype=pl.Int64).alias("first"),
+                            stop.cast(pl.Int64).alias("stop"))  # fmt: skip
+
+    def ancestors(self, pairs: pl.DataFrame, id_col: str) -> pl.DataFrame:
+        """Expand (*id_col*, laminar range_id) to (*id_col*, that range and each range holding it)."""
+        return _with_ancestors(pairs.rename({id_col: "call_id"}), self._forest).rename({"call_id": id_col})
 
 
 # -- laminar threads ------------------------------------------------------------------

@@ -1,0 +1,66 @@
+"""nsys mode's subtree projection (no op × range pairs) equals the pair path it replaces.
+
+Laminar threads are projected from preorder subtrees (engine._subtree_metrics);
+with ``_SUBTREES`` off every range goes through the (op, range) pair table. Both
+must give the same range table, column for column, on random forests (nested
+push/pop ranges, start/end ranges crossing them, several threads, processes and
+streams, overlapping ops) and on every real export.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from polars.testing import assert_frame_equal
+
+import traceattr.attribution.engine as engine
+from traceattr.attribution.engine import attribute
+from traceattr.trace.loader import load_trace
+
+from .conftest import FIXTURES
+from .test_property import Call, Op, Rng, traces, write
+
+
+def _both(path: Path, monkeypatch: pytest.MonkeyPatch, mode: str = "nsys") -> tuple:
+    trace = load_trace(path)
+    fast = attribute(trace, mode=mode)  # type: ignore[arg-type]
+    with monkeypatch.context() as m:
+        m.setattr(engine, "_SUBTREES", False)
+        pairs = attribute(trace, mode=mode)  # type: ignore[arg-type]
+    return fast, pairs
+
+
+def _single_rows(data: tuple[list[Rng], list[Call], list[Op]]) -> tuple[list[Rng], list[Call], list[Op]]:
+    """Calls logged once: a call logged twice takes the pair path by design."""
+    ranges, calls, ops = data
+    return ranges, [dataclasses.replace(c, duplicated=False) for c in calls], ops
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=traces().map(_single_rows))
+def test_subtrees_equal_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: tuple) -> None:
+    path = tmp_path / "t.sqlite"
+    path.unlink(missing_ok=True)
+    write(path, *data)
+    calls = []
+    with monkeypatch.context() as m:  # the subtree path must have run, not fallen back to pairs
+        m.setattr(engine, "_subtree_metrics", lambda *a: calls.append(1) or _subtree_metrics(*a))
+        fast, pairs = _both(path, monkeypatch)
+    assert calls == [1]
+    assert_frame_equal(fast.ranges, pairs.ranges)
+    assert_frame_equal(fast.ops, pairs.ops)
+
+
+_subtree_metrics = engine._subtree_metrics
+
+
+@pytest.mark.parametrize("mode", ["nsys", "innermost"])
+@pytest.mark.parametrize("name", FIXTURES)
+def test_subtrees_equal_pairs_on_real_exports(
+    exports: dict[str, Path], monkeypatch: pytest.MonkeyPatch, name: str, mode: str
+) -> None:
+    fast, pairs = _both(exports[name], monkeypatch, mode)
+    assert_frame_equal(fast.ranges, pairs.ranges)
