@@ -126,8 +126,9 @@ def test_dcp_rows_run_the_rank_share_and_need_an_lse() -> None:
     dcp = parse_shape("q8_ctx900k_dcp8")
     plan = check_arm(parse_arm("fa3"), dcp, H200, packages=False)
     assert plan.shape == parse_shape("q8_ctx112500") and plan.tensors["kv_indices"].shape == (1758,)
-    with pytest.raises(BackendUnsupported, match="DCP row merges each rank's output by its LSE; flashmla does not"):
-        check_arm(parse_arm("flashmla"), dcp, H200, packages=False)
+    with pytest.raises(BackendUnsupported, match="DCP row merges each rank's output by its LSE; trtllm-gen does not"):
+        check_arm(parse_arm("trtllm-gen"), dcp, H200, packages=False)
+    assert check_arm(parse_arm("flashmla"), dcp, H200, packages=False).shape == parse_shape("q8_ctx112500")
     assert parse_arm("fa3[page=32]").call_shape(dcp) == parse_shape("q8_ctx112500_p32")
 
 
@@ -228,12 +229,12 @@ def test_profile_dry_run_with_arms(tmp_path: Path) -> None:
     env = {**os.environ, "COLUMNS": "250", "PYTHONPATH": f"{PLUGIN_ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     out = subprocess.run(
         [sys.executable, "-m", "traceattr", "profile", "--shape", "q8_ctx900k", "--shape", "q8_ctx900k_dcp8",
-         "-b", "fa3", "-b", "fa3[splits=4]", "--arm", f"cand={PLUGIN}", "-b", "flashmla", "--between", "flush+fa3",
-         "--order", "blocked", "--dry-run", "--out-root", str(tmp_path)],
+         "-b", "fa3", "-b", "fa3[splits=4]", "--arm", f"cand={PLUGIN}", "-b", "flashmla", "-b", "trtllm-gen",
+         "--between", "flush+fa3", "--order", "blocked", "--dry-run", "--out-root", str(tmp_path)],
         capture_output=True, text=True, check=False, env=env,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    for needle in ("fa3[splits=4]", "cand", "flashmla does not return one",
+    for needle in ("fa3[splits=4]", "cand", "trtllm-gen does not return one",
                    "each arm back to back", "then fa3's call before every call"):  # fmt: skip
         assert needle in out.stdout, needle
     bad = subprocess.run(

@@ -8,6 +8,7 @@ FlashMLA; Blackwell backends must report themselves unavailable.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -26,7 +27,7 @@ pytestmark = [
 from traceattr.backends import BACKENDS, check, current_device, get_backend  # noqa: E402
 from traceattr.backends.base import SM_SCALE  # noqa: E402
 from traceattr.backends.inputs import build_inputs  # noqa: E402
-from traceattr.backends.reference import mla_reference, relative_error  # noqa: E402
+from traceattr.backends.reference import mla_reference, mla_reference_lse, relative_error  # noqa: E402
 from traceattr.errors import BackendUnsupported  # noqa: E402
 from traceattr.shapes import parse_shape  # noqa: E402
 
@@ -142,12 +143,13 @@ def test_split_kv_arm_matches_the_reference(shape_name: str, splits: int) -> Non
     assert relative_error(out, fa3.float()) < limit  # the lever changes the merge, not the answer
 
 
-@pytest.mark.parametrize("text", ["fa3", "fa3[splits=4]", "fa2", f"cand={PLUGIN}"])
+@pytest.mark.parametrize("text", ["fa3", "fa3[splits=4]", "fa2", f"cand={PLUGIN}", "flashmla"])
 def test_dcp_row_is_the_rank_share_plus_the_merge(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(PLUGIN_ROOT))
     out, _, entry = _arm_output(text, "q8_ctx64k_dcp4")
-    # the rank's own partial matches the reference over its shard; the merge matches a torch merge
-    assert entry["relative_error"] < 0.02 and entry["merge_relative_error"] < 0.01
+    # the rank's own partial matches the reference over its shard; the merge matches a torch merge; its LSE is
+    # the base-2 log-sum-exp of the true scores (not merely consistent with itself)
+    assert entry["relative_error"] < 0.02 and entry["merge_relative_error"] < 0.01 and entry["lse_abs_error"] < 0.05
     assert out.shape == (8, 16, 512)
 
 
@@ -230,3 +232,23 @@ def test_noise_target_adds_rounds(tmp_path: Path, max_noise: float, max_iters: i
     ranges = pl.read_parquet(folder / "ranges.parquet")
     assert ranges.filter(pl.col("message") == "hold").height == expected  # one GPU hold before each ABBA group
     assert runner["protocol"]["hold_us"] == 100
+
+
+def test_reference_lse_is_base_2_of_the_scores() -> None:
+    """The reference LSE the DCP check trusts, against a direct logsumexp over every key."""
+    shape = parse_shape("q4_ctx1000_h16_b2")
+    inputs = build_inputs(shape, seed=5)
+    req = inputs.layout.requests()
+    out, lse = mla_reference_lse(inputs, req, SM_SCALE, chunk=256)  # several chunks: the recurrence is exercised
+    for r in range(req.batch):
+        lo, hi = req.qo_indptr[r], req.qo_indptr[r + 1]
+        tok = torch.arange(req.kv_lens[r], device=inputs.device)
+        pages = torch.tensor(req.pages[r], dtype=torch.long, device=inputs.device)
+        keys = inputs.kv[pages[tok // req.page_size], tok % req.page_size].float()
+        scores = torch.einsum("shd,cd->shc", inputs.q[lo:hi].float() * SM_SCALE, keys)
+        limit = req.kv_lens[r] - (hi - lo) + 1 + torch.arange(hi - lo, device=inputs.device)
+        scores.masked_fill_((tok[None, :] >= limit[:, None])[:, None, :], float("-inf"))
+        direct = torch.logsumexp(scores, -1) / math.log(2)
+        assert float((lse[lo:hi] - direct).abs().max()) < 1e-3
+        weights = torch.softmax(scores, -1)
+        assert relative_error(out[lo:hi], torch.einsum("shc,cd->shd", weights, keys[:, :512])) < 1e-4

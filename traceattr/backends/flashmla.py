@@ -10,12 +10,15 @@ that first call, so timed calls are split + combine only.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from traceattr.backends.base import SM_SCALE, CallPlan, Capabilities, TensorSpec
 from traceattr.backends.layout import KvLayout, Requests
 from traceattr.shapes import HEAD_DIM, LATENT_DIM, Shape
+
+LOG2_E = 1 / math.log(2)
 
 CAPS = Capabilities(
     name="flashmla",
@@ -26,6 +29,7 @@ CAPS = Capabilities(
     heads=(1, 128),
     patterns=frozenset({"uniform", "row"}),
     packages=("flash_mla",),
+    lse=True,  # its softmax_lse [B, H, s_q] is natural-log; prepare(lse=True) hands it on in base 2
     structure="split-KV kernel + separate combine kernel (+ scheduler kernel on a fresh schedule)",
 )
 
@@ -63,7 +67,7 @@ class FlashMLA:
         block_table = inputs.ints(req.block_table())
         seqlens = inputs.ints(list(req.kv_lens))
         sched, _ = flash_mla.get_mla_metadata()
-        return _FlashMLACall(plan, flash_mla.flash_mla_with_kvcache, q, k_cache, block_table, seqlens, sched)
+        return _FlashMLACall(plan, flash_mla.flash_mla_with_kvcache, q, k_cache, block_table, seqlens, sched, lse)
 
 
 @dataclass
@@ -75,9 +79,10 @@ class _FlashMLACall:
     block_table: Any
     seqlens: Any
     sched: Any
+    lse: bool = False
 
     def run(self) -> Any:
-        out, _lse = self.fn(
+        out, lse = self.fn(
             self.q,
             self.k_cache,
             self.block_table,
@@ -89,7 +94,10 @@ class _FlashMLACall:
             causal=self.plan.scalars["causal"],
             use_legacy=True,
         )
-        return out
+        if not self.lse:
+            return out
+        # [B, H, s_q] natural log → [B·s_q, H] base 2, rows as output_rows orders them
+        return out, lse.transpose(1, 2).reshape(-1, lse.shape[1]) * LOG2_E
 
     def output_rows(self, out: Any) -> Any:
         return out.reshape(-1, out.shape[-2], out.shape[-1])  # [B, s_q, H, 512] → request order rows

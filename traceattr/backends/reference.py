@@ -5,10 +5,14 @@ cached tokens (causal, aligned to the end, as verify tokens are): scores
 ``q·k`` over all 576 dims times ``sm_scale``, softmax, times the first 512
 dims of the same cached vectors. Keys are streamed in chunks with a running
 maximum and sum (the flash-attention recurrence) in fp32, so memory stays
-``rows × heads × chunk`` whatever the context.
+``rows × heads × chunk`` whatever the context. The same recurrence gives each
+row's log-sum-exp of its scores (base 2, as DCP merges use it), which checks
+that a backend's LSE is the one a merge needs, not only self-consistent.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -17,11 +21,18 @@ from traceattr.backends.layout import Requests
 from traceattr.shapes import LATENT_DIM
 
 
-@torch.no_grad()
 def mla_reference(inputs: MLAInputs, requests: Requests, sm_scale: float, chunk: int = 16384) -> torch.Tensor:
     """``[total_q, heads, 512]`` fp32 outputs of *requests* over *inputs*."""
+    return mla_reference_lse(inputs, requests, sm_scale, chunk)[0]
+
+
+@torch.no_grad()
+def mla_reference_lse(
+    inputs: MLAInputs, requests: Requests, sm_scale: float, chunk: int = 16384
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(``[total_q, heads, 512]`` outputs, ``[total_q, heads]`` base-2 log-sum-exp of the scaled scores), fp32."""
     page = requests.page_size
-    outs = []
+    outs, lses = [], []
     for r in range(requests.batch):
         lo, hi = requests.qo_indptr[r], requests.qo_indptr[r + 1]
         rows = inputs.q[lo:hi].float() * sm_scale  # [S, H, 576]
@@ -43,7 +54,8 @@ def mla_reference(inputs: MLAInputs, requests: Requests, sm_scale: float, chunk:
             acc = acc * keep[..., None] + torch.einsum("shc,cd->shd", weights, keys[:, :LATENT_DIM])
             best = new_best
         outs.append(acc / total[..., None])
-    return torch.cat(outs)
+        lses.append((best + torch.log(total)) / math.log(2))
+    return torch.cat(outs), torch.cat(lses)
 
 
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:

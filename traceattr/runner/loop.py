@@ -38,7 +38,8 @@ runner.json — the protocol ``profile``, ``compare`` and ``round`` read::
                                     None values when NVML is unavailable (samples: 0)
         backends: {label: {arm: "A", status: "ok" | "unavailable" | "wrong" | "failed", reason?: str,
                            notes: [str], prepare_s: float, relative_error: float (vs the torch reference),
-                           merge_relative_error?: float (DCP rows), output_sha256: str (bitwise hash of the
+                           merge_relative_error?, lse_abs_error?: float (DCP rows: the merge vs a torch merge, the
+                           rank's base-2 LSE vs the torch one), output_sha256: str (bitwise hash of the
                            output rows [rows, heads, 512] of one deterministic call, taken before timing)}}}}
     timed: bool
     events: [{backend: label, shape, iter, event_us}]   CUDA-event time of every timed call
@@ -69,12 +70,16 @@ from traceattr.backends import current_device
 from traceattr.backends.base import SM_SCALE
 from traceattr.backends.dcp import DcpCall, prepare_dcp
 from traceattr.backends.inputs import as_shape, build_inputs
-from traceattr.backends.reference import merge_reference, mla_reference, relative_error
+from traceattr.backends.reference import merge_reference, mla_reference_lse, relative_error
 from traceattr.callnames import BETWEEN, DOMAIN, FLUSH, HOLD, CallName
 from traceattr.errors import BackendUnsupported
 from traceattr.runner.environment import ClockSampler, gpu_facts, versions
 from traceattr.runner.plan import RunPlan, arm_letters, between_arm, call_order, more_rounds
 from traceattr.shapes import Shape, parse_shape
+
+# largest |LSE − reference| in base-2 units per KV dtype (0.05: a merge weight off by 3.5%); an LSE in
+# natural-log units is off by 0.44 × |LSE|, several units at any real context
+LSE_LIMIT = {"bf16": 0.05, "fp8": 0.25}
 
 
 def say(message: str) -> None:
@@ -117,7 +122,7 @@ class ShapeInputs:
     def __init__(self, shape: Shape, plan: RunPlan) -> None:
         self.base = build_inputs(shape.rank_share() if shape.dcp > 1 else shape, shuffle=plan.shuffle, seed=plan.seed)
         self.variants: dict[tuple[int, str], Any] = {}
-        self.references: dict[str, torch.Tensor] = {}
+        self.references: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def for_shape(self, call_shape: Shape) -> Any:
         key = (call_shape.page, call_shape.kv_dtype)
@@ -126,10 +131,18 @@ class ShapeInputs:
         return self.variants[key]
 
     def reference(self, inputs: Any) -> torch.Tensor:
+        """The torch outputs of *inputs*' requests."""
+        return self._reference(inputs)[0]
+
+    def reference_lse(self, inputs: Any) -> torch.Tensor:
+        """Their base-2 log-sum-exp ``[rows, heads]``: what a DCP merge weighs each rank's partial by."""
+        return self._reference(inputs)[1]
+
+    def _reference(self, inputs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         # re-paging keeps every token: one reference per KV dtype
         if inputs.shape.kv_dtype not in self.references:
             say("computing the torch reference")
-            self.references[inputs.shape.kv_dtype] = mla_reference(inputs, inputs.layout.requests(), SM_SCALE)
+            self.references[inputs.shape.kv_dtype] = mla_reference_lse(inputs, inputs.layout.requests(), SM_SCALE)
         return self.references[inputs.shape.kv_dtype]
 
 
@@ -158,6 +171,11 @@ def check_output(arm: Arm, shape: Shape, call: Any, inputs: Any, data: ShapeInpu
         entry["merge_relative_error"] = relative_error(rows, merged)
         if not entry["merge_relative_error"] <= limit:
             return f"DCP merge differs from a torch merge: relative error {entry['merge_relative_error']:.3g}"
+        # the merge above is self-consistent whatever the LSE means; a real merge needs base 2 of the true scores
+        lse_error = float((call.partial_lse[-1].float() - data.reference_lse(inputs)).abs().max())
+        entry["lse_abs_error"] = lse_error
+        if not lse_error <= LSE_LIMIT[inputs.shape.kv_dtype]:
+            return f"the rank's LSE differs from the torch reference by {lse_error:.3g} (base 2 expected)"
         rows = call.rank_rows()
     err = relative_error(rows, data.reference(inputs))
     entry["relative_error"] = err
