@@ -76,7 +76,7 @@ def compare_command(
     analysis = analyse(att, peak_bytes_per_s=peak, events=runfolder.runner_events(trace), group=group)
     if analysis.calls.height == 0:
         raise NoDataError(trace, "has no NVTX ranges with GPU work to compare")
-    _show_and_write(analysis, out, json_out, str(trace), inputs=paths)
+    _show_and_write(analysis, out, json_out, str(trace), inputs=paths, notes=att.notes)
 
 
 def _compare_many(
@@ -115,8 +115,17 @@ def _show_and_write(
     source: str,
     *extra: tuple[pl.DataFrame, str],
     inputs: Sequence[Path] = (),
+    notes: Sequence[str] = (),
 ) -> None:
-    from traceattr.terminal import console, render_across, render_fit, render_reports, render_rules, render_summary
+    from traceattr.terminal import (
+        console,
+        printable,
+        render_across,
+        render_fit,
+        render_reports,
+        render_rules,
+        render_summary,
+    )
 
     con = console()
     if analysis.note is not None:  # no winner to print: say why, in one line
@@ -135,6 +144,8 @@ def _show_and_write(
             render_reports(frame, con)
         elif stem == runfolder.ACROSS_REPORTS:
             render_across(frame, con, "series")
+    for note in notes:  # what the loader and the attribution had to assume about this trace
+        con.print(escape(f"note: {printable(note)}"), soft_wrap=True)
     if json_out is not None:
         rules = analysis.crossovers if analysis.note is None else analysis.crossovers.head(0)  # nothing compared
         doc = dispatch_rules(analysis.summary, rules, source=source)
