@@ -4,7 +4,8 @@
 
 Reads pyproject.toml's runtime dependencies and the named extras, so the
 floors CI tests are the ones the package declares, never a second list.
-A requirement without a ``>=`` bound is left to the resolver.
+A requirement without a ``>=`` bound is left to the resolver; a package
+floored twice (a runtime dependency and an extra) is pinned at the higher one.
 """
 
 from __future__ import annotations
@@ -26,13 +27,19 @@ def floors(pyproject: Path, extras: list[str]) -> list[str]:
     requirements = list(project["dependencies"])
     for extra in extras:
         requirements += project["optional-dependencies"][extra]
-    lines = []
+    pins: dict[tuple[str, str], str] = {}  # (name, marker) -> the highest floor: what pip can actually resolve
     for req in requirements:
         m = FLOOR.match(req)
         if m:
             name, version, marker = m.groups()
-            lines.append(f"{name}=={version}{(' ' + marker) if marker else ''}")
-    return lines
+            key = (re.sub(r"[-_.]+", "-", name).lower(), marker or "")
+            if key not in pins or _release(version) > _release(pins[key]):
+                pins[key] = version
+    return [f"{name}=={version}{(' ' + marker) if marker else ''}" for (name, marker), version in pins.items()]
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version))
 
 
 if __name__ == "__main__":

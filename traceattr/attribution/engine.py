@@ -540,8 +540,8 @@ def _pure_cover(start: pl.Series, end: pl.Series, pos: pl.Series) -> tuple[pl.Se
         .with_columns(spread.alias("_spread"))
         .select(mixed.alias("_mixed"), "_cover")
     )
-    busy = pl.zeros(start.len(), pl.Int64, eager=True).scatter(order, swept["_cover"].set(swept["_mixed"], 0))
-    return busy, pl.repeat(False, start.len(), eager=True).scatter(order, swept["_mixed"])
+    back = order.arg_sort()  # the inverse permutation: a gather, as scatter needs sorted indices before polars 1.3x
+    return swept["_cover"].set(swept["_mixed"], 0).gather(back), swept["_mixed"].gather(back)
 
 
 def _slice_extremes(columns: dict[str, tuple[pl.Series, bool]], lo: pl.Series, hi: pl.Series) -> dict[str, pl.Series]:
@@ -563,7 +563,7 @@ def _slice_extremes(columns: dict[str, tuple[pl.Series, bool]], lo: pl.Series, h
             for name, (_, largest) in columns.items():
                 t, pick = tables[name], pl.max_horizontal if largest else pl.min_horizontal
                 tables[name] = pl.select(pick(t.slice(0, t.len() - d), t.slice(d))).to_series()
-        sel = order.slice(bounds[j], bounds[j + 1] - bounds[j])
+        sel = order.slice(bounds[j], bounds[j + 1] - bounds[j]).sort()  # scatter wants sorted indices (polars < 1.3x)
         if sel.len():
             a, b = lo.gather(sel), hi.gather(sel) - (1 << j)
             for name, (_, largest) in columns.items():
