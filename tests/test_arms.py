@@ -211,7 +211,9 @@ def test_noise_target_adds_rounds_until_every_arm_is_precise() -> None:
     assert more_rounds(45, {"A": 0.02, "B": 0.02}, plan) == 0  # ... where it stops, noisy or not
     assert more_rounds(20, {"A": 0.02}, RunPlan(shapes=("s",), arms=("A",), iters=20)) == 0  # no target: fixed
     blocked = RunPlan(shapes=("s",), arms=("A", "B"), iters=20, max_noise=0.005, order="blocked")
-    assert more_rounds(20, {"A": 0.02, "B": 0.02}, blocked) == 0  # back to back keeps its blocks
+    assert more_rounds(20, {"A": 0.02, "B": 0.02}, blocked) == NOISE_STEP  # back to back samples alike ...
+    more = [c for g in call_order(("A", "B"), 2, "blocked", start=20) for c in g]
+    assert more == [("A", 20), ("A", 21), ("B", 20), ("B", 21)]  # ... in one more block per arm
     unbounded = RunPlan(shapes=("s",), arms=("A", "B"), iters=20, max_noise=0.005)
     assert more_rounds(DEFAULT_MAX_ITERS - 10, {"A": 0.02}, unbounded) == 10
     assert more_rounds(DEFAULT_MAX_ITERS, {"A": 0.02}, unbounded) == 0

@@ -98,7 +98,7 @@ def make_plan(
     """The plan of a profile run: *arms* (texts of :mod:`traceattr.arms` or parsed arms; default one per
     registered backend) on *shapes*, and what runs between calls (*between*) in which *order*.
 
-    *max_noise* (a fraction, abba only) makes *iters* a minimum: rounds are added, up to *max_iters*,
+    *max_noise* (a fraction) makes *iters* a minimum: rounds are added, up to *max_iters*,
     until every arm's median is that precise. *hold_us* per call: a GPU spin before each group of calls
     while the host enqueues it."""
     if not shapes:

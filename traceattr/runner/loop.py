@@ -10,7 +10,8 @@ call is fingerprinted, then it is warmed up. The timed calls follow
 and reversed on odd ones (with ``plan.max_noise``, rounds are added ten at
 a time, up to ``plan.max_iters``, until every arm's CUDA-event median is that
 precise: nvbench's stopping rule, which never looks at how the arms compare);
-``blocked`` runs each arm's calls back to back.
+``blocked`` runs each arm's calls back to back (added rounds: one more block
+per arm, so the back-to-back medians are as precise as the interleaved ones).
 Before every call runs ``plan.between``: the L2 flush in its own
 ``traceattr:flush`` range (``flush``), the flush and then another arm's call in
 a ``traceattr:between`` range (``flush+ARM``: every arm sees the same

@@ -18,7 +18,7 @@ class RunPlan:
     shapes: tuple[str, ...]  # canonical shape names
     arms: tuple[str, ...]  # arm texts (traceattr.arms grammar, labels distinct), in A B … order
     iters: int = 20  # rounds: every arm runs once per round (the minimum when max_noise is set)
-    max_noise: float | None = None  # abba only: add rounds until every arm's median is this precise (fraction)
+    max_noise: float | None = None  # add rounds until every arm's median is this precise (fraction)
     max_iters: int | None = None  # ... but never more rounds than this
     warmup: int = 3  # untimed calls per arm after validation (the first also JIT-compiles)
     flush_bytes: int = 256 << 20  # L2 flush before each call; ≥ 2× L2 (H200: 60 MB, B200: 126 MB)
@@ -79,8 +79,8 @@ def call_order(arms: tuple[str, ...], iters: int, order: str, start: int = 0) ->
 
     ``abba``: group r is round r (every arm once, reversed on odd rounds), for
     rounds ``start`` … ``start + iters - 1`` (more rounds continue the alternation).
-    ``blocked``: each arm's ``iters`` calls back to back, arms in the order given,
-    cut into groups of ``len(arms)`` calls so as many calls are in flight as with abba.
+    ``blocked``: each arm's ``iters`` calls back to back, arms in the order given (more
+    rounds: another block per arm), cut into groups of ``len(arms)`` calls so as many calls are in flight as with abba.
     """
     if order == "abba":
         return [[(a, r) for a in round_order(arms, r)] for r in range(start, start + iters)]
@@ -109,7 +109,7 @@ def more_rounds(done: int, noise: dict[str, float], plan: RunPlan) -> int:
     The rule looks only at each arm's own spread, never at how the arms
     compare, so stopping on it cannot steer a verdict.
     """
-    if plan.max_noise is None or plan.order != "abba":
+    if plan.max_noise is None:
         return 0
     cap = plan.max_iters if plan.max_iters is not None else max(plan.iters, DEFAULT_MAX_ITERS)
     if done >= cap or all(v <= plan.max_noise for v in noise.values()):
