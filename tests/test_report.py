@@ -240,6 +240,9 @@ def test_flashmla_reduce_segment_is_the_combine_kernel(flashmla_att: Attribution
     assert bars["reduce"].marker.color != bars["attention"].marker.color
     stack = sum(bars[seg].y[mla] for seg in ("schedule", "attention", "reduce", "gaps"))
     assert shares["reduce"].y[mla] == pytest.approx(100 * 5 / stack)  # the default view: shares of the call
+    assert fig.layout.xaxis.tickangle == 0  # 4 bars of short names: labels side by side
+    long = d.summary.with_columns(pl.col("backend") + "[splits=16,page=32,kv=fp8,graphs]")
+    assert attribution_figure(long).layout.xaxis.tickangle == -40  # they would collide: slanted
 
 
 def test_flashmla_timeline_views(flashmla_att: Attribution) -> None:

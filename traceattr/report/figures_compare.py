@@ -21,6 +21,8 @@ from traceattr.report.style import (
     segment_pattern,
 )
 
+_LABEL_ROOM = 150  # characters of tick labels a default-width report holds on one line
+
 
 def attribution_figure(summary: pl.DataFrame) -> go.Figure:
     """Stacked exposed time per role, overlap and gaps per backend, grouped by shape.
@@ -71,9 +73,11 @@ def attribution_figure(summary: pl.DataFrame) -> go.Figure:
     )  # fmt: skip
     shares = [t.meta == "share" for t in fig.data]
     share_title, us_title = "% of the median call", "µs of the median call"
+    # level labels side by side while they fit the plot (~150 characters wide); slanted once they would collide
+    crowded = len(backends) * max((len(b) for b in s["backend"].to_list()), default=0) > _LABEL_ROOM
     fig.update_layout(
         yaxis={"title": {"text": share_title}, "rangemode": "tozero"},
-        xaxis={"tickangle": 0},
+        xaxis={"tickangle": -40 if crowded else 0, "automargin": True},
         updatemenus=[_unit_buttons(shares, ("shares", "µs"),
                                    ({"yaxis.title.text": share_title}, {"yaxis.title.text": us_title}))],
         margin={"t": 90},
