@@ -67,6 +67,8 @@ def test_memops_and_flush_range() -> None:
     assert rules.classify_names(["[CUDA memset]"], kind="memset", range_name="traceattr:flush") == ["flush"]
     assert rules.classify_names(["anything"], range_name="traceattr:flush:3") == ["flush"]
     assert rules.classify_names(["anything"], range_name="traceattr:flushing") == ["other"]
+    assert rules.classify_names(["spin_kernel"], range_name="traceattr:hold") == ["flush"]  # the runner's GPU hold
+    assert rules.classify_names(["spin_kernel"]) == ["other"]  # a spin of someone else's is not ours
 
 
 def test_mangled_then_short_names_are_tried() -> None:
