@@ -412,6 +412,8 @@ def test_cli_dry_run_lists_the_captures(tmp_path: Path, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "round-1: round 1, ABBA, first arm fa3" in out and f"round-2: round 2, ABBA, first arm {CAND}" in out
     assert "sensitivity: back to back" in out and not list(tmp_path.iterdir())
+    assert "2 rounds × 20–500 iterations (until each arm's median is within ±0.5%, 95%)" in out
+    assert "GPU held 100 µs per call" in out
 
 
 def test_arm_texts_and_labels(tmp_path: Path) -> None:

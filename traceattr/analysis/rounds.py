@@ -439,7 +439,7 @@ class Receipt:
         """A table to paste into a PR: row | baseline µs | candidate µs | ratio | verdict | gates; then the totals."""
         h = self.header
         lines = [
-            f"**{_md(h.get('candidate', '?'))} vs {_md(h.get('baseline', '?'))}** · {_protocol(h)}",
+            f"**{_md(h.get('candidate', '?'))} vs {_md(h.get('baseline', '?'))}** · {protocol_text(h)}",
             "",
             "| row | baseline µs | candidate µs | ratio | verdict | gates |",
             "|---|--:|--:|--:|---|---|",
@@ -476,7 +476,8 @@ class Receipt:
         return "\n".join(lines) + "\n"
 
 
-def _protocol(h: Mapping[str, Any]) -> str:
+def protocol_text(h: Mapping[str, Any]) -> str:
+    """The receipt's one-line protocol: sampling, order, what runs between calls, graphs, hold, gates."""
     p = h.get("protocol") or {}
     g = h.get("gates") or {}
     flush = p.get("flush_bytes")

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from traceattr.analysis.rounds import Gates
+from traceattr.analysis.rounds import Gates, protocol_text
 from traceattr.cli import app
 from traceattr.errors import TraceattrError
 from traceattr.rounds import (
@@ -125,6 +125,7 @@ def round_command(
         markup=False,
     )
     if dry_run:
+        con.print(f"  {protocol_text(plan.header())}", highlight=False, markup=False, soft_wrap=True)
         for r in requests:
             what = "back to back" if r.order == "blocked" else f"round {r.round + 1}, ABBA"
             con.print(f"  {r.folder.name}: {what}, first arm {r.arms[0]}", highlight=False, markup=False)
