@@ -49,3 +49,6 @@ def test_dry_run_prints_every_rank(tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())  # a dry run creates nothing
     bad = run("profile", "--shape", "q8_ctx1m", "--ranks", "2", "--dry-run")
     assert bad.returncode == 2 and "dcp2" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    ignored = run("profile", "--shape", "q8_ctx1m_dcp2", "--ranks", "2", "--graphs", "--hold-us", "50", "--dry-run")
+    assert ignored.returncode == 2 and len(ignored.stderr.strip().splitlines()) == 1
+    assert "--ranks does not take --graphs, --hold-us" in ignored.stderr  # refused, not silently ignored

@@ -13,6 +13,7 @@ from rich.text import Text
 from traceattr.arms import GENERIC_OPTIONS
 from traceattr.callnames import AUTO, GROUP_PRESETS
 from traceattr.cli import app
+from traceattr.errors import TraceattrError
 from traceattr.profile import execute, make_plan, require_runnable
 from traceattr.shapes import DEFAULTS, HEAD_PRESETS, PUBLISHED_ROWS, parse_shape
 from traceattr.terminal import console, plain_text, render_plan, render_summary
@@ -91,6 +92,14 @@ def profile_command(
     """
     shapes = [parse_shape(s) for s in shape]
     if ranks is not None:
+        # the ranks runner times eager calls with the flush only: an option it would ignore is refused
+        unused = [name for name, used in (
+            ("--graphs", graphs), ("--shuffle-pages", shuffle), ("--between", between != "flush"),
+            ("--order", order != "abba"), ("--max-noise", max_noise is not None), ("--max-iters", max_iters is not None),
+            ("--hold-us", hold_us != 0)) if used]  # fmt: skip
+        if unused:
+            raise TraceattrError(f"--ranks does not take {', '.join(unused)} (each rank times eager calls after an "
+                                 "L2 flush, --iters of them)")  # fmt: skip
         _profile_ranks(shapes, ranks, backend, iters=iters, warmup=warmup, seed=seed, validate=validate,
                        flush_mb=flush_mb, out_root=out_root, dry_run=dry_run)  # fmt: skip
         return
@@ -130,7 +139,6 @@ def _profile_ranks(
     shapes: list, ranks: int, backend: list[str] | None, *, iters: int, warmup: int, seed: int, validate: bool,
     flush_mb: int | None, out_root: Path, dry_run: bool,
 ) -> None:  # fmt: skip
-    from traceattr.errors import TraceattrError
     from traceattr.multi import Settings, across_reports, combine, parts_folder, run_reports, write_combined
     from traceattr.ranks import execute_ranks, make_ranks_plan
     from traceattr.terminal import render_across, render_reports
