@@ -393,6 +393,10 @@ def test_rows_file_and_named_sets(tmp_path: Path) -> None:
         (["--rows", "smoke", "--baseline", "a"], "missing --candidate"),
         (["--rows", "smoke", "--baseline", "a", "--candidate", "b", "--min-clock", "1.5"], "fraction must lie"),
         (["--retry", "{tmp}/none.json"], "unreadable receipt"),
+        (
+            ["--retry", "{tmp}/none.json", "--iters", "50", "--graphs", "--rounds", "2"],
+            "drop --iters, --graphs (--rounds",
+        ),
     ],
 )
 def test_cli_errors_are_one_line(

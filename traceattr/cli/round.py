@@ -6,6 +6,11 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+
+try:  # typer ≥ 0.20 carries its own copy of click
+    from typer._click.core import ParameterSource
+except ImportError:  # pragma: no cover - older typer on plain click
+    from click.core import ParameterSource
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from traceattr.analysis.rounds import Gates, protocol_text
@@ -23,9 +28,12 @@ from traceattr.rounds import (
 )
 from traceattr.terminal import console
 
+_RETRY_MAY_SET = {"retry", "rounds", "out_root", "dry_run"}
+
 
 @app.command("round")
 def round_command(
+    ctx: typer.Context,
     rows: Annotated[
         Optional[str],
         typer.Option("--rows", help=f"File of shapes (one a line) or a named set: {', '.join(ROW_SETS)}."),
@@ -92,9 +100,13 @@ def round_command(
     """
     previous = None
     if retry is not None:
-        if rows or baseline or candidate:
+        # a retry measures as the round did, or its attempts could not sit in one receipt
+        given = [f"--{name.replace('_', '-')}" for name in ctx.params
+                 if name not in _RETRY_MAY_SET and ctx.get_parameter_source(name) is not ParameterSource.DEFAULT]  # fmt: skip
+        if given:
             raise TraceattrError(
-                "--retry takes rows, arms, protocol and gates from the receipt; drop --rows/--baseline/--candidate"
+                f"--retry takes rows, arms, protocol and gates from the receipt; drop {', '.join(given)} "
+                "(--rounds and --out-root may change)"
             )
         previous = read_receipt(retry)
         plan = retry_plan(previous, out_root, rounds=rounds)
