@@ -18,6 +18,7 @@ from typing import Literal, get_args
 import polars as pl
 
 from traceattr.attribution.intervals import _MAX_KEY, RangeIndex, union_length
+from traceattr.attribution.keys import gather_by_key, rows_at, scatter_rows
 from traceattr.attribution.roles import ROLES, RoleEnum, RoleRules
 from traceattr.trace import schema as S
 from traceattr.trace.loader import Trace, TraceMeta
@@ -134,19 +135,6 @@ class Attribution:
         return self.ops_lazy().collect()
 
 
-def gather_by_key(keys: pl.Series, values: pl.Series, ids: pl.Series) -> pl.Series:
-    """``values`` at the row whose *keys* equals each of *ids* (null where none): a
-    binary search over the unique *keys* instead of a hash join."""
-    if not keys.is_sorted():
-        order = keys.arg_sort()
-        keys, values = keys.gather(order), values.gather(order)
-    if keys.len() == 0:
-        return pl.repeat(None, ids.len(), dtype=values.dtype, eager=True).alias(values.name)
-    pos = keys.search_sorted(ids.fill_null(keys[0])).clip(upper_bound=keys.len() - 1)
-    found = (keys.gather(pos) == ids).fill_null(False)
-    return values.gather(pos).set(~found, None).alias(values.name)  # type: ignore[arg-type]
-
-
 def attribute(
     trace: Trace,
     mode: Mode = "nsys",
@@ -162,10 +150,10 @@ def attribute(
     if dropped:
         notes.append(f"{dropped} start/end ranges ended on another thread: not projected (nsys drops them too)")
     index = RangeIndex(ranges)
-    ranges = ranges.join(index.tree(), on="range_id", how="left")
+    ranges = _with_tree(ranges, index)
 
-    launches = _launches(trace.gpu_ops, trace.api)
     dedupe = trace.meta.duplicate_api_rows > 0
+    launches = _launches(trace.gpu_ops, trace.api, repeated=dedupe)
     # a call logged twice can reach two chains of ranges: its ranges are no longer one subtree's ancestors
     subtree = mode == "nsys" and _SUBTREES and not dedupe and _few_distinct(trace.gpu_ops)
     every, deepest = _locate(index, launches, dedupe=dedupe, ancestors=mode == "nsys" and not subtree)
@@ -177,7 +165,7 @@ def attribute(
         every_range, _ = _usable_ranges(trace.ranges, RangeFilter())
         full = RangeIndex(every_range)
         _, full_deepest = _locate(full, launches, dedupe=dedupe, ancestors=False)
-        roles_from = (full_deepest, every_range.join(full.tree(), on="range_id", how="left"))
+        roles_from = (full_deepest, _with_tree(every_range, full))
         del full
     placement = _placement(keys, launches, deepest, ranges, names, rules, roles_from)
     del launches
@@ -210,18 +198,24 @@ def attribute(
     return Attribution(table, placement, mode, tuple(notes), trace, names, select or RangeFilter())
 
 
+def _with_tree(ranges: pl.DataFrame, index: RangeIndex) -> pl.DataFrame:
+    """*ranges* with ``parent_id, level, root_id``: columns added, not every column copied through a join."""
+    return ranges.hstack(rows_at(index.tree(), "range_id", ranges["range_id"]).get_columns())
+
+
 def _usable_ranges(ranges: pl.DataFrame, select: RangeFilter) -> tuple[pl.DataFrame, int]:
     cross = pl.col("end_global_tid").is_not_null() & (pl.col("end_global_tid") != pl.col("global_tid"))
     dropped = ranges.filter(cross).height
     return select.apply(ranges.filter(~cross)), dropped
 
 
-def _launches(gpu_ops: pl.DataFrame, api: pl.DataFrame) -> pl.DataFrame:
+def _launches(gpu_ops: pl.DataFrame, api: pl.DataFrame, *, repeated: bool = True) -> pl.DataFrame:
     """(op_id, api_id, api start/end, thread) for every runtime row of an op's launch.
 
     correlationId is unique per process only, so the join is on (process,
     correlationId). Old exports log a call twice (two rows, one correlationId):
     both rows are kept and an op is inside a range if either row is (nsys).
+    Without *repeated* rows, one process's ops find their row by key lookup.
     """
     calls = api.select(
         S.global_pid_from_tid("global_tid").alias("global_pid"),
@@ -233,10 +227,14 @@ def _launches(gpu_ops: pl.DataFrame, api: pl.DataFrame) -> pl.DataFrame:
     )
     keys = ["global_pid", "correlation_id"]
     op_pids = gpu_ops["global_pid"].unique()
+    one_process = False
     if op_pids.null_count() == op_pids.len():
         keys = ["correlation_id"]  # no process recorded on the ops: ids alone
     elif op_pids.len() == 1 and calls["global_pid"].unique().equals(op_pids):
-        keys = ["correlation_id"]  # one process: the same join on a single integer key
+        keys, one_process = ["correlation_id"], True  # the same join on a single integer key
+    if one_process and not repeated:  # ids unique in the process: a lookup, not a hash join
+        found = rows_at(calls.drop("global_pid"), "correlation_id", gpu_ops["correlation_id"])
+        return gpu_ops.select("op_id").hstack(found.get_columns()).filter(pl.col("api_id").is_not_null())
     return (
         gpu_ops.select("op_id", *keys)
         .join(calls.drop("global_pid") if "global_pid" not in keys else calls, on=keys, how="inner")
@@ -263,6 +261,11 @@ def _locate(
     every, deepest = index.locate(calls, ancestors=ancestors)
     out = []
     for located in (every, deepest):
+        if located is deepest and not dedupe:  # one deepest range per call: a lookup by call
+            found = rows_at(located, "call_id", launches["api_id"])
+            pairs = launches.select("op_id", "api_start").hstack(found.get_columns())
+            out.append(pairs.filter(pl.col("range_id").is_not_null()).select("op_id", "range_id", "api_start"))
+            continue
         pairs = launches.select("op_id", pl.col("api_id").alias("call_id"), "api_start").join(
             located, on="call_id", how="inner"
         )
@@ -303,7 +306,7 @@ def _name_keys(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def _innermost(deepest: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
     """(op_id, range_id, …, level, root_id): one innermost range per op."""
-    inner = deepest.join(ranges.select("range_id", "level", "root_id"), on="range_id", how="left")
+    inner = deepest.hstack(rows_at(ranges.select("range_id", "level", "root_id"), "range_id", deepest["range_id"]))
     if inner.height != inner["op_id"].n_unique():  # a call logged twice can reach two ranges
         inner = inner.sort("op_id", "level", "range_id", descending=[False, True, True]).unique("op_id", keep="first")
     return inner
@@ -327,21 +330,25 @@ def _placement(
     launch = launches.select("op_id", "api_start", "global_tid")
     if launch.height != launch["op_id"].n_unique():
         launch = launch.sort("op_id", "api_start", descending=[False, True]).unique("op_id", keep="first")
-    placed = (
-        keys.join(launch.select("op_id", pl.col("api_start").alias("api_start_ns"),
-                            S.tid_from_global("global_tid").cast(pl.Int32).alias("tid")), on="op_id", how="left")
-        .join(inner.select("op_id", "range_id", pl.col("root_id").alias("outer_range_id")), on="op_id", how="left")
+    # keys is in op_id order with op_id == row: the other per-op frames are scattered to their rows
+    n = keys.height
+    placed = keys.hstack(
+        [
+            *scatter_rows(launch.select("op_id", pl.col("api_start").alias("api_start_ns"),
+                                        S.tid_from_global("global_tid").cast(pl.Int32).alias("tid")), "op_id", n),
+            *scatter_rows(inner.select("op_id", "range_id", pl.col("root_id").alias("outer_range_id")), "op_id", n),
+        ]
     )  # fmt: skip
     if roles_from is None:
         classified = rules.classify(placed, names, ranges.select("range_id", pl.col("name").alias("range_name")))
     else:
         full_deepest, full_ranges = roles_from
-        whole = placed.select("op_id", "name_key").join(
-            _innermost(full_deepest, full_ranges).select("op_id", "range_id"), on="op_id", how="left"
+        whole = placed.select("op_id", "name_key").hstack(
+            scatter_rows(_innermost(full_deepest, full_ranges).select("op_id", "range_id"), "op_id", n)
         )
         roles = rules.classify(whole, names, full_ranges.select("range_id", pl.col("name").alias("range_name")))
-        classified = placed.join(roles.select("op_id", "role", "family"), on="op_id", how="left")
-    return classified.sort("op_id")  # op_id order, one row per op: Attribution.ops_lazy gathers by position
+        classified = placed.hstack(roles.select("role", "family"))
+    return classified  # op_id order, one row per op: Attribution.ops_lazy gathers by position
 
 
 def _op_facts(gpu_ops: pl.DataFrame, placement: pl.DataFrame) -> pl.DataFrame:
@@ -602,13 +609,13 @@ def _covered(rows: pl.DataFrame, runs: pl.DataFrame) -> pl.Expr:
 
 def _range_table(ranges: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
     """One row per range in NVTX row order, then the buckets; every column of RANGE_COLUMNS."""
-    has_ops = metrics.filter(pl.col("range_id") >= 0).select("range_id")
+    projected = metrics.filter(pl.col("range_id") >= 0)
     # nsys's NumChild counts children that have GPU ops themselves
     children = (
-        ranges.join(has_ops, on="range_id", how="semi")
+        ranges.select("parent_id")
+        .filter(pl.col("parent_id").is_not_null() & ranges["range_id"].is_in(projected["range_id"].implode()))
         .group_by("parent_id")
         .agg(pl.len().cast(pl.Int64).alias("num_child"))
-        .rename({"parent_id": "range_id"})
     )
     zero_when_empty = ["gpu_ops", "op_records", "kernels", "num_child", "streams", "devices",
                        "kernel_sum_ns", "gpu_sum_ns", "busy_ns", *ROLE_COLUMNS]  # fmt: skip
@@ -629,8 +636,8 @@ def _range_table(ranges: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
             "closed",
             "payload",
         )
-        .join(children, on="range_id", how="left", maintain_order="left")
-        .join(metrics, on="range_id", how="left", maintain_order="left")
+        .hstack(rows_at(children, "parent_id", ranges["range_id"]).get_columns())
+        .hstack(rows_at(projected, "range_id", ranges["range_id"]).get_columns())
         .with_columns([pl.col(c).fill_null(0) for c in zero_when_empty])
         .select(RANGE_COLUMNS)
     )

@@ -17,6 +17,7 @@ from typing import Literal, get_args
 
 import polars as pl
 
+from traceattr.attribution.keys import rows_at
 from traceattr.errors import RulesError
 from traceattr.trace.schema import OP_KINDS
 
@@ -79,8 +80,12 @@ class RoleRules:
             name_exprs.append(_first_rule(self.rules, level).alias(f"_first_{level}"))
             name_exprs += [_name_cond(self.rules[i], level).alias(f"_r{i}_{level}") for i in ranged]
         names = names.select("name_key", *name_exprs)
-        ranges = ranges.select("range_id", *[_range_cond(self.rules[i]).alias(f"_rr{i}") for i in ranged])
-        out = ops.join(names, on="name_key", how="left").join(ranges, on="range_id", how="left")
+        # per-op columns by binary search over the small tables, in ops' order (no hash joins)
+        looked = [rows_at(names, "name_key", ops["name_key"])]
+        if ranged:
+            ranges = ranges.select("range_id", *[_range_cond(self.rules[i]).alias(f"_rr{i}") for i in ranged])
+            looked.append(rows_at(ranges, "range_id", ops["range_id"]))
+        out = ops.hstack([c for f in looked for c in f.get_columns()])
         # At each name level the lowest matching rule index; the first level that matched wins.
         per_level = []
         for level in NAME_LEVELS:
@@ -96,8 +101,8 @@ class RoleRules:
                 "family": pl.Series([r.family for r in self.rules] + [None], dtype=pl.String),
             }
         )
-        out = out.with_columns(pl.coalesce(per_level).fill_null(n).cast(pl.Int32).alias("_rule"))
-        return out.join(table, on="_rule", how="left").select([*ops.columns, "role", "family"])
+        rule = out.select(pl.coalesce(per_level).fill_null(n).cast(pl.Int32)).to_series()
+        return ops.hstack(table.drop("_rule")[rule].get_columns())  # table row i is rule i
 
     def classify_names(self, names: Sequence[str], kind: str = "kernel", range_name: str | None = None) -> list[str]:
         """Role of each kernel name (for tests, docs and quick checks)."""

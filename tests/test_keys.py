@@ -1,0 +1,33 @@
+"""Row lookups by key (attribution/keys.py) answer what a left join answers."""
+
+from __future__ import annotations
+
+import polars as pl
+from hypothesis import given
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
+
+from traceattr.attribution.keys import rows_at, scatter_rows
+
+keys = st.lists(st.integers(-5, 40), unique=True, max_size=12) | st.lists(
+    st.integers(-(10**12), 10**12), unique=True, max_size=12
+)  # dense keys take the position table, sparse ones the binary search
+
+
+@given(keys=keys, ids=st.lists(st.none() | st.integers(-10, 50), max_size=15), sort=st.booleans())
+def test_rows_at_equals_left_join(keys: list[int], ids: list[int | None], sort: bool) -> None:
+    keys = sorted(keys) if sort else keys
+    frame = pl.DataFrame(
+        {"k": keys, "v": [k * 3 for k in keys], "s": [f"x{k}" for k in keys]},
+        schema={"k": pl.Int64, "v": pl.Int64, "s": pl.String},
+    )
+    wanted = pl.Series("k", ids + keys[:3], pl.Int64)  # some ids that exist whatever the draw
+    want = wanted.to_frame().join(frame, on="k", how="left", maintain_order="left").drop("k")
+    assert_frame_equal(rows_at(frame, "k", wanted), want)
+
+
+@given(rows=st.lists(st.integers(0, 20), unique=True, max_size=10))
+def test_scatter_rows_places_each_row_at_its_key(rows: list[int]) -> None:
+    frame = pl.DataFrame({"k": rows, "v": [r + 100 for r in rows]}, schema={"k": pl.Int64, "v": pl.Int64})
+    out = scatter_rows(frame, "k", 21)
+    assert out["v"].to_list() == [r + 100 if r in rows else None for r in range(21)]

@@ -1,0 +1,55 @@
+"""Rows by integer key without a hash join (pure polars).
+
+The attribution's ids (op_id, range_id, name_key) are unique integer keys,
+most of them row numbers: looking rows up by binary search over sorted keys,
+or scattering them to their row, gathers columns (string columns as views)
+instead of building a hash table and copying every column through a join.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+
+def gather_by_key(keys: pl.Series, values: pl.Series, ids: pl.Series) -> pl.Series:
+    """``values`` at the row whose *keys* equals each of *ids* (null where none)."""
+    return rows_at(pl.DataFrame([keys.alias("_key"), values]), "_key", ids).to_series()
+
+
+def rows_at(frame: pl.DataFrame, key: str, ids: pl.Series) -> pl.DataFrame:
+    """*frame*'s other columns at the row whose unique *key* equals each of *ids*, in the order of
+    *ids*; nulls where no row has it."""
+    if frame[key].null_count():
+        frame = frame.filter(pl.col(key).is_not_null())
+    keys, rest = frame[key], frame.drop(key)
+    if keys.len() == 0:
+        return pl.DataFrame({c: pl.repeat(None, ids.len(), dtype=t, eager=True) for c, t in rest.schema.items()})
+    lo, hi = int(keys.min()), int(keys.max())  # type: ignore[arg-type]
+    if hi - lo < 4 * keys.len() + 1024:  # dense keys (row ids): a position table, no sort, no search
+        slots = pl.repeat(None, hi - lo + 1, dtype=pl.Int64, eager=True)
+        slots.scatter(keys.cast(pl.Int64) - lo, pl.int_range(keys.len(), dtype=pl.Int64, eager=True))
+        off = ids.cast(pl.Int64) - lo
+        inside = ((off >= 0) & (off <= hi - lo)).fill_null(False)
+        pos = slots.gather(off.set(~inside, 0).fill_null(0))
+        found = inside & pos.is_not_null()
+        pos = pos.fill_null(0)
+    else:
+        if not keys.is_sorted():
+            order = keys.arg_sort()
+            keys, rest = keys.gather(order), rest[order]
+        pos = keys.search_sorted(ids.fill_null(keys[0])).clip(upper_bound=keys.len() - 1)
+        found = (keys.gather(pos) == ids).fill_null(False)
+    out = rest[pos]
+    if found.all():
+        return out
+    return out.select(pl.when(found).then(pl.col(c)).alias(c) for c in out.columns)
+
+
+def scatter_rows(frame: pl.DataFrame, key: str, height: int) -> pl.DataFrame:
+    """*frame*'s other columns placed at row *key* (unique, 0 <= key < height) of a *height*-row
+    frame; nulls in rows no key names. For keys that are row numbers: no sort, no hash."""
+    at = frame[key]
+    return pl.DataFrame(
+        [pl.repeat(None, height, dtype=frame.schema[c], eager=True).scatter(at, frame[c]).alias(c)
+         for c in frame.columns if c != key]
+    )  # fmt: skip
