@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceattr.attribution.keys import rows_at, scatter_rows
+
 _MAX_KEY = 1 << 62
 
 
@@ -169,7 +171,7 @@ def _preorder(ranges: pl.DataFrame) -> pl.DataFrame:
     parents = left.join_asof(right, on="_k", strategy="backward", allow_exact_matches=False).select(
         "pre", "parent_id", "_ptid", "_pke", "_plevel"
     )
-    nodes = nodes.join(parents, on="pre", how="left")
+    nodes = nodes.hstack(scatter_rows(parents, "pre", nodes.height).get_columns())  # pre is the row
     valid = (pl.col("level") == 0) | (
         (pl.col("_plevel") == pl.col("level") - 1)
         & (pl.col("_ptid") == pl.col("global_tid"))
@@ -199,7 +201,7 @@ def _split_laminar(ranges: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         empty = {c: pl.Int64 for c in ("range_id", "global_tid", "start", "end", "parent_id", "level", "pre")}
         return pl.DataFrame(schema=empty), ranges
     nodes = _preorder(ranges)
-    forest = nodes.filter(pl.col("ok")).drop("ok")
+    forest = nodes.drop("ok") if nodes["ok"].all() else nodes.filter(pl.col("ok")).drop("ok")
     general = ranges.join(nodes.filter(~pl.col("ok")).select("range_id"), on="range_id", how="semi")
     return forest, general
 
@@ -233,7 +235,7 @@ def _forest_deepest(forest: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     found = [pl.DataFrame(schema=schema)]
     todo = hit.select("call_id", "ke", "cand")
     while todo.height:
-        todo = todo.join(up, on="cand", how="inner")
+        todo = todo.hstack(rows_at(up, "cand", todo["cand"]).get_columns())  # every candidate is a forest range
         ok = pl.col("_cke") >= pl.col("ke")
         found.append(todo.filter(ok).select("call_id", pl.col("cand").alias("range_id")))
         todo = todo.filter(~ok & pl.col("_up").is_not_null()).select("call_id", "ke", pl.col("_up").alias("cand"))
