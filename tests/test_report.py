@@ -256,6 +256,9 @@ def test_flashmla_timeline_views(flashmla_att: Attribution) -> None:
     assert first["lanes"] == ["flashmla │ NVTX", "flashmla │ dev 0 · stream 7", "fa3 │ NVTX", "fa3 │ dev 0 · stream 7"]
     shown = [t for t in fig.data if t.visible]
     assert {t.name for t in shown} == {"schedule", "attention", "reduce", "NVTX range"}
+    nvtx = next(t for t in shown if t.name == "NVTX range")
+    assert all("launch latency" in h for h in nvtx.hovertext)
+    assert any("(launch overhead " in h and " + queue wait " in h for h in nvtx.hovertext)  # the call's own range
     reduce = next(t for t in shown if t.name == "reduce")
     assert reduce.x == (5.0,) and reduce.base[0] == pytest.approx(3 + 1 + 60.3 + 1)  # after schedule and split
     # the hostile call: its nested range has a lane, its kernel is an "other" bar

@@ -274,6 +274,12 @@ def _timeline(
     chosen, per_call, notes = _choose_calls(c, compare_shapes, limits)
     picked = sub.join(chosen.select("call_id"), on="call_id", how="semi")
     op_rows, range_rows, op_notes = _timeline_rows(att, ranges, picked, per_call)
+    # a call's own range also carries its launch latency's split (launch overhead + queue wait)
+    split = chosen.select(
+        "call_id", pl.lit(0).alias("depth"),
+        (pl.col("launch_overhead_ns") / 1e3).alias("launch_overhead_us"), (pl.col("queue_wait_ns") / 1e3).alias("queue_wait_us"),
+    )  # fmt: skip
+    range_rows = range_rows.join(split, on=["call_id", "depth"], how="left")
     views = _views(chosen, summary, compare_shapes)
     data = TimelineData(views, op_rows, range_rows, calls_total=c.height, calls_shown=chosen.height)
     return data, notes + op_notes

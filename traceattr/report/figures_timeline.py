@@ -171,9 +171,17 @@ def _op_hover(part: pl.DataFrame) -> list[str]:
 def _range_hover(part: pl.DataFrame) -> list[str]:
     return [
         f"<b>{wrap_name(r['name'])}</b><br>GPU projection {r['dur_us']:,.2f} µs from +{r['x0_us']:,.2f} µs"
-        f"<br>CPU range {r['cpu_us']:,.2f} µs · launch latency {r['launch_us'] or 0:,.2f} µs · {r['gpu_ops']} GPU ops"
+        f"<br>CPU range {r['cpu_us']:,.2f} µs · launch latency {r['launch_us'] or 0:,.2f} µs{_launch_split(r)}"
+        f" · {r['gpu_ops']} GPU ops"
         for r in part.iter_rows(named=True)
     ]
+
+
+def _launch_split(r: dict) -> str:
+    """`` (overhead x + queue wait y)`` for a call's own range; empty for its nested ranges."""
+    if r.get("launch_overhead_us") is None or r.get("queue_wait_us") is None:
+        return ""
+    return f" (launch overhead {r['launch_overhead_us']:,.2f} + queue wait {r['queue_wait_us']:,.2f})"
 
 
 def _clip(text: str | None, width: int) -> str:
