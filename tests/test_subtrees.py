@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 import traceattr.attribution.engine as engine
@@ -39,7 +40,7 @@ def _single_rows(data: tuple[list[Rng], list[Call], list[Op]]) -> tuple[list[Rng
     return ranges, [dataclasses.replace(c, duplicated=False) for c in calls], ops
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=traces().map(_single_rows))
 def test_subtrees_equal_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: tuple) -> None:
     path = tmp_path / "t.sqlite"
@@ -55,6 +56,52 @@ def test_subtrees_equal_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, d
 
 
 _subtree_metrics = engine._subtree_metrics
+
+
+def _strictly_nested(draw: st.DrawFn, tid: int, lo: int, hi: int, depth: int) -> list[Rng]:
+    """Push/pop ranges whose siblings never touch: every thread stays laminar (the subtree path)."""
+    out: list[Rng] = []
+    t = lo
+    for _ in range(draw(st.integers(1, 3)) if depth > 0 else 0):
+        if t > hi:
+            break
+        s = draw(st.integers(t, hi))
+        e = draw(st.integers(s, hi))
+        out.append(Rng(tid, s, e, "PushPop"))
+        out += _strictly_nested(draw, tid, s, e, depth - 1)
+        t = e + 1
+    return out
+
+
+@st.composite
+def laminar_traces(draw: st.DrawFn) -> tuple[list[Rng], list[Call], list[Op]]:
+    """Deeper laminar forests with many overlapping ops on two streams and two processes."""
+    threads = draw(st.lists(st.integers(1, 3), min_size=1, max_size=3, unique=True))
+    ranges = [r for tid in threads for r in _strictly_nested(draw, tid, 0, 80, depth=4)]
+    calls: list[Call] = []
+    ops: list[Op] = []
+    corr = {1: 0, 2: 0}
+    for _ in range(draw(st.integers(1, 25))):
+        pid, tid, s = draw(st.sampled_from([1, 1, 2])), draw(st.sampled_from(threads)), draw(st.integers(0, 80))
+        corr[pid] += 1
+        calls.append(Call(pid, tid, s, s + draw(st.integers(0, 3)), corr[pid], False))
+        for _ in range(draw(st.integers(1, 3))):
+            g = draw(st.integers(0, 100))
+            ops.append(
+                Op(pid, corr[pid], g, g + draw(st.integers(0, 20)), draw(st.integers(7, 8)), draw(st.integers(0, 2)))
+            )
+    return ranges, calls, ops
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=laminar_traces())
+def test_subtrees_equal_pairs_on_laminar_forests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: tuple) -> None:
+    path = tmp_path / "t.sqlite"
+    path.unlink(missing_ok=True)
+    write(path, *data)
+    fast, pairs = _both(path, monkeypatch)
+    assert_frame_equal(fast.ranges, pairs.ranges)
+    assert_frame_equal(fast.ops, pairs.ops)
 
 
 @pytest.mark.parametrize("mode", ["nsys", "innermost"])
