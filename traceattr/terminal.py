@@ -6,7 +6,7 @@ import contextlib
 import hashlib
 import inspect
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import polars as pl
@@ -139,8 +139,15 @@ def render_attribution(att: Attribution, console: Console, limit: int = 30, rang
     if silent:
         console.print(f"{silent:,} ranges launched no GPU work")
     render_kernels(att, console)
-    for note in att.notes:
-        console.print(Text.assemble(("note:", "yellow"), f" {printable(note)}"))  # a note may hold [no launch record]
+    render_notes(att.notes, console)
+
+
+def render_notes(notes: Iterable[str], console: Console) -> None:
+    """One ``note:`` line each (unwrapped, so it greps whole): what the loader or an analysis had to assume."""
+    for note in notes:
+        console.print(
+            Text.assemble(("note:", "yellow"), f" {printable(note)}"), soft_wrap=True
+        )  # Text: [..] stays literal
 
 
 def render_ranges(att: Attribution, console: Console, limit: int = 30) -> None:

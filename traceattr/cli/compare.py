@@ -119,9 +119,9 @@ def _show_and_write(
 ) -> None:
     from traceattr.terminal import (
         console,
-        printable,
         render_across,
         render_fit,
+        render_notes,
         render_reports,
         render_rules,
         render_summary,
@@ -129,7 +129,7 @@ def _show_and_write(
 
     con = console()
     if analysis.note is not None:  # no winner to print: say why, in one line
-        con.print(escape(f"note: {analysis.note}"), soft_wrap=True)
+        render_notes([analysis.note], con)
     else:
         compared = compared_shapes(analysis.calls)
         summary = analysis.summary
@@ -144,8 +144,7 @@ def _show_and_write(
             render_reports(frame, con)
         elif stem == runfolder.ACROSS_REPORTS:
             render_across(frame, con, "series")
-    for note in notes:  # what the loader and the attribution had to assume about this trace
-        con.print(escape(f"note: {printable(note)}"), soft_wrap=True)
+    render_notes(notes, con)  # what the loader and the attribution had to assume about this trace
     if json_out is not None:
         rules = analysis.crossovers if analysis.note is None else analysis.crossovers.head(0)  # nothing compared
         doc = dispatch_rules(analysis.summary, rules, source=source)
