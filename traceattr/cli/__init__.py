@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import warnings
+from collections.abc import Iterable
 
 
 def _interrupted_while_starting(_signum: int, _frame: object) -> None:
@@ -33,8 +34,10 @@ import typer  # noqa: E402
 from traceattr.errors import TraceattrError, TraceNote  # noqa: E402
 
 try:  # typer ≥ 0.20 carries its own copy of click
+    from typer._click.core import ParameterSource
     from typer._click.exceptions import NoArgsIsHelpError, UsageError
 except ImportError:  # pragma: no cover - older typer on plain click
+    from click.core import ParameterSource
     from click.exceptions import NoArgsIsHelpError, UsageError
 
 app = typer.Typer(
@@ -61,6 +64,21 @@ def _root(
     if ctx.invoked_subcommand is None:
         print(ctx.get_help())
         raise typer.Exit()
+
+
+def options_given(ctx: typer.Context, names: Iterable[str], *, changed: bool = False) -> list[str]:
+    """The options among *names* set on the command line, as their flags (``--shuffle-pages``).
+
+    *changed*: only those set to something other than their default (an explicit default changes nothing).
+    For a command to refuse what it would otherwise ignore, without a second list of its defaults.
+    """
+    params = {p.name: p for p in ctx.command.params}
+    return [
+        params[name].opts[0]
+        for name in names
+        if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
+        and not (changed and ctx.params[name] == params[name].get_default(ctx))
+    ]
 
 
 COMMANDS = ("attribute", "compare", "diff", "profile", "report", "round")

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from traceattr.arms import GENERIC_OPTIONS
 from traceattr.callnames import AUTO, GROUP_PRESETS
-from traceattr.cli import app
+from traceattr.cli import app, options_given
 from traceattr.errors import TraceattrError
 from traceattr.profile import execute, make_plan, require_runnable
 from traceattr.shapes import DEFAULTS, HEAD_PRESETS, PUBLISHED_ROWS, parse_shape
@@ -21,6 +21,7 @@ from traceattr.terminal import console, plain_text, render_plan, render_summary
 
 @app.command("profile")
 def profile_command(
+    ctx: typer.Context,
     shape: Annotated[
         list[str], typer.Option("--shape", "-s", help="Shape to time, e.g. q8_ctx900k (repeat for a sweep).")
     ],
@@ -93,10 +94,9 @@ def profile_command(
     shapes = [parse_shape(s) for s in shape]
     if ranks is not None:
         # the ranks runner times eager calls with the flush only: an option it would ignore is refused
-        unused = [name for name, used in (
-            ("--graphs", graphs), ("--shuffle-pages", shuffle), ("--between", between != "flush"),
-            ("--order", order != "abba"), ("--max-noise", max_noise is not None), ("--max-iters", max_iters is not None),
-            ("--hold-us", hold_us != 0)) if used]  # fmt: skip
+        unused = options_given(
+            ctx, ("graphs", "shuffle", "between", "order", "max_noise", "max_iters", "hold_us"), changed=True
+        )
         if unused:
             raise TraceattrError(f"--ranks does not take {', '.join(unused)} (each rank times eager calls after an "
                                  "L2 flush, --iters of them)")  # fmt: skip

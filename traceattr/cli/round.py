@@ -6,15 +6,10 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-
-try:  # typer ≥ 0.20 carries its own copy of click
-    from typer._click.core import ParameterSource
-except ImportError:  # pragma: no cover - older typer on plain click
-    from click.core import ParameterSource
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from traceattr.analysis.rounds import Gates, protocol_text
-from traceattr.cli import app
+from traceattr.cli import app, options_given
 from traceattr.errors import TraceattrError
 from traceattr.rounds import (
     ROW_SETS,
@@ -101,8 +96,7 @@ def round_command(
     previous = None
     if retry is not None:
         # a retry measures as the round did, or its attempts could not sit in one receipt
-        given = [f"--{name.replace('_', '-')}" for name in ctx.params
-                 if name not in _RETRY_MAY_SET and ctx.get_parameter_source(name) is not ParameterSource.DEFAULT]  # fmt: skip
+        given = options_given(ctx, (name for name in ctx.params if name not in _RETRY_MAY_SET))
         if given:
             raise TraceattrError(
                 f"--retry takes rows, arms, protocol and gates from the receipt; drop {', '.join(given)} "
