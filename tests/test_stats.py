@@ -93,4 +93,5 @@ def test_median_noise_needs_enough_samples_and_is_scale_free() -> None:
     assert np.isnan(median_noise([1.0, 2.0, 3.0])) and np.isnan(median_noise([]))
     x = np.random.default_rng(0).normal(50, 1, 100)
     assert median_noise(x) == pytest.approx(median_noise(10 * x))
+    assert median_noise([*x, math.nan, math.inf]) == median_noise(x)  # the median and its interval skip the same
     assert median_noise(np.full(50, 7.0)) == 0.0

@@ -203,8 +203,10 @@ def median_noise(values: Sequence[float] | np.ndarray, confidence: float = CONFI
     The runner's ``max_noise`` stops adding calls once every arm's median is
     this precise (nvbench stops on noise the same way).
     """
-    low, high = median_interval(values, confidence)
-    median = float(np.median(np.asarray(values, dtype=float))) if math.isfinite(low) else math.nan
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]  # the same samples as the interval's
+    low, high = median_interval(v, confidence)
+    median = float(np.median(v)) if len(v) else math.nan
     return (high - low) / 2 / median if median > 0 else math.nan
 
 
