@@ -58,6 +58,20 @@ def mla_reference_lse(
     return torch.cat(outs), torch.cat(lses)
 
 
+# largest |LSE − reference| in base-2 units per KV dtype (0.05: a merge weight off by 3.5%); an LSE in
+# natural-log units is off by 0.44 × |LSE|, several units at any real context
+LSE_LIMIT = {"bf16": 0.05, "fp8": 0.25}
+
+
+def lse_error(lse: torch.Tensor, ref: torch.Tensor) -> float:
+    """Largest |LSE − reference LSE| (base 2): a DCP merge weighs each rank's partial by it.
+
+    A merge compared with a torch merge of the same partials is self-consistent whatever the LSE
+    means; only this comparison with the true scores shows the LSE is the one a merge needs.
+    """
+    return float((lse.float() - ref).abs().max())
+
+
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     """‖out − ref‖ / ‖ref‖ over all rows (fp32)."""
     out = out.float()

@@ -71,16 +71,12 @@ from traceattr.backends import current_device
 from traceattr.backends.base import SM_SCALE
 from traceattr.backends.dcp import DcpCall, prepare_dcp
 from traceattr.backends.inputs import as_shape, build_inputs
-from traceattr.backends.reference import merge_reference, mla_reference_lse, relative_error
+from traceattr.backends.reference import LSE_LIMIT, lse_error, merge_reference, mla_reference_lse, relative_error
 from traceattr.callnames import BETWEEN, DOMAIN, FLUSH, HOLD, CallName
 from traceattr.errors import BackendUnsupported
 from traceattr.runner.environment import ClockSampler, gpu_facts, versions
 from traceattr.runner.plan import RunPlan, arm_letters, between_arm, call_order, more_rounds
 from traceattr.shapes import Shape, parse_shape
-
-# largest |LSE − reference| in base-2 units per KV dtype (0.05: a merge weight off by 3.5%); an LSE in
-# natural-log units is off by 0.44 × |LSE|, several units at any real context
-LSE_LIMIT = {"bf16": 0.05, "fp8": 0.25}
 
 
 def say(message: str) -> None:
@@ -172,11 +168,9 @@ def check_output(arm: Arm, shape: Shape, call: Any, inputs: Any, data: ShapeInpu
         entry["merge_relative_error"] = relative_error(rows, merged)
         if not entry["merge_relative_error"] <= limit:
             return f"DCP merge differs from a torch merge: relative error {entry['merge_relative_error']:.3g}"
-        # the merge above is self-consistent whatever the LSE means; a real merge needs base 2 of the true scores
-        lse_error = float((call.partial_lse[-1].float() - data.reference_lse(inputs)).abs().max())
-        entry["lse_abs_error"] = lse_error
-        if not lse_error <= LSE_LIMIT[inputs.shape.kv_dtype]:
-            return f"the rank's LSE differs from the torch reference by {lse_error:.3g} (base 2 expected)"
+        entry["lse_abs_error"] = lse_error(call.partial_lse[-1], data.reference_lse(inputs))
+        if not entry["lse_abs_error"] <= LSE_LIMIT[inputs.shape.kv_dtype]:
+            return f"the rank's LSE differs from the torch reference by {entry['lse_abs_error']:.3g} (base 2 expected)"
         rows = call.rank_rows()
     err = relative_error(rows, data.reference(inputs))
     entry["relative_error"] = err

@@ -12,8 +12,8 @@ each call together; outside every timed range), then one ``traceattr`` range
 ``backend=… shape=… arm=A iter=i`` around the rank's whole step, holding three
 ranges: ``dcp attention``, ``dcp all-gather`` and ``dcp merge``
 (:mod:`traceattr.callnames`). Before timing, each rank checks its partial
-against the torch reference over its shard, and the merged output against a
-torch merge of the gathered partials. Writes ``rank<r>.json`` beside its
+against the torch reference over its shard (output and base-2 LSE), and the
+merged output against a torch merge of the gathered partials. Writes ``rank<r>.json`` beside its
 report. Environment: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
 (set by :mod:`traceattr.ranks`).
 """
@@ -36,7 +36,7 @@ import torch.distributed as dist
 from traceattr.arms import arm_backend, parse_arm
 from traceattr.backends.base import SM_SCALE
 from traceattr.backends.inputs import build_inputs
-from traceattr.backends.reference import merge_reference, mla_reference, relative_error
+from traceattr.backends.reference import LSE_LIMIT, lse_error, merge_reference, mla_reference_lse, relative_error
 from traceattr.callnames import DCP_ATTENTION, DCP_GATHER, DCP_MERGE, DOMAIN, FLUSH, CallName
 from traceattr.runner.environment import gpu_facts, versions
 from traceattr.shapes import parse_shape
@@ -103,14 +103,16 @@ def run(plan: dict[str, Any], folder: Path) -> dict[str, Any]:
     step = RankStep(call, world, rows, lse)
     tolerance = plan["tolerance"][mine.kv_dtype]
     if plan["validate"]:
-        err = relative_error(rows, mla_reference(inputs, inputs.layout.requests(), SM_SCALE))
+        ref, ref_lse = mla_reference_lse(inputs, inputs.layout.requests(), SM_SCALE)
+        err, lse_err = relative_error(rows, ref), lse_error(lse, ref_lse)
         merged = step.run()
         torch.cuda.synchronize()
         merge_err = relative_error(merged, merge_reference(step.gathered, step.gathered_lse))
-        result.update(relative_error=err, merge_relative_error=merge_err)
-        if not (err <= tolerance and merge_err <= tolerance):
-            raise SystemExit(f"rank {rank}: refused: attention error {err:.3g}, merge error {merge_err:.3g}")
-        say(rank, f"ok (attention error {err:.2g}, merge error {merge_err:.2g})")
+        result.update(relative_error=err, merge_relative_error=merge_err, lse_abs_error=lse_err)
+        if not (err <= tolerance and merge_err <= tolerance and lse_err <= LSE_LIMIT[mine.kv_dtype]):
+            raise SystemExit(f"rank {rank}: refused: attention error {err:.3g}, merge error {merge_err:.3g}, "
+                             f"LSE off by {lse_err:.3g} (base 2)")  # fmt: skip
+        say(rank, f"ok (attention error {err:.2g}, merge error {merge_err:.2g}, LSE {lse_err:.2g})")
     for _ in range(plan["warmup"]):
         step.run()
     flush = torch.empty(plan["flush_bytes"], dtype=torch.uint8, device="cuda")
