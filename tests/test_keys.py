@@ -1,4 +1,4 @@
-"""Row lookups by key (attribution/keys.py) answer what a left join answers."""
+"""Row lookups by key (traceattr/keys.py) answer what a left join answers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from traceattr.attribution.keys import rows_at, scatter_rows
+from traceattr.keys import rows_at, scatter_rows
 
 keys = st.lists(st.integers(-5, 40), unique=True, max_size=12) | st.lists(
     st.integers(-(10**12), 10**12), unique=True, max_size=12

@@ -132,7 +132,8 @@ def make_plan(
     label = shapes[0].short_name if len(shapes) == 1 else f"sweep{len(shapes)}_{shapes[0].short_name}"
     run = RunPlan(
         shapes=tuple(s.name for s in shapes), arms=tuple(a.text for a in chosen), iters=iters, warmup=warmup,
-        max_noise=max_noise, max_iters=max_iters, hold_us=hold_us, flush_bytes=flush, between=between, order=order, graphs=graphs, shuffle=shuffle, seed=seed,
+        max_noise=max_noise, max_iters=max_iters, hold_us=hold_us, flush_bytes=flush, between=between, order=order,
+        graphs=graphs, shuffle=shuffle, seed=seed,
         validate=validate,
     )  # fmt: skip
     tensors = {}

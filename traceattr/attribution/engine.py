@@ -18,8 +18,8 @@ from typing import Literal, get_args
 import polars as pl
 
 from traceattr.attribution.intervals import _MAX_KEY, RangeIndex, union_length
-from traceattr.attribution.keys import gather_by_key, rows_at, scatter_rows
 from traceattr.attribution.roles import ROLES, RoleEnum, RoleRules
+from traceattr.keys import gather_by_key, rows_at, scatter_rows
 from traceattr.trace import schema as S
 from traceattr.trace.loader import Trace, TraceMeta
 

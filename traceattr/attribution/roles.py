@@ -17,8 +17,8 @@ from typing import Literal, get_args
 
 import polars as pl
 
-from traceattr.attribution.keys import rows_at
 from traceattr.errors import RulesError
+from traceattr.keys import rows_at
 from traceattr.trace.schema import OP_KINDS
 
 if sys.version_info >= (3, 11):

@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from traceattr.errors import NoDataError, TraceError
+from traceattr.keys import gather_by_key
 from traceattr.trace import schema as S
 from traceattr.trace.sqlite_source import Query, SqliteSource
 from traceattr.trace.validate import shorten_long_names, validate
@@ -191,16 +192,9 @@ def lookup_strings(ids: pl.Series, strings: pl.DataFrame) -> pl.Series:
     """StringIds values for *ids* (null where absent), in the order of *ids*.
 
     nsys numbers its strings densely, so this is a positional gather (no hash
-    table, no copy of the text); a sparse table falls back to a join.
+    table, no copy of the text); a sparse table is searched (:mod:`traceattr.keys`).
     """
-    if strings.height == 0:
-        return pl.Series(ids.name, [None] * len(ids), pl.String)
-    lo, hi = strings["id"].min(), strings["id"].max()
-    if strings.height == hi - lo + 1 and strings["id"].is_sorted():
-        pos = ids.cast(pl.Int64) - lo
-        ok = (pos >= 0) & (pos < strings.height)
-        return strings["value"].gather(pos.set(~ok, 0)).set(~ok | pos.is_null(), None).alias(ids.name)
-    return ids.to_frame("id").join(strings, on="id", how="left", maintain_order="left")["value"].alias(ids.name)
+    return gather_by_key(strings["id"], strings["value"], ids).cast(pl.String).alias(ids.name)
 
 
 def _label(

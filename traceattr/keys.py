@@ -1,7 +1,7 @@
 """Rows by integer key without a hash join (pure polars).
 
-The attribution's ids (op_id, range_id, name_key) are unique integer keys,
-most of them row numbers: looking rows up by binary search over sorted keys,
+The ids of a trace (nsys's string ids) and of the attribution (op_id,
+range_id, name_key) are unique integer keys, most of them row numbers: looking rows up by binary search over sorted keys,
 or scattering them to their row, gathers columns (string columns as views)
 instead of building a hash table and copying every column through a join.
 """
