@@ -67,6 +67,35 @@ def _col(src: SqliteSource, table: str, column: str, alias: str) -> str:
     return f"NULL AS {alias}"
 
 
+def _present(
+    src: SqliteSource, table: str, columns: Mapping[str, str], schema: Mapping[str, pl.DataType]
+) -> dict[str, str]:
+    """The columns of *schema* that *table* holds, as {alias: nsys column}, in *schema*'s order.
+
+    Only these are read: a value costs the same to fetch whether or not it is NULL (~0.1 µs
+    each through ADBC, most of a load), so a column a schema lacks, or one a table never has
+    (a kernel's byte count), is added afterwards as a typed NULL column (:func:`_with_nulls`).
+    """
+    return {
+        a: columns[a]
+        for a in schema
+        if a not in ("start", "end") and a in columns and src.has_column(table, columns[a])
+    }
+
+
+def _select_list(src: SqliteSource, table: str, read: Mapping[str, str]) -> str:
+    """start, end (NULL when missing: validation names the table) and the *read* columns."""
+    ends = [_col(src, table, "start", "start"), _col(src, table, "end", "end")]
+    return ", ".join([*ends, *(f'"{c}"' for c in read.values())])
+
+
+def _with_nulls(frame: pl.DataFrame, schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+    """*frame* with every column of *schema* it lacks as NULL, in *schema*'s order."""
+    return frame.with_columns(
+        pl.lit(None, t).alias(c) for c, t in schema.items() if c not in frame.columns
+    ).select(list(schema))
+
+
 _OP_SOURCES: dict[str, tuple[str, dict[str, str]]] = {
     # table: (kind, {our column: nsys column}); columns not listed are NULL
     S.KERNEL: ("kernel", {
@@ -98,27 +127,27 @@ _OP_READ_SCHEMA = {k: v for k, v in S.GPU_OPS_SCHEMA.items() if k not in ("op_id
 
 
 def _op_queries(src: SqliteSource, table: str) -> list[Query]:
-    columns = _OP_SOURCES[table][1]
-    cols = ", ".join(
-        _col(src, table, columns[alias], alias) if alias in columns else f"NULL AS {alias}" for alias in _OP_READ_SCHEMA
-    )
+    read = _present(src, table, _OP_SOURCES[table][1], _OP_READ_SCHEMA)
+    cols = _select_list(src, table, read)
+    schema = {a: _OP_READ_SCHEMA[a] for a in ("start", "end", *read)}
     return [
-        Query(f'SELECT {cols} FROM "{table}" WHERE {chunk}', _OP_READ_SCHEMA, f"reading {table}")
+        Query(f'SELECT {cols} FROM "{table}" WHERE {chunk}', schema, f"reading {table}")
         for chunk in src.row_chunks(table)
     ]
 
 
 _API_COLUMNS = {
-    "start": "start", "end": "end", "event_class": "eventClass", "global_tid": "globalTid",
-    "correlation_id": "correlationId", "name_id": "nameId", "return_value": "returnValue",
+    "start": "start", "end": "end", "global_tid": "globalTid", "correlation_id": "correlationId", "name_id": "nameId",
 }  # fmt: skip
 _API_READ_SCHEMA = {k: v for k, v in S.API_SCHEMA.items() if k != "api_id"}
 
 
 def _api_queries(src: SqliteSource) -> list[Query]:
-    cols = ", ".join(_col(src, S.RUNTIME, _API_COLUMNS[a], a) for a in _API_READ_SCHEMA)
+    read = _present(src, S.RUNTIME, _API_COLUMNS, _API_READ_SCHEMA)
+    cols = _select_list(src, S.RUNTIME, read)
+    schema = {a: _API_READ_SCHEMA[a] for a in ("start", "end", *read)}
     return [
-        Query(f'SELECT {cols} FROM "{S.RUNTIME}" WHERE {chunk}', _API_READ_SCHEMA, f"reading {S.RUNTIME}")
+        Query(f'SELECT {cols} FROM "{S.RUNTIME}" WHERE {chunk}', schema, f"reading {S.RUNTIME}")
         for chunk in src.row_chunks(S.RUNTIME)
     ]
 
@@ -147,18 +176,16 @@ def _nvtx_queries(src: SqliteSource) -> _NvtxQueries:
     payload = [c for c in ("int64Value", "uint64Value", "int32Value", "uint32Value") if src.has_column(S.NVTX, c)]
     payload_sql = f"COALESCE({', '.join(payload)})" if len(payload) > 1 else (payload[0] if payload else "NULL")
     range_types = ", ".join(map(str, S.RANGE_EVENT_TYPES))
-    pushpop = ", ".join(map(str, S.PUSHPOP_EVENT_TYPES))
     # pid/tid as nsys computes them in SQL; end stays NULL for an unclosed range
+    # style, pid and tid are derived in polars (:func:`_ranges_and_marks`): computing them in SQL
+    # made three more values per row to fetch, the costly part of a read
     range_cols = (
-        f"rowid, CASE WHEN eventType IN ({pushpop}) THEN 'PushPop' ELSE 'StartEnd' END, start, end, "
-        f"{col('globalTid', 'global_tid')}, (globalTid >> 24) & 16777215, globalTid & 16777215, "
-        f"{col('endGlobalTid', 'end_global_tid')}, {col('textId', 'text_id')}, {col('domainId', 'domain_id')}, "
-        f"{col('category', 'category')}, {col('color', 'color')}, {payload_sql} AS payload"
+        f"rowid, eventType, start, end, {col('globalTid', 'global_tid')}, {col('endGlobalTid', 'end_global_tid')}, "
+        f"{col('textId', 'text_id')}, {col('domainId', 'domain_id')}, {payload_sql} AS payload"
     )
     range_schema = {
-        "range_id": pl.Int64, "style": pl.String, "start": pl.Int64, "end": pl.Int64, "global_tid": pl.Int64,
-        "pid": pl.Int32, "tid": pl.Int32, "end_global_tid": pl.Int64, "text_id": pl.Int64, "domain_id": pl.Int32,
-        "category": pl.Int32, "color": pl.Int64, "payload": pl.Int64,
+        "range_id": pl.Int64, "event_type": pl.Int32, "start": pl.Int64, "end": pl.Int64, "global_tid": pl.Int64,
+        "end_global_tid": pl.Int64, "text_id": pl.Int64, "domain_id": pl.Int32, "payload": pl.Int64,
     }  # fmt: skip
     ranges = [
         Query(f'SELECT {range_cols} FROM "{S.NVTX}" WHERE eventType IN ({range_types}) AND {chunk}',
@@ -238,10 +265,15 @@ def _ranges_and_marks(
         .select("pid", "domain_id", pl.col("text").alias("domain"))
     )
     last_ts = ranges.select(pl.max_horizontal(pl.col("start").max(), pl.col("end").max())).item()
+    ranges = ranges.with_columns(
+        S.pid_from_global("global_tid").cast(pl.Int32).alias("pid"),
+        S.tid_from_global("global_tid").cast(pl.Int32).alias("tid"),
+    )
     ranges = ranges.hstack(_label(ranges, "range_id", text, strings, domains)).with_columns(
+        pl.when(pl.col("event_type").is_in(S.PUSHPOP_EVENT_TYPES)).then(pl.lit("PushPop")).otherwise(pl.lit("StartEnd"))
+        .cast(S.RangeStyle).alias("style"),
         pl.col("end").is_not_null().alias("closed"),
         pl.col("end").fill_null(pl.lit(last_ts, pl.Int64)),  # unclosed: ends at the last NVTX timestamp, as nsys does
-        pl.col("style").cast(S.RangeStyle),
     )
     marks = marks.hstack(_label(marks, "mark_id", text, strings, domains))
     return ranges.select(list(S.RANGES_SCHEMA)), marks.select(list(S.MARKS_SCHEMA))
@@ -335,10 +367,10 @@ def _load(src: SqliteSource) -> Trace:
     batch = [_strings_query(), *api_queries, *nvtx_batch, *(q for qs in op_queries.values() for q in qs)]
     frames = iter(src.read_all(batch))
     strings = next(frames)
-    api = _concat([next(frames) for _ in api_queries], _API_READ_SCHEMA)
+    api = _with_nulls(_concat([next(frames) for _ in api_queries], _API_READ_SCHEMA), _API_READ_SCHEMA)
     nvtx_frames = [next(frames) for _ in nvtx_batch]
     parts = [
-        _concat([next(frames) for _ in qs], _OP_READ_SCHEMA).with_columns(
+        _with_nulls(_concat([next(frames) for _ in qs], _OP_READ_SCHEMA), _OP_READ_SCHEMA).with_columns(
             pl.lit(_OP_SOURCES[t][0], S.OpKind).alias("kind")
         )
         for t, qs in op_queries.items()

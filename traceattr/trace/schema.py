@@ -89,11 +89,9 @@ API_SCHEMA: dict[str, pl.DataType] = {
     "api_id": pl.Int64,
     "start": pl.Int64,
     "end": pl.Int64,
-    "event_class": pl.Int32,
     "global_tid": pl.Int64,
     "correlation_id": pl.Int64,
     "name_id": pl.Int32,
-    "return_value": pl.Int64,
 }
 
 RANGES_SCHEMA: dict[str, pl.DataType] = {
@@ -110,8 +108,6 @@ RANGES_SCHEMA: dict[str, pl.DataType] = {
     "domain": pl.String,
     "message": pl.String,
     "name": pl.String,  # as nsys displays it: "domain:message", or message
-    "category": pl.Int32,
-    "color": pl.Int64,
     "payload": pl.Int64,
 }
 
