@@ -91,9 +91,8 @@ def _select_list(src: SqliteSource, table: str, read: Mapping[str, str]) -> str:
 
 def _with_nulls(frame: pl.DataFrame, schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
     """*frame* with every column of *schema* it lacks as NULL, in *schema*'s order."""
-    return frame.with_columns(
-        pl.lit(None, t).alias(c) for c, t in schema.items() if c not in frame.columns
-    ).select(list(schema))
+    absent = [pl.lit(None, t).alias(c) for c, t in schema.items() if c not in frame.columns]
+    return frame.with_columns(absent).select(list(schema))
 
 
 _OP_SOURCES: dict[str, tuple[str, dict[str, str]]] = {
@@ -270,8 +269,11 @@ def _ranges_and_marks(
         S.tid_from_global("global_tid").cast(pl.Int32).alias("tid"),
     )
     ranges = ranges.hstack(_label(ranges, "range_id", text, strings, domains)).with_columns(
-        pl.when(pl.col("event_type").is_in(S.PUSHPOP_EVENT_TYPES)).then(pl.lit("PushPop")).otherwise(pl.lit("StartEnd"))
-        .cast(S.RangeStyle).alias("style"),
+        pl.when(pl.col("event_type").is_in(S.PUSHPOP_EVENT_TYPES))
+        .then(pl.lit("PushPop"))
+        .otherwise(pl.lit("StartEnd"))
+        .cast(S.RangeStyle)
+        .alias("style"),
         pl.col("end").is_not_null().alias("closed"),
         pl.col("end").fill_null(pl.lit(last_ts, pl.Int64)),  # unclosed: ends at the last NVTX timestamp, as nsys does
     )
