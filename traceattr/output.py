@@ -108,7 +108,8 @@ def write_table(frame: pl.DataFrame | pl.LazyFrame, folder: Path, stem: str, fmt
     with _atomic_file(target) as tmp:
         lazy = frame.lazy()
         if fmt == "parquet":
-            lazy.sink_parquet(tmp)
+            # zstd at level 1: ~8% larger files than the default level 3, a fifth less CPU to write
+            lazy.sink_parquet(tmp, compression="zstd", compression_level=1)
         elif fmt == "csv":
             _csv_ready(lazy).sink_csv(tmp)
         else:

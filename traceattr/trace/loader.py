@@ -130,8 +130,8 @@ def _op_queries(src: SqliteSource, table: str) -> list[Query]:
     cols = _select_list(src, table, read)
     schema = {a: _OP_READ_SCHEMA[a] for a in ("start", "end", *read)}
     return [
-        Query(f'SELECT {cols} FROM "{table}" WHERE {chunk}', schema, f"reading {table}")
-        for chunk in src.row_chunks(table)
+        Query(f'SELECT {cols} FROM "{table}" WHERE {chunk}', schema, f"reading {table}", rows=rows)
+        for chunk, rows in src.row_chunks(table)
     ]
 
 
@@ -146,8 +146,8 @@ def _api_queries(src: SqliteSource) -> list[Query]:
     cols = _select_list(src, S.RUNTIME, read)
     schema = {a: _API_READ_SCHEMA[a] for a in ("start", "end", *read)}
     return [
-        Query(f'SELECT {cols} FROM "{S.RUNTIME}" WHERE {chunk}', schema, f"reading {S.RUNTIME}")
-        for chunk in src.row_chunks(S.RUNTIME)
+        Query(f'SELECT {cols} FROM "{S.RUNTIME}" WHERE {chunk}', schema, f"reading {S.RUNTIME}", rows=rows)
+        for chunk, rows in src.row_chunks(S.RUNTIME)
     ]
 
 
@@ -188,8 +188,8 @@ def _nvtx_queries(src: SqliteSource) -> _NvtxQueries:
     }  # fmt: skip
     ranges = [
         Query(f'SELECT {range_cols} FROM "{S.NVTX}" WHERE eventType IN ({range_types}) AND {chunk}',
-              range_schema, "reading NVTX ranges")
-        for chunk in src.row_chunks(S.NVTX)
+              range_schema, "reading NVTX ranges", rows=rows)
+        for chunk, rows in src.row_chunks(S.NVTX)
     ]  # fmt: skip
     marks = Query(
         f"SELECT rowid, start, {col('globalTid', 'global_tid')}, (globalTid >> 24) & 16777215, globalTid & 16777215, "

@@ -109,6 +109,7 @@ class Query:
     schema: Mapping[str, pl.DataType]
     what: str
     text: bool = False
+    rows: int = 0  # rows it will return, as far as known: read_all starts the biggest reads first
 
 
 class SqliteSource:
@@ -226,22 +227,33 @@ class SqliteSource:
         )
 
     def read_all(self, queries: Sequence[Query]) -> list[pl.DataFrame]:
-        """Run *queries* on a small thread pool (SQLite decoding releases the GIL)."""
+        """Run *queries* on a small thread pool (SQLite decoding releases the GIL), in their order."""
         workers = max(1, min(len(queries), os.cpu_count() or 1, 8))
         if workers == 1:
             return [self.read(q) for q in queries]
-        with ThreadPoolExecutor(workers, thread_name_prefix="traceattr-read") as pool:
-            return list(pool.map(self.read, queries))
+        # biggest first (values to fetch, the cost of a read): a big chunk started last would
+        # leave the other threads idle at the end
+        by_size = sorted(range(len(queries)), key=lambda i: -queries[i].rows * len(queries[i].schema))
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="traceattr-read")
+        try:
+            running = {i: pool.submit(self.read, queries[i]) for i in by_size}
+            return [running[i].result() for i in range(len(queries))]
+        finally:  # after a failure or Ctrl-C, reads not yet started are dropped, not run
+            pool.shutdown(wait=True, cancel_futures=True)
 
-    def row_chunks(self, table: str, rows_per_chunk: int = ROWS_PER_CHUNK) -> list[str]:
-        """``rowid`` conditions splitting *table* into chunks for parallel reads."""
+    def row_chunks(self, table: str, rows_per_chunk: int = ROWS_PER_CHUNK) -> list[tuple[str, int]]:
+        """``rowid`` conditions splitting *table* into chunks for parallel reads, with the rows each
+        spans (rowids are dense in nsys exports: an upper bound otherwise)."""
         # two queries: SQLite answers a lone min(rowid) or max(rowid) from the b-tree's
         # edge, but scans the whole table for both in one SELECT
         lo = self.scalar_rows(f'SELECT min(rowid) FROM "{table}"', f"sizing {table}")[0][0]
         hi = self.scalar_rows(f'SELECT max(rowid) FROM "{table}"', f"sizing {table}")[0][0]
         if lo is None:
-            return ["1"]
-        return [f"rowid BETWEEN {a} AND {min(a + rows_per_chunk - 1, hi)}" for a in range(lo, hi + 1, rows_per_chunk)]
+            return [("1", 0)]
+        return [
+            (f"rowid BETWEEN {a} AND {min(a + rows_per_chunk - 1, hi)}", min(rows_per_chunk, hi - a + 1))
+            for a in range(lo, hi + 1, rows_per_chunk)
+        ]
 
     def _thread_conn(self) -> Any:
         conn = getattr(self._local, "conn", None)
