@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from traceattr.keys import rows_at, scatter_rows
+from traceattr.keys import first_of_id, rows_at, scatter_rows
 
 keys = st.lists(st.integers(-5, 40), unique=True, max_size=12) | st.lists(
     st.integers(-(10**12), 10**12), unique=True, max_size=12
@@ -24,6 +24,27 @@ def test_rows_at_equals_left_join(keys: list[int], ids: list[int | None], sort: 
     wanted = pl.Series("k", ids + keys[:3], pl.Int64)  # some ids that exist whatever the draw
     want = wanted.to_frame().join(frame, on="k", how="left", maintain_order="left").drop("k")
     assert_frame_equal(rows_at(frame, "k", wanted), want)
+
+
+@given(
+    lo=st.integers(-5, 5), n=st.integers(1, 12), ids=st.none() | st.lists(st.none() | st.integers(-8, 20), max_size=15)
+)
+def test_rows_at_contiguous_keys(lo: int, n: int, ids: list[int | None] | None) -> None:
+    """Keys lo, lo + 1, … in order (row ids) are offsets; asked in the frame's own order, the frame itself."""
+    frame = pl.DataFrame(
+        {"k": range(lo, lo + n), "v": [k * 3 for k in range(lo, lo + n)]}, schema={"k": pl.Int64, "v": pl.Int64}
+    )
+    wanted = pl.Series("k", list(range(lo, lo + n)) if ids is None else ids, pl.Int64)
+    want = wanted.to_frame().join(frame, on="k", how="left", maintain_order="left").drop("k")
+    assert_frame_equal(rows_at(frame, "k", wanted), want)
+
+
+@given(ids=st.lists(st.none() | st.integers(-3, 6), max_size=20) | st.lists(st.integers(-(10**9), 10**9), max_size=20),
+       sort=st.booleans())  # fmt: skip
+def test_first_of_id_equals_is_first_distinct(ids: list[int | None], sort: bool) -> None:
+    series = pl.Series("id", ids, pl.Int64)
+    series = series.sort() if sort else series
+    assert first_of_id(series).to_list() == series.is_first_distinct().to_list()
 
 
 @given(rows=st.lists(st.integers(0, 20), unique=True, max_size=10))

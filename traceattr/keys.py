@@ -25,7 +25,13 @@ def rows_at(frame: pl.DataFrame, key: str, ids: pl.Series) -> pl.DataFrame:
     if keys.len() == 0:
         return pl.DataFrame({c: pl.repeat(None, ids.len(), dtype=t, eager=True) for c, t in rest.schema.items()})
     lo, hi = int(keys.min()), int(keys.max())  # type: ignore[arg-type]
-    if hi - lo < 4 * keys.len() + 1024:  # dense keys (row ids): a position table, no sort, no search
+    if hi - lo + 1 == keys.len() and keys.is_sorted():  # keys are lo, lo + 1, …: the offset is the row
+        if ids.len() == keys.len() and ids.null_count() == 0 and ids.cast(pl.Int64).equals(keys.cast(pl.Int64)):
+            return rest  # asked in the frame's own order (a per-range frame for its ranges): no gather
+        off = ids.cast(pl.Int64) - lo
+        found = ((off >= 0) & (off <= hi - lo)).fill_null(False)
+        pos = off.set(~found, 0).fill_null(0)
+    elif hi - lo < 4 * keys.len() + 1024:  # dense keys (row ids): a position table, no sort, no search
         slots = pl.repeat(None, hi - lo + 1, dtype=pl.Int64, eager=True)
         slots.scatter(keys.cast(pl.Int64) - lo, pl.int_range(keys.len(), dtype=pl.Int64, eager=True))
         off = ids.cast(pl.Int64) - lo
@@ -53,3 +59,24 @@ def scatter_rows(frame: pl.DataFrame, key: str, height: int) -> pl.DataFrame:
         [pl.repeat(None, height, dtype=frame.schema[c], eager=True).scatter(at, frame[c]).alias(c)
          for c in frame.columns if c != key]
     )  # fmt: skip
+
+
+def first_of_id(ids: pl.Series) -> pl.Series:
+    """Whether each row is the first (in row order) holding its integer id: ``is_first_distinct``
+    without a hash table, which for millions of distinct ids costs random memory accesses per row.
+
+    Ids in order (correlation ids of ops read in launch order) are runs: the first of each run. Else
+    one sort of ``id × n + row`` (rows of one id in row order, so a run's first is the id's first row).
+    """
+    n = ids.len()
+    if n == 0 or ids.null_count():
+        return ids.is_first_distinct()
+    if ids.is_sorted():
+        return ids.ne_missing(ids.shift(1))
+    lo, hi = int(ids.min()), int(ids.max())  # type: ignore[arg-type]
+    if (hi - lo + 1) * n >= 1 << 62:
+        return ids.is_first_distinct()
+    packed = ((ids.cast(pl.Int64) - lo) * n + pl.int_range(n, dtype=pl.Int64, eager=True)).sort()
+    run = packed // n
+    rows = (packed % n).filter(run.ne_missing(run.shift(1)))
+    return pl.zeros(n, dtype=pl.Int8, eager=True).scatter(rows, 1).cast(pl.Boolean)  # Int8: scatter in any order

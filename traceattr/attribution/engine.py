@@ -19,7 +19,7 @@ import polars as pl
 
 from traceattr.attribution.intervals import _MAX_KEY, RangeIndex, union_length
 from traceattr.attribution.roles import ROLES, RoleEnum, RoleRules
-from traceattr.keys import gather_by_key, rows_at, scatter_rows
+from traceattr.keys import first_of_id, gather_by_key, rows_at, scatter_rows
 from traceattr.trace import schema as S
 from traceattr.trace.loader import Trace, TraceMeta
 
@@ -257,7 +257,8 @@ def _locate(
         "global_tid",
         pl.col("api_start").alias("start"),
         pl.col("api_end").alias("end"),
-    ).unique("call_id")
+    )
+    calls = calls.filter(_first_per_call(calls["call_id"]))
     every, deepest = index.locate(calls, ancestors=ancestors)
     out = []
     for located in (every, deepest):
@@ -275,15 +276,80 @@ def _locate(
     return out[0], out[1]
 
 
+def _first_per_call(call_id: pl.Series) -> pl.Series:
+    """One row per call id (api_id, a row number of the runtime table; its rows are alike): a mask.
+
+    Ops of one launch are usually adjacent (op_id order follows launch order), so the first of each run
+    of equal ids is kept; when ids recur out of order, a position table (one slot per runtime row, dense)
+    names one row per id instead. No hash of millions of keys either way.
+    """
+    new_run = call_id.ne_missing(call_id.shift(1))
+    if call_id.is_sorted() or call_id.len() == 0:
+        return new_run
+    row = pl.int_range(call_id.len(), dtype=pl.Int64, eager=True)
+    # any row of an id serves (they are one runtime row's copies): the scatter keeps one per slot
+    slots = pl.repeat(None, int(call_id.max()) + 1, dtype=pl.Int64, eager=True).scatter(call_id, row)  # type: ignore[arg-type]
+    return slots.gather(call_id) == row
+
+
 def _name_keys(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Give each distinct op identity a ``name_key`` and resolve its names once."""
+    """Give each distinct op identity a ``name_key`` and resolve its names once.
+
+    Keys number the distinct identities in their sorted order (nulls last). Each identity column is
+    replaced by its value's rank among the column's few distinct values, and the ranks are packed into
+    one integer per op (mixed radix: packed order is the sorted order), so the distinct identities are
+    the distinct integers: no hash of six columns over millions of ops, no join back to the ops.
+    """
     gpu_ops = trace.gpu_ops
-    ident = ["kind", "name_id", "short_name_id", "mangled_name_id", "copy_kind", "graph_id"]
+    levels, digits, radix = [], [], 1
+    for col in _IDENT:
+        values = gpu_ops[col]
+        level = values.unique().drop_nulls().sort()  # a handful of names, kinds, graphs: a small hash
+        # an Enum sorts in category order, which its physical codes follow: ranks from the codes
+        ranks = level.to_physical().search_sorted(values.to_physical()).cast(pl.Int64)
+        digits.append(ranks.set(values.is_null(), level.len()) * radix)  # rank len: null, sorted last
+        levels.append((pl.concat([level, pl.Series([None], dtype=level.dtype)]), radix))
+        radix *= level.len() + 1
+        if radix >= 1 << 62:
+            return _name_keys_joined(trace)
+    packed = pl.DataFrame(digits).select(pl.sum_horizontal(pl.all())).to_series()
+    distinct = packed.unique().sort()
+    names = (
+        pl.DataFrame(
+            [
+                level.gather((distinct // step) % level.len()).alias(col)
+                for col, (level, step) in zip(_IDENT, levels, strict=True)
+            ]
+        )
+        .with_row_index("name_key")
+        .with_columns(pl.col("name_key").cast(pl.Int32))
+    )
+    keys = gpu_ops.select("op_id").hstack([distinct.search_sorted(packed).cast(pl.Int32).alias("name_key")])
+    return keys, _resolve_names(names, trace.strings)
+
+
+_IDENT = ("kind", "name_id", "short_name_id", "mangled_name_id", "copy_kind", "graph_id")
+
+
+def _name_keys_joined(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """_name_keys by a hash of the identity columns: for identities too varied to pack in one integer."""
+    gpu_ops, ident = trace.gpu_ops, list(_IDENT)
     names = gpu_ops.select(ident).unique().sort(ident, nulls_last=True).with_row_index("name_key")
     names = names.with_columns(pl.col("name_key").cast(pl.Int32))
-    strings = trace.strings.with_columns(pl.col("id").cast(pl.Int32))
-    for col, out in (("name_id", "name"), ("short_name_id", "short_name"), ("mangled_name_id", "mangled_name")):
-        names = names.join(strings.rename({"id": col, "value": out}), on=col, how="left")
+    keyed = gpu_ops.select("op_id", *ident).join(
+        names.select("name_key", *ident), on=ident, how="left", nulls_equal=True, maintain_order="left"
+    )
+    return keyed.select("op_id", "name_key"), _resolve_names(names, trace.strings)
+
+
+def _resolve_names(names: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
+    """(name_key, kind, name, short_name, mangled_name) of each identity: its StringIds values looked up."""
+    names = names.hstack(
+        [
+            gather_by_key(strings["id"], strings["value"], names[col]).alias(out)
+            for col, out in (("name_id", "name"), ("short_name_id", "short_name"), ("mangled_name_id", "mangled_name"))
+        ]
+    )
     labels = pl.DataFrame(
         {"copy_kind": list(S.MEMCPY_LABELS), "_label": list(S.MEMCPY_LABELS.values())},
         schema={"copy_kind": pl.Int32, "_label": pl.String},
@@ -298,10 +364,7 @@ def _name_keys(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame]:
         .otherwise(pl.col("name"))
         .alias("name")
     )
-    keyed = gpu_ops.select("op_id", *ident).join(
-        names.select("name_key", *ident), on=ident, how="left", nulls_equal=True, maintain_order="left"
-    )
-    return keyed.select("op_id", "name_key"), names.select("name_key", "kind", "name", "short_name", "mangled_name")
+    return names.select("name_key", "kind", "name", "short_name", "mangled_name")
 
 
 def _innermost(deepest: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
@@ -357,16 +420,18 @@ def _op_facts(gpu_ops: pl.DataFrame, placement: pl.DataFrame) -> pl.DataFrame:
     # correlation ids repeat across processes, so a launch is (process, id).
     # Every op of one launch reaches the same ranges (it joins the same runtime
     # rows), so a range's distinct launches are its ops that are their launch's first.
-    one_process = gpu_ops["global_pid"].n_unique() <= 1
-    launch = pl.col("correlation_id") if one_process else pl.struct("global_pid", "correlation_id")
+    pid = gpu_ops["global_pid"]
+    if pid.null_count() == pid.len() or (pid.null_count() == 0 and pid.min() == pid.max()):  # one process
+        first = first_of_id(gpu_ops["correlation_id"])
+    else:
+        first = gpu_ops.select(pl.struct("global_pid", "correlation_id").is_first_distinct()).to_series()
     return gpu_ops.select(
         "start",
         "end",
         (pl.col("kind") == "kernel").alias("is_kernel"),
-        launch.is_first_distinct().alias("first_of_launch"),
         _STREAM.alias("stream"),
         "device_id",
-    ).hstack([placement["role"]])
+    ).hstack([first.alias("first_of_launch"), placement["role"]])
 
 
 def _metrics(assign: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:

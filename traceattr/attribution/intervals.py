@@ -222,12 +222,12 @@ def _forest_deepest(forest: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
         )
     threads, t0, span = axis
     nodes = _fold(forest.select("range_id", "global_tid", "start", "end", "parent_id", "pre"), threads, t0, span)
-    q = _fold(calls, threads, t0, span).select("call_id", "ks", "ke", "global_tid").sort("ks")
-    # the last range, in preorder, that started at or before the call ...
-    starts = (
-        nodes.sort("pre")
-        .unique("ks", keep="last", maintain_order=True)
-        .select("ks", pl.col("range_id").alias("cand"), pl.col("global_tid").alias("_ctid"))
+    q = _sorted(_fold(calls, threads, t0, span).select("call_id", "ks", "ke", "global_tid"), "ks")
+    # the last range, in preorder, that started at or before the call: in preorder ks never decreases,
+    # so ranges sharing a start are one run and its last row is kept (no hash of a million keys)
+    nodes = _sorted(nodes, "pre")
+    starts = nodes.filter(pl.col("ks").ne_missing(pl.col("ks").shift(-1))).select(
+        "ks", pl.col("range_id").alias("cand"), pl.col("global_tid").alias("_ctid")
     )
     hit = q.join_asof(starts, on="ks", strategy="backward").filter(pl.col("_ctid") == pl.col("global_tid"))
     # ... or the nearest of its ancestors that has not ended before the call ends
@@ -240,6 +240,14 @@ def _forest_deepest(forest: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
         found.append(todo.filter(ok).select("call_id", pl.col("cand").alias("range_id")))
         todo = todo.filter(~ok & pl.col("_up").is_not_null()).select("call_id", "ke", pl.col("_up").alias("cand"))
     return pl.concat(found, how="vertical_relaxed").cast(schema)
+
+
+def _sorted(frame: pl.DataFrame, column: str) -> pl.DataFrame:
+    """*frame* sorted by *column*; a check instead of a sort when it already is (calls and forests come
+    in time order), and the column flagged sorted so the as-of join trusts it."""
+    if not frame[column].is_sorted():
+        return frame.sort(column)
+    return frame.with_columns(pl.col(column).set_sorted())
 
 
 def _with_ancestors(pairs: pl.DataFrame, forest: pl.DataFrame) -> pl.DataFrame:
