@@ -528,7 +528,8 @@ def _subtree_metrics(index: RangeIndex, deepest: pl.DataFrame, facts: pl.DataFra
     rows = deepest.select("op_id", "range_id", "api_start").with_columns(pos).filter(pl.col("pos").is_not_null())
     if rows.height == 0:
         return pl.DataFrame(schema=_METRICS_SCHEMA)
-    rows = rows.sort("pos")
+    if not rows["pos"].is_sorted():  # ops launched in range order come sorted already
+        rows = rows.sort("pos")
     at = rows["op_id"]
     rows = rows.hstack([facts[c].gather(at) for c in facts.columns])
     busy, mixed = _pure_cover(rows["start"], rows["end"], rows["pos"])
@@ -542,32 +543,17 @@ def _subtree_metrics(index: RangeIndex, deepest: pl.DataFrame, facts: pl.DataFra
         "range_id", first_op.gather(spans["first"]).alias("lo"), first_op.gather(spans["stop"]).alias("hi")
     ).filter(pl.col("hi") > pl.col("lo"))
     lo, hi = ends["lo"], ends["hi"]
-
-    def total(value: pl.Expr) -> pl.Expr:  # the sum over each slice, from one running sum (no copy of the frame)
-        value = value.cast(pl.Int64)
-        running = value.cum_sum()
-        return running.gather(hi - 1) - running.gather(lo) + value.gather(lo)
-
-    dur = pl.col("end") - pl.col("start")
+    count = (hi - lo).alias("op_records")
     out = ends.select("range_id").hstack(
-        rows.with_columns(busy.alias("_busy"))
-        .select(
-            total(pl.col("first_of_launch")).alias("gpu_ops"),
-            total(pl.col("is_kernel")).alias("kernels"),
-            total(dur * pl.col("is_kernel")).alias("kernel_sum_ns"),
-            total(dur).alias("gpu_sum_ns"),
-            total(pl.col("_busy")).alias("busy_ns"),
-            *(total(dur * (pl.col("role") == role)).alias(f"{role}_sum_ns") for role in ROLES),
-        )
-        .get_columns()
-    )
-    extremes = {"gpu_start_ns": (rows["start"], False), "gpu_end_ns": (rows["end"], True),
-                "_first_api": (rows["api_start"], False)}  # fmt: skip
-    out = out.with_columns(
-        (hi - lo).alias("op_records"),
-        *_slice_extremes(extremes, lo, hi).values(),
-        _distinct_in_slices(rows["stream"], lo, hi).alias("streams"),
-        _distinct_in_slices(rows["device_id"], lo, hi).alias("devices"),
+        [
+            count,
+            *_slice_sums(rows.with_columns(busy.alias("_busy")), lo, hi, count).get_columns(),
+            _slice_extreme(rows["start"], lo, hi, largest=False).alias("gpu_start_ns"),
+            _slice_extreme(rows["end"], lo, hi, largest=True).alias("gpu_end_ns"),
+            _slice_extreme(rows["api_start"], lo, hi, largest=False).alias("_first_api"),
+            _distinct_in_slices(rows["stream"], lo, hi).alias("streams"),
+            _distinct_in_slices(rows["device_id"], lo, hi).alias("devices"),
+        ]
     )
     # ops whose overlapping neighbours sit in other deepest ranges: their union per range from pairs
     if mixed.any():
@@ -586,6 +572,61 @@ def _subtree_metrics(index: RangeIndex, deepest: pl.DataFrame, facts: pl.DataFra
     )
 
 
+def _slice_sums(rows: pl.DataFrame, lo: pl.Series, hi: pl.Series, count: pl.Series) -> pl.DataFrame:
+    """gpu_ops, kernels, kernel/gpu/busy/role sums over each slice ``rows[lo:hi]`` (hi > lo).
+
+    A sum is a difference of one running sum (a zero in front) at the slice's ends. A flag set on every
+    op sums to the slice's length, and a role no op has to zero, so those take no running sum: most
+    traces have one op per launch, only kernels and three of the six roles.
+    """
+    dur = pl.col("end") - pl.col("start")
+    zero = pl.zeros(lo.len(), dtype=pl.Int64, eager=True)
+    every_launch, every_kernel = rows["first_of_launch"].all(), rows["is_kernel"].all()
+    present = set(rows["role"].unique().drop_nulls().to_list())
+    wanted: dict[str, pl.Expr] = {"gpu_sum_ns": dur, "busy_ns": pl.col("_busy")}
+    if not every_launch:
+        wanted["gpu_ops"] = pl.col("first_of_launch")
+    if not every_kernel:
+        wanted |= {"kernels": pl.col("is_kernel"), "kernel_sum_ns": dur * pl.col("is_kernel")}
+    if len(present) > 1:
+        wanted |= {f"{role}_sum_ns": dur * (pl.col("role") == role) for role in ROLES if role in present}
+    running = rows.select(e.cast(pl.Int64).cum_sum().alias(k) for k, e in wanted.items())
+    running = pl.concat([pl.DataFrame({k: [0] for k in wanted}, schema=running.schema), running])
+    upper, lower = running[hi], running[lo]
+    sums = {k: upper[k] - lower[k] for k in wanted}
+    gpu_sum = sums["gpu_sum_ns"]
+    if every_launch:
+        sums["gpu_ops"] = count
+    if every_kernel:
+        sums |= {"kernels": count, "kernel_sum_ns": gpu_sum}
+    for role in ROLES:  # one role present: every op's time is that role's
+        if f"{role}_sum_ns" not in sums:
+            sums[f"{role}_sum_ns"] = gpu_sum if present == {role} else zero
+    order = ("gpu_ops", "kernels", "kernel_sum_ns", "gpu_sum_ns", "busy_ns", *ROLE_COLUMNS)
+    return pl.DataFrame([sums[k].alias(k) for k in order])
+
+
+def _slice_extreme(values: pl.Series, lo: pl.Series, hi: pl.Series, *, largest: bool) -> pl.Series:
+    """The min (or max) of ``values[lo:hi]`` per slice (hi > lo).
+
+    Where a slice's values never decrease, it is the first (last) value: ops usually run in launch order,
+    which is range order. A running count of decreases tells those slices apart (none decreases in the
+    slice: equal counts at its ends); only the others take the sparse table.
+    """
+    pick = hi - 1 if largest else lo
+    if values.null_count():  # min/max skip nulls, the first value may be one: the sparse table for all
+        return _slice_extremes({"v": (values, largest)}, lo, hi)["v"]
+    if values.is_sorted():
+        return values.gather(pick)
+    drops = (values < values.shift(1)).fill_null(False).cast(pl.Int64).cum_sum()
+    mixed = drops.gather(hi - 1) != drops.gather(lo)
+    out = values.gather(pick)
+    if not mixed.any():
+        return out
+    at = mixed.arg_true()  # ascending: scatter needs sorted indices before polars 1.3x
+    return out.scatter(at, _slice_extremes({"v": (values, largest)}, lo.gather(at), hi.gather(at))["v"])
+
+
 def _pure_cover(start: pl.Series, end: pl.Series, pos: pl.Series) -> tuple[pl.Series, pl.Series]:
     """Per op: what it adds to the busy time of the ranges holding it, and whether it is *mixed*.
 
@@ -598,22 +639,29 @@ def _pure_cover(start: pl.Series, end: pl.Series, pos: pl.Series) -> tuple[pl.Se
     some ranges: its ops are mixed (added 0 here) and counted from (op, range)
     pairs instead.
     """
-    order = start.arg_sort()
+    # ops usually come in start order already (one stream, launch order); ties in any order give the
+    # same sums: a cluster is mixed or not whatever the order, and a pure one adds its union either way
+    order = None if start.is_sorted() else start.arg_sort()
     prior = pl.col("end").cum_max().shift(1)
     new = prior.is_null() | (pl.col("start") >= prior)
     spread = (~pl.col("_new") & (pl.col("pos") != pl.col("pos").shift(1))).cast(pl.Int64).cum_sum()
     last = pl.col("_new").shift(-1, fill_value=True)
     mixed = pl.when(last).then("_spread").backward_fill() != pl.when("_new").then("_spread").forward_fill()
     swept = (
-        pl.DataFrame([start.gather(order), end.gather(order), pos.gather(order)])
+        pl.DataFrame(
+            [start, end, pos] if order is None else [start.gather(order), end.gather(order), pos.gather(order)]
+        )
         .with_columns(
             new.alias("_new"), (pl.col("end") - pl.max_horizontal("start", prior)).clip(lower_bound=0).alias("_cover")
         )
         .with_columns(spread.alias("_spread"))
         .select(mixed.alias("_mixed"), "_cover")
     )
+    cover = swept["_cover"].set(swept["_mixed"], 0)
+    if order is None:
+        return cover, swept["_mixed"]
     back = order.arg_sort()  # the inverse permutation: a gather, as scatter needs sorted indices before polars 1.3x
-    return swept["_cover"].set(swept["_mixed"], 0).gather(back), swept["_mixed"].gather(back)
+    return cover.gather(back), swept["_mixed"].gather(back)
 
 
 def _slice_extremes(columns: dict[str, tuple[pl.Series, bool]], lo: pl.Series, hi: pl.Series) -> dict[str, pl.Series]:
