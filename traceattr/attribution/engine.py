@@ -305,14 +305,20 @@ def _name_keys(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame]:
     for col in _IDENT:
         values = gpu_ops[col]
         level = values.unique().drop_nulls().sort()  # a handful of names, kinds, graphs: a small hash
-        # an Enum sorts in category order, which its physical codes follow: ranks from the codes
-        ranks = level.to_physical().search_sorted(values.to_physical()).cast(pl.Int64)
-        digits.append(ranks.set(values.is_null(), level.len()) * radix)  # rank len: null, sorted last
+        nulls = values.null_count()
+        if level.len() + (nulls > 0) > 1:  # else one rank for all (an unused column, one kind): digit 0
+            # an Enum sorts in category order, which its physical codes follow: ranks from the codes
+            ranks = level.to_physical().search_sorted(values.to_physical()).cast(pl.Int64)
+            digits.append((ranks.set(values.is_null(), level.len()) if nulls else ranks) * radix)  # null: last
         levels.append((pl.concat([level, pl.Series([None], dtype=level.dtype)]), radix))
         radix *= level.len() + 1
         if radix >= 1 << 62:
             return _name_keys_joined(trace)
-    packed = pl.DataFrame(digits).select(pl.sum_horizontal(pl.all())).to_series()
+    packed = (
+        pl.DataFrame(digits).select(pl.sum_horizontal(pl.all())).to_series()
+        if digits
+        else pl.zeros(gpu_ops.height, dtype=pl.Int64, eager=True)
+    )
     distinct = packed.unique().sort()
     names = (
         pl.DataFrame(
@@ -694,8 +700,11 @@ def _slice_extremes(columns: dict[str, tuple[pl.Series, bool]], lo: pl.Series, h
 
 def _distinct_in_slices(values: pl.Series, lo: pl.Series, hi: pl.Series) -> pl.Series:
     """Distinct values in ``values[lo:hi]`` per slice (hi > lo): one running count per distinct value."""
+    distinct = values.unique().to_list()
+    if len(distinct) == 1:  # one stream, one device: every slice holds it
+        return pl.ones(lo.len(), dtype=pl.Int64, eager=True)
     count = pl.zeros(lo.len(), dtype=pl.Int64, eager=True)
-    for value in values.unique().to_list():
+    for value in distinct:
         seen = values.eq_missing(value).cast(pl.Int64).cum_sum()
         seen = pl.concat([pl.Series([0], dtype=pl.Int64), seen])
         count = count + ((seen.gather(hi) - seen.gather(lo)) > 0).cast(pl.Int64)

@@ -149,29 +149,20 @@ def _preorder(ranges: pl.DataFrame) -> pl.DataFrame:
             pl.lit(None, pl.Int64).alias("parent_id"), pl.lit(None, pl.Int64).alias("level"), pl.lit(False).alias("ok")
         )
     threads, t0, span = axis
-    nodes = (
-        _fold(ranges, threads, t0, span)
-        .sort(["ks", "ke", "range_id"], descending=[False, True, False])
-        .with_row_index("pre")
-        .with_columns(pl.col("pre").cast(pl.Int64))
+    nodes = _fold(ranges, threads, t0, span)
+    ks, ke, rid = pl.col("ks"), pl.col("ke"), pl.col("range_id")
+    # (start, end descending, id) order; NVTX rows usually come in it already: a check instead of a sort
+    before = (ks > ks.shift(1)) | (
+        (ks == ks.shift(1)) & ((ke < ke.shift(1)) | ((ke == ke.shift(1)) & (rid > rid.shift(1))))
     )
+    if not nodes.select(before.fill_null(True).all()).item():
+        nodes = nodes.sort(["ks", "ke", "range_id"], descending=[False, True, False])
+    nodes = nodes.with_row_index("pre").with_columns(pl.col("pre").cast(pl.Int64))
     ends = nodes["ke"].sort()
     # ranges open at a range's start = earlier in preorder and not ended before it
     closed_before = ends.search_sorted(nodes["ks"], side="left").cast(pl.Int64)
     nodes = nodes.with_columns((pl.col("pre") - closed_before).alias("level"))
-    n = nodes.height + 1
-    left = nodes.select("pre", ((pl.col("level") - 1) * n + pl.col("pre")).alias("_k")).sort("_k")
-    right = nodes.select(
-        pl.col("range_id").alias("parent_id"),
-        pl.col("global_tid").alias("_ptid"),
-        pl.col("ke").alias("_pke"),
-        (pl.col("level") * n + pl.col("pre")).alias("_k"),
-        pl.col("level").alias("_plevel"),
-    ).sort("_k")
-    parents = left.join_asof(right, on="_k", strategy="backward", allow_exact_matches=False).select(
-        "pre", "parent_id", "_ptid", "_pke", "_plevel"
-    )
-    nodes = nodes.hstack(scatter_rows(parents, "pre", nodes.height).get_columns())  # pre is the row
+    nodes = nodes.hstack(_parents(nodes).get_columns())
     valid = (pl.col("level") == 0) | (
         (pl.col("_plevel") == pl.col("level") - 1)
         & (pl.col("_ptid") == pl.col("global_tid"))
@@ -179,9 +170,48 @@ def _preorder(ranges: pl.DataFrame) -> pl.DataFrame:
     )
     nodes = nodes.with_columns(
         pl.when(pl.col("level") == 0).then(None).otherwise(pl.col("parent_id")).alias("parent_id"),
-        valid.fill_null(False).all().over("global_tid").alias("ok"),
+        (
+            valid.fill_null(False).all() if threads.height == 1 else valid.fill_null(False).all().over("global_tid")
+        ).alias("ok"),
     )
     return nodes.select("range_id", "global_tid", "start", "end", "parent_id", "level", "pre", "ok")
+
+
+_FILL_LEVELS = 32  # up to this depth, parents by one forward fill per level instead of sorts and an as-of join
+
+
+def _parents(nodes: pl.DataFrame) -> pl.DataFrame:
+    """``parent_id, _ptid, _pke, _plevel``: the last node before each, in preorder, one level up.
+
+    In a laminar thread that is the parent; elsewhere it is checked and found wanting (or missing).
+    """
+    level, pre = pl.col("level"), pl.col("pre")
+    lowest, depth = nodes["level"].min(), nodes["level"].max()
+    if lowest is not None and lowest >= 0 and depth <= _FILL_LEVELS:  # type: ignore[operator]
+        # the last node of level L - 1 so far, read at the nodes of level L: one pass per level
+        up = [
+            pl.when(level == lv).then(pl.when(level == lv - 1).then(pre).forward_fill()) for lv in range(1, depth + 1)
+        ]  # type: ignore[operator]
+        at = (
+            nodes.select(pl.coalesce(up)).to_series()
+            if up
+            else pl.repeat(None, nodes.height, dtype=pl.Int64, eager=True)
+        )
+        named = {"range_id": "parent_id", "global_tid": "_ptid", "ke": "_pke", "level": "_plevel"}
+        return pl.DataFrame([nodes[c].gather(at).alias(out) for c, out in named.items()])  # pre is the row
+    n = nodes.height + 1  # levels too deep or out of shape: an as-of join on (level, pre) keys
+    left = nodes.select("pre", ((level - 1) * n + pre).alias("_k")).sort("_k")
+    right = nodes.select(
+        pl.col("range_id").alias("parent_id"),
+        pl.col("global_tid").alias("_ptid"),
+        pl.col("ke").alias("_pke"),
+        (level * n + pre).alias("_k"),
+        level.alias("_plevel"),
+    ).sort("_k")
+    parents = left.join_asof(right, on="_k", strategy="backward", allow_exact_matches=False).select(
+        "pre", "parent_id", "_ptid", "_pke", "_plevel"
+    )
+    return scatter_rows(parents, "pre", nodes.height)  # pre is the row
 
 
 def _forest_roots(forest: pl.DataFrame) -> pl.DataFrame:

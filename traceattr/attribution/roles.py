@@ -8,6 +8,7 @@ range conditions once per distinct range, never once per op in Python.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,8 +49,7 @@ class RoleRules:
 
     @classmethod
     def default(cls) -> RoleRules:
-        text = resources.files("traceattr").joinpath("rules/kernel_roles.toml").read_text(encoding="utf-8")
-        return cls(tuple(_parse(text, "kernel_roles.toml (built in)")))
+        return cls(_builtin())
 
     @classmethod
     def load(cls, user_file: str | Path | None = None) -> RoleRules:
@@ -119,6 +119,13 @@ class RoleRules:
         ops = pl.DataFrame({"name_key": keys, "range_id": [0] * len(names)})
         ranges = pl.DataFrame({"range_id": [0], "range_name": pl.Series([range_name], dtype=pl.String)})
         return self.classify(ops, table, ranges)["role"].cast(pl.String).to_list()
+
+
+@functools.cache
+def _builtin() -> tuple[RoleRule, ...]:
+    """The shipped rules, parsed and their regexes checked once per process (every attribution uses them)."""
+    text = resources.files("traceattr").joinpath("rules/kernel_roles.toml").read_text(encoding="utf-8")
+    return tuple(_parse(text, "kernel_roles.toml (built in)"))
 
 
 def _name_cond(rule: RoleRule, level: str) -> pl.Expr:
