@@ -24,10 +24,10 @@ def rows_at(frame: pl.DataFrame, key: str, ids: pl.Series) -> pl.DataFrame:
     keys, rest = frame[key], frame.drop(key)
     if keys.len() == 0:
         return pl.DataFrame({c: pl.repeat(None, ids.len(), dtype=t, eager=True) for c, t in rest.schema.items()})
+    if ids.len() == keys.len() and ids.null_count() == 0 and ids.cast(pl.Int64).equals(keys.cast(pl.Int64)):
+        return rest  # asked in the frame's own order (a per-range frame for its ranges): no gather
     lo, hi = int(keys.min()), int(keys.max())  # type: ignore[arg-type]
     if hi - lo + 1 == keys.len() and keys.is_sorted():  # keys are lo, lo + 1, …: the offset is the row
-        if ids.len() == keys.len() and ids.null_count() == 0 and ids.cast(pl.Int64).equals(keys.cast(pl.Int64)):
-            return rest  # asked in the frame's own order (a per-range frame for its ranges): no gather
         off = ids.cast(pl.Int64) - lo
         found = ((off >= 0) & (off <= hi - lo)).fill_null(False)
         pos = off.set(~found, 0).fill_null(0)

@@ -174,9 +174,8 @@ def attribute(
         notes.append(f"{orphans} GPU ops have no launch record in the trace (sliced capture): listed as {NO_LAUNCH}")
 
     facts = _op_facts(trace.gpu_ops, placement)
-    projected = []
-    if subtree:  # laminar threads from subtrees; every holds only the other threads' pairs
-        projected.append(_subtree_metrics(index, deepest, facts))
+    # laminar threads from subtrees (in the range table's order); every holds only the other threads' pairs
+    laminar = _subtree_metrics(index, deepest, facts, ranges["range_id"]) if subtree else None
     del index, deepest
     if mode == "nsys":
         assign = every
@@ -192,9 +191,9 @@ def attribute(
         .alias("range_id"),
         pl.col("api_start_ns").alias("api_start"),
     )
-    metrics = pl.concat([*projected, _metrics(pl.concat([assign, buckets]), facts)])
+    metrics = _metrics(pl.concat([assign, buckets]), facts)
     del assign, every, facts
-    table = _range_table(ranges, metrics)
+    table = _range_table(ranges, metrics, laminar)
     return Attribution(table, placement, mode, tuple(notes), trace, names, select or RangeFilter())
 
 
@@ -519,8 +518,11 @@ def _few_distinct(gpu_ops: pl.DataFrame) -> bool:
     return max(counts) <= _MAX_DISTINCT
 
 
-def _subtree_metrics(index: RangeIndex, deepest: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
+def _subtree_metrics(index: RangeIndex, deepest: pl.DataFrame, facts: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
     """_metrics' columns for the laminar threads' ranges (nsys mode), without op × range pairs.
+
+    Rows come in the order of *order* (the range table's range ids), so the range table takes the
+    columns as they are when every range has ops, instead of gathering each one into its order.
 
     An op lies in a range exactly when its deepest range is in the range's
     subtree, and with ops sorted by their deepest range's preorder number a
@@ -547,7 +549,9 @@ def _subtree_metrics(index: RangeIndex, deepest: pl.DataFrame, facts: pl.DataFra
     first_op = first_op.scatter(spans.height, rows.height).backward_fill()  # past the last number: the end
     ends = spans.select(
         "range_id", first_op.gather(spans["first"]).alias("lo"), first_op.gather(spans["stop"]).alias("hi")
-    ).filter(pl.col("hi") > pl.col("lo"))
+    )
+    ends = order.to_frame("range_id").hstack(rows_at(ends, "range_id", order).get_columns())  # two columns moved
+    ends = ends.filter(pl.col("hi") > pl.col("lo"))
     lo, hi = ends["lo"], ends["hi"]
     count = (hi - lo).alias("op_records")
     out = ends.select("range_id").hstack(
@@ -565,8 +569,10 @@ def _subtree_metrics(index: RangeIndex, deepest: pl.DataFrame, facts: pl.DataFra
     if mixed.any():
         pairs = index.ancestors(rows.filter(mixed).select("op_id", "range_id"), "op_id")
         pairs = pairs.hstack([facts[c].gather(pairs["op_id"]) for c in ("start", "end")])
-        extra = union_length(pairs, "range_id").rename({"busy_ns": "_extra"})
-        out = out.join(extra, on="range_id", how="left").with_columns(pl.col("busy_ns") + pl.col("_extra").fill_null(0))
+        extra = union_length(pairs, "range_id")
+        out = out.with_columns(
+            pl.col("busy_ns") + gather_by_key(extra["range_id"], extra["busy_ns"], out["range_id"]).fill_null(0)
+        )
     return (
         out.with_columns(
             (pl.col("gpu_end_ns") - pl.col("gpu_start_ns")).alias("gpu_span_ns"),
@@ -729,13 +735,19 @@ def _covered(rows: pl.DataFrame, runs: pl.DataFrame) -> pl.Expr:
     return (end - pl.max_horizontal(start, prior)).clip(lower_bound=0)
 
 
-def _range_table(ranges: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
-    """One row per range in NVTX row order, then the buckets; every column of RANGE_COLUMNS."""
+def _range_table(ranges: pl.DataFrame, metrics: pl.DataFrame, laminar: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per range in NVTX row order, then the buckets; every column of RANGE_COLUMNS.
+
+    *metrics*: per range with ops (range_id >= 0) and per bucket; *laminar*: more ranges' metrics.
+    """
     projected = metrics.filter(pl.col("range_id") >= 0)
-    # nsys's NumChild counts children that have GPU ops themselves
+    if laminar is not None:  # usually all of them, in the table's order: kept as they are, not copied
+        projected = laminar if projected.height == 0 else pl.concat([laminar, projected])
+    per_range = rows_at(projected, "range_id", ranges["range_id"])
+    # nsys's NumChild counts children that have GPU ops themselves (a metrics row: at least one op)
     children = (
         ranges.select("parent_id")
-        .filter(pl.col("parent_id").is_not_null() & ranges["range_id"].is_in(projected["range_id"].implode()))
+        .filter(pl.col("parent_id").is_not_null() & per_range["op_records"].is_not_null())
         .group_by("parent_id")
         .agg(pl.len().cast(pl.Int64).alias("num_child"))
     )
@@ -759,7 +771,7 @@ def _range_table(ranges: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
             "payload",
         )
         .hstack(rows_at(children, "parent_id", ranges["range_id"]).get_columns())
-        .hstack(rows_at(projected, "range_id", ranges["range_id"]).get_columns())
+        .hstack(per_range.get_columns())
         .with_columns([pl.col(c).fill_null(0) for c in zero_when_empty])
         .select(RANGE_COLUMNS)
     )
