@@ -35,6 +35,7 @@ from traceattr.analysis.roofline import peak_bandwidth
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution, Mode, RangeFilter, attribute
 from traceattr.attribution.intervals import union_length
 from traceattr.attribution.roles import ROLES, RoleRules
+from traceattr.cpus import usable_cpus
 from traceattr.errors import TraceattrError
 from traceattr.output import FileFormat, write_table
 from traceattr.runfolder import ACROSS_REPORTS, CALLS, KERNELS, RANGES, REPORTS
@@ -277,7 +278,7 @@ def run_reports(
     names = report_names(paths)
     jobs = [(str(p), n, i) for i, (p, n) in enumerate(zip(paths, names, strict=True))]
     part_dir = None if parts is None else str(parts)
-    workers = max(1, workers or os.cpu_count() or 1)
+    workers = max(1, workers or usable_cpus())
     done = on_done or (lambda _r: None)
     if dask is not None:
         results = list(_on_dask(jobs, settings, part_dir, dask, workers, done))
@@ -294,7 +295,7 @@ def run_reports(
 @contextlib.contextmanager
 def _worker_threads(workers: int) -> Iterator[dict[str, str]]:
     """POLARS_MAX_THREADS for worker processes (they read it at import), so N workers share the cores instead of each taking all."""
-    env = {"POLARS_MAX_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
+    env = {"POLARS_MAX_THREADS": str(max(1, usable_cpus() // workers))}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
 import re
 import sqlite3
 import stat
@@ -28,6 +27,7 @@ from typing import Any
 
 import polars as pl
 
+from traceattr.cpus import usable_cpus
 from traceattr.errors import TraceError
 
 try:  # optional fast path; the low-level API, not adbc's DB-API module, which imports pyarrow (~0.3 s)
@@ -228,7 +228,7 @@ class SqliteSource:
 
     def read_all(self, queries: Sequence[Query]) -> list[pl.DataFrame]:
         """Run *queries* on a small thread pool (SQLite decoding releases the GIL), in their order."""
-        workers = max(1, min(len(queries), os.cpu_count() or 1, 8))
+        workers = max(1, min(len(queries), usable_cpus(), 8))
         if workers == 1:
             return [self.read(q) for q in queries]
         # biggest first (values to fetch, the cost of a read): a big chunk started last would
