@@ -11,7 +11,10 @@ from traceattr.attribution.engine import NO_LAUNCH, attribute
 from traceattr.errors import NoDataError, TraceError
 from traceattr.synth.builder import TraceBuilder
 from traceattr.synth.writer import write_export
+from traceattr.trace import schema as S
+from traceattr.trace import sqlite_source
 from traceattr.trace.loader import load_trace
+from traceattr.trace.sqlite_source import Query, SqliteSource
 
 from .conftest import FIXTURES
 
@@ -23,6 +26,51 @@ def test_engines_agree(exports: dict[str, Path], name: str) -> None:
     for frame in ("gpu_ops", "api", "ranges", "marks", "strings", "devices"):
         assert getattr(a, frame).equals(getattr(b, frame)), frame
     assert a.meta.notes == b.meta.notes
+    # every column, typed, whatever this schema version holds (absent ones are read as NULL)
+    assert dict(a.gpu_ops.schema) == S.GPU_OPS_SCHEMA
+    assert dict(a.api.schema) == S.API_SCHEMA
+    assert dict(a.ranges.schema) == S.RANGES_SCHEMA
+
+
+def test_columns_a_table_lacks_are_null_not_read(exports: dict[str, Path]) -> None:
+    trace = load_trace(exports["h200_flashinfer_mla"])
+    kernels = trace.gpu_ops.filter(pl.col("kind") == "kernel")
+    assert kernels.height > 0
+    assert kernels["bytes"].null_count() == kernels.height  # memcpy/memset columns: never in the kernel table
+    assert kernels["copy_kind"].null_count() == kernels.height
+    assert kernels["grid_x"].null_count() == 0 and kernels["name_id"].null_count() == 0
+    assert trace.ranges["style"].to_list().count("PushPop") == trace.ranges.height  # eventType 59 → PushPop
+    # pid and tid decoded from globalTid as nsys does in SQL
+    tid = trace.ranges["global_tid"]
+    assert trace.ranges["pid"].to_list() == ((tid // (1 << 24)) & 0xFFFFFF).cast(pl.Int32).to_list()
+    assert trace.ranges["tid"].to_list() == (tid & 0xFFFFFF).cast(pl.Int32).to_list()
+
+
+def test_reads_start_biggest_first_and_return_in_order(exports: dict[str, Path], monkeypatch) -> None:
+    submitted: list[int] = []
+
+    class Pool(sqlite_source.ThreadPoolExecutor):
+        def submit(self, fn, query, /):  # type: ignore[override]
+            submitted.append(query.rows)
+            return super().submit(fn, query)
+
+    monkeypatch.setattr(sqlite_source, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(sqlite_source, "ThreadPoolExecutor", Pool)
+    queries = [Query(f"SELECT {n} AS n", {"n": pl.Int64}, f"query {n}", rows=n) for n in (1, 30, 5, 400, 2)]
+    with SqliteSource(exports["h200_flashinfer_mla"]) as src:
+        frames = src.read_all(queries)
+    assert [f["n"].item() for f in frames] == [1, 30, 5, 400, 2]  # in the order asked
+    assert submitted == [400, 30, 5, 2, 1]  # queued by size: no big read left for the end
+
+
+def test_usable_cpus_follows_the_affinity(monkeypatch) -> None:
+    from traceattr import cpus
+
+    monkeypatch.setattr(cpus.os, "sched_getaffinity", lambda _pid: {3}, raising=False)
+    assert cpus.usable_cpus() == 1
+    monkeypatch.delattr(cpus.os, "sched_getaffinity")
+    monkeypatch.setattr(cpus.os, "cpu_count", lambda: 6)
+    assert cpus.usable_cpus() == 6
 
 
 def test_oldest_schema_quirks(exports: dict[str, Path]) -> None:
