@@ -436,7 +436,10 @@ def _load(src: SqliteSource) -> Trace:
             "graphs are invisible; capture with --cuda-graph-trace=node to see them"
         )
         meta = dataclasses.replace(meta, notes=tuple(notes))
-    # One contiguous copy per column: the reads' chunks live in the SQLite driver's buffers
-    # (the C heap), ~1.3x the frames with their slack; copied, they are freed at once, and
-    # the attribution's own allocations reuse the memory (sweep: peak 1.29 -> 1.08 GB, 0.15 s)
-    return Trace(meta, gpu_ops.rechunk(), api.rechunk(), ranges.rechunk(), marks, strings, devices)
+    # One contiguous copy per column, one frame at a time: the reads' chunks live in the SQLite
+    # driver's buffers (the C heap), which the attribution's allocations cannot reuse; copied,
+    # they are freed (sweep: attribution peak 1.10 -> 0.94 GB, for ~0.2 s)
+    gpu_ops = gpu_ops.rechunk()
+    api = api.rechunk()
+    ranges = ranges.rechunk()
+    return Trace(meta, gpu_ops, api, ranges, marks, strings, devices)
