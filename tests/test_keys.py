@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import polars as pl
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
@@ -26,6 +26,7 @@ def test_rows_at_equals_left_join(keys: list[int], ids: list[int | None], sort: 
     assert_frame_equal(rows_at(frame, "k", wanted), want)
 
 
+@settings(deadline=None)  # a first polars call may outlast hypothesis' 200 ms on a busy machine
 @given(
     lo=st.integers(-5, 5), n=st.integers(1, 12), ids=st.none() | st.lists(st.none() | st.integers(-8, 20), max_size=15)
 )
@@ -39,6 +40,7 @@ def test_rows_at_contiguous_keys(lo: int, n: int, ids: list[int | None] | None) 
     assert_frame_equal(rows_at(frame, "k", wanted), want)
 
 
+@settings(deadline=None)  # a first polars call may outlast hypothesis' 200 ms on a busy machine
 @given(ids=st.lists(st.none() | st.integers(-3, 6), max_size=20) | st.lists(st.integers(-(10**9), 10**9), max_size=20),
        sort=st.booleans())  # fmt: skip
 def test_first_of_id_equals_is_first_distinct(ids: list[int | None], sort: bool) -> None:
@@ -52,3 +54,11 @@ def test_scatter_rows_places_each_row_at_its_key(rows: list[int]) -> None:
     frame = pl.DataFrame({"k": rows, "v": [r + 100 for r in rows]}, schema={"k": pl.Int64, "v": pl.Int64})
     out = scatter_rows(frame, "k", 21)
     assert out["v"].to_list() == [r + 100 if r in rows else None for r in range(21)]
+
+
+@settings(deadline=None)  # a first polars call may outlast hypothesis' 200 ms on a busy machine
+@given(rows=st.permutations(list(range(6))))
+def test_scatter_rows_of_every_row(rows: list[int]) -> None:
+    """Every row named once (in order: the frame as it is; shuffled: moved)."""
+    frame = pl.DataFrame({"k": rows, "v": [r + 100 for r in rows]}, schema={"k": pl.Int64, "v": pl.Int64})
+    assert scatter_rows(frame, "k", 6)["v"].to_list() == [r + 100 for r in range(6)]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from traceattr.attribution.engine import RangeFilter, attribute
 from traceattr.attribution.roles import RoleRules
@@ -142,3 +143,40 @@ def test_l2_flush_is_flush_whatever_the_selection(tmp_path: Path, select: dict[s
                     select=RangeFilter(**select))  # fmt: skip
     roles = att.ops.sort("start_ns").select("name", pl.col("role").cast(pl.String)).rows()
     assert [r for _, r in roles] == ["copy", "flush", "attention", "flush", "attention"]
+
+
+def test_rule_grid_equals_rule_per_op(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rules decided once per (name, range conditions met) agree with rules evaluated per op, range rules
+    with and without name patterns and kinds, ops with and without a range."""
+    import traceattr.attribution.roles as roles
+
+    text = "".join(
+        f'[[rule]]\nrole = "{role}"\nfamily = "f{i}"\nrange = "{rng}"\n{extra}\n'
+        for i, (role, rng, extra) in enumerate(
+            [("reduce", "^a", 'pattern = "comb"'), ("schedule", "b$", ""), ("copy", "c", 'kinds = ["memset"]'),
+             ("attention", "a", 'pattern = "^x"'), ("other", "z", ""), ("reduce", "^b", 'pattern = "k"')]
+        )
+    )  # fmt: skip
+    path = tmp_path / "ranged.toml"
+    path.write_text(text, encoding="utf-8")
+    rules = RoleRules.load(path)  # with the built-in flush and hold range rules: 8 range rules
+    names = pl.DataFrame(
+        {
+            "name_key": [0, 1, 2, 3, 4],
+            "kind": pl.Series(["kernel", "kernel", "memset", "kernel", "memcpy"], dtype=pl.Enum(["kernel", "memcpy", "memset", "graph"])),
+            "name": ["combine_k", "xk", "[CUDA memset]", "flash_fwd_kernel", None],
+            "mangled_name": [None, None, None, "_Z5xkern", None],
+            "short_name": [None, "kshort", None, None, None],
+        }
+    )  # fmt: skip
+    ranges = pl.DataFrame({"range_id": [10, 11, 12, 13, 14], "range_name": ["ab", "cb", "a:flush", "zz", None]})
+    ops = pl.DataFrame(
+        {"name_key": [k for k in range(5) for _ in range(6)], "range_id": [10, 11, 12, 13, 14, None] * 5},
+        schema={"name_key": pl.Int32, "range_id": pl.Int64},
+    )
+    monkeypatch.setattr(roles, "_GRID_BITS", 8)
+    grid = rules.classify(ops, names, ranges)
+    monkeypatch.setattr(roles, "_GRID_BITS", 0)
+    per_op = rules.classify(ops, names, ranges)
+    assert grid["role"].n_unique() > 3  # the rules do tell these ops apart
+    assert_frame_equal(grid, per_op)

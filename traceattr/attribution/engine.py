@@ -602,10 +602,11 @@ def _slice_sums(rows: pl.DataFrame, lo: pl.Series, hi: pl.Series, count: pl.Seri
         wanted |= {"kernels": pl.col("is_kernel"), "kernel_sum_ns": dur * pl.col("is_kernel")}
     if len(present) > 1:
         wanted |= {f"{role}_sum_ns": dur * (pl.col("role") == role) for role in ROLES if role in present}
-    running = rows.select(e.cast(pl.Int64).cum_sum().alias(k) for k, e in wanted.items())
-    running = pl.concat([pl.DataFrame({k: [0] for k in wanted}, schema=running.schema), running])
-    upper, lower = running[hi], running[lo]
-    sums = {k: upper[k] - lower[k] for k in wanted}
+    last, sums = hi - 1, {}
+    for k, e in wanted.items():  # one running sum at a time: the peak holds one, not a dozen
+        value = e.cast(pl.Int64)
+        running = value.cum_sum()
+        sums[k] = rows.select(running.gather(last) - (running - value).gather(lo)).to_series()
     gpu_sum = sums["gpu_sum_ns"]
     if every_launch:
         sums["gpu_ops"] = count

@@ -80,12 +80,6 @@ class RoleRules:
             name_exprs.append(_first_rule(self.rules, level).alias(f"_first_{level}"))
             name_exprs += [_name_cond(self.rules[i], level).alias(f"_r{i}_{level}") for i in ranged]
         names = names.select("name_key", *name_exprs)
-        # per-op columns by binary search over the small tables, in ops' order (no hash joins)
-        looked = [rows_at(names, "name_key", ops["name_key"])]
-        if ranged:
-            ranges = ranges.select("range_id", *[_range_cond(self.rules[i]).alias(f"_rr{i}") for i in ranged])
-            looked.append(rows_at(ranges, "range_id", ops["range_id"]))
-        out = ops.hstack([c for f in looked for c in f.get_columns()])
         # At each name level the lowest matching rule index; the first level that matched wins.
         per_level = []
         for level in NAME_LEVELS:
@@ -94,15 +88,21 @@ class RoleRules:
                 for i in ranged
             ]
             per_level.append(pl.min_horizontal(candidates))
+        decide = pl.coalesce(per_level).fill_null(n).cast(pl.Int32)
         table = pl.DataFrame(
             {
-                "_rule": pl.Series(range(n + 1), dtype=pl.Int32),
                 "role": pl.Series([r.role for r in self.rules] + ["other"], dtype=RoleEnum),
                 "family": pl.Series([r.family for r in self.rules] + [None], dtype=pl.String),
             }
-        )
-        rule = out.select(pl.coalesce(per_level).fill_null(n).cast(pl.Int32)).to_series()
-        return ops.hstack(table.drop("_rule")[rule].get_columns())  # table row i is rule i
+        )  # row i is rule i, row n "no rule"
+        if len(ranged) <= _GRID_BITS:
+            rule = _rule_by_grid(ops, names, ranges, [self.rules[i] for i in ranged], ranged, decide)
+        else:  # many range rules: per-op columns by binary search over the small tables, in ops' order
+            looked = [rows_at(names, "name_key", ops["name_key"])]
+            ranges = ranges.select("range_id", *[_range_cond(self.rules[i]).alias(f"_rr{i}") for i in ranged])
+            looked.append(rows_at(ranges, "range_id", ops["range_id"]))
+            rule = ops.hstack([c for f in looked for c in f.get_columns()]).select(decide).to_series()
+        return ops.hstack(table[rule].get_columns())
 
     def classify_names(self, names: Sequence[str], kind: str = "kernel", range_name: str | None = None) -> list[str]:
         """Role of each kernel name (for tests, docs and quick checks)."""
@@ -126,6 +126,35 @@ def _builtin() -> tuple[RoleRule, ...]:
     """The shipped rules, parsed and their regexes checked once per process (every attribution uses them)."""
     text = resources.files("traceattr").joinpath("rules/kernel_roles.toml").read_text(encoding="utf-8")
     return tuple(_parse(text, "kernel_roles.toml (built in)"))
+
+
+_GRID_BITS = 6  # range rules up to which a rule is decided per (name, range conditions met) pair
+
+
+def _rule_by_grid(
+    ops: pl.DataFrame, names: pl.DataFrame, ranges: pl.DataFrame, rules: list[RoleRule], ranged: list[int],
+    decide: pl.Expr,
+) -> pl.Series:  # fmt: skip
+    """Each op's rule index, decided once per (name, which range conditions hold) and looked up per op.
+
+    An op's rule depends only on its name key and on which range rules' conditions its innermost range
+    meets (k bits), so the rule expression runs over names × 2**k rows instead of over every op, and an
+    op only gathers its range's bits and one rule index.
+    """
+    combos = 1 << len(rules)
+    bits = pl.DataFrame({"_bits": pl.int_range(combos, dtype=pl.Int64, eager=True)})
+    grid = names.join(bits, how="cross").with_columns(
+        ((pl.col("_bits") // (1 << j)) % 2 == 1).alias(f"_rr{i}") for j, i in enumerate(ranged)
+    )
+    grid = grid.select((pl.col("name_key").cast(pl.Int64) * combos + pl.col("_bits")).alias("_code"), decide)
+    code = ops["name_key"].cast(pl.Int64) * combos
+    if rules:
+        met = ranges.select(
+            "range_id",
+            pl.sum_horizontal([_range_cond(r).cast(pl.Int64) * (1 << j) for j, r in enumerate(rules)]).alias("_bits"),
+        )
+        code = code + rows_at(met, "range_id", ops["range_id"]).to_series().fill_null(0)  # no range: none met
+    return rows_at(grid, "_code", code).to_series()
 
 
 def _name_cond(rule: RoleRule, level: str) -> pl.Expr:
