@@ -108,8 +108,9 @@ def write_table(frame: pl.DataFrame | pl.LazyFrame, folder: Path, stem: str, fmt
     with _atomic_file(target) as tmp:
         lazy = frame.lazy()
         if fmt == "parquet":
-            # zstd at level 1: ~8% larger files than the default level 3, a fifth less CPU to write
-            lazy.sink_parquet(tmp, compression="zstd", compression_level=1)
+            # zstd at level 1: ~8% larger files than the default level 3, a fifth less CPU to write;
+            # 64 k-row groups: the writer holds less at once (nested trace: peak 406 -> 360 MB), same CPU
+            lazy.sink_parquet(tmp, compression="zstd", compression_level=1, row_group_size=65_536)
         elif fmt == "csv":
             _csv_ready(lazy).sink_csv(tmp)
         else:
