@@ -604,9 +604,9 @@ def _slice_sums(rows: pl.DataFrame, lo: pl.Series, hi: pl.Series, count: pl.Seri
         wanted |= {f"{role}_sum_ns": dur * (pl.col("role") == role) for role in ROLES if role in present}
     last, sums = hi - 1, {}
     for k, e in wanted.items():  # one running sum at a time: the peak holds one, not a dozen
-        value = e.cast(pl.Int64)
+        value = rows.select(e.cast(pl.Int64)).to_series()
         running = value.cum_sum()
-        sums[k] = rows.select(running.gather(last) - (running - value).gather(lo)).to_series()
+        sums[k] = running.gather(last) - running.gather(lo) + value.gather(lo)
     gpu_sum = sums["gpu_sum_ns"]
     if every_launch:
         sums["gpu_ops"] = count

@@ -62,7 +62,11 @@ class RangeIndex:
         calls = calls.select("call_id", "global_tid", "start", "end").filter(pl.col("global_tid").is_not_null())
         every, deepest = [pl.DataFrame(schema=schema)], [pl.DataFrame(schema=schema)]
         if self._forest.height:
-            lam = calls.join(self._forest.select("global_tid").unique(), on="global_tid", how="semi")
+            lam = (
+                calls
+                if _one_thread(self._forest, calls)
+                else calls.join(self._forest.select("global_tid").unique(), on="global_tid", how="semi")
+            )
             inner = _forest_deepest(self._forest, lam)
             deepest.append(inner)
             if ancestors:
@@ -105,6 +109,15 @@ class RangeIndex:
 
 
 # -- laminar threads ------------------------------------------------------------------
+
+
+def _one_thread(*frames: pl.DataFrame) -> bool:
+    """Every row of *frames* on one and the same thread (a single-threaded capture): nothing to filter."""
+    tids = [f["global_tid"] for f in frames if f.height]
+    if not tids or any(t.null_count() for t in tids):
+        return False
+    first = tids[0].min()
+    return all(t.min() == first == t.max() for t in tids)
 
 
 def _fold(df: pl.DataFrame, threads: pl.DataFrame, t0: int, span: int) -> pl.DataFrame:
