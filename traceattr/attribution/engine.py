@@ -453,18 +453,21 @@ def _metrics(assign: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
     if rows.height == 0:
         return pl.DataFrame(schema=_METRICS_SCHEMA)
     new_run = pl.col("range_id").ne_missing(pl.col("range_id").shift(1))
+    if not _in_order(rows, "start"):  # ops launched in range and start order (innermost mode) come sorted
+        rows = rows.sort("range_id", "start")
+
+    def by_range(col: str, **nulls: bool) -> pl.Expr:  # *col* sorted within each range, if it is not yet
+        return pl.col(col) if _in_order(rows, col) else pl.col(col).sort_by("range_id", col, **nulls)
 
     def new_value(col: str) -> pl.Expr:  # first row of a run, or a value unlike the previous row's
-        if facts[col].n_unique() == 1:  # one stream / device in the whole trace: no sort needed
-            return new_run.cast(pl.Int64)
-        by = pl.col(col).sort_by("range_id", col)
+        by = by_range(col)
         return (new_run | by.ne_missing(by.shift(1))).cast(pl.Int64)
 
-    rows = rows.sort("range_id", "start").with_columns(
-        pl.col("end").sort_by("range_id", "end").alias("_end_by"),
-        pl.col("api_start").sort_by("range_id", "api_start", nulls_last=True).alias("_api_by"),
-        new_value("stream").alias("_new_stream"),
-        new_value("device_id").alias("_new_device"),
+    one = {col: facts[col].n_unique() == 1 for col in ("stream", "device_id")}  # one in the whole trace: 1 per range
+    rows = rows.with_columns(
+        by_range("end").alias("_end_by"),
+        by_range("api_start", nulls_last=True).alias("_api_by"),
+        *(new_value(col).alias(f"_new_{col}") for col in one if not one[col]),
         new_run.cast(pl.Int64).cum_sum().sub(1).alias("_run"),
         (pl.col("end") - pl.col("start")).alias("_dur"),
     )
@@ -476,29 +479,53 @@ def _metrics(assign: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
         pl.col("_end_by").gather(last).alias("gpu_end_ns"),
         pl.col("_api_by").gather(first).alias("_first_api"),
     )
+    count = (last - first + 1).cast(pl.Int64)
+    # flags set on every op sum to the run's length, absent roles to zero: no running sum (as _slice_sums)
+    every_launch, every_kernel = rows["first_of_launch"].all(), rows["is_kernel"].all()
+    present = set(rows["role"].unique().drop_nulls().to_list())
     dur = pl.col("_dur")
-    sums = {
-        "gpu_ops": pl.col("first_of_launch"),
-        "kernels": pl.col("is_kernel"),
-        "kernel_sum_ns": dur * pl.col("is_kernel"),
-        "gpu_sum_ns": dur,
-        "streams": pl.col("_new_stream"),
-        "devices": pl.col("_new_device"),
-        "busy_ns": _covered(rows, runs),
-        **{f"{role}_sum_ns": dur * (pl.col("role") == role) for role in ROLES},
+    sums = {"gpu_sum_ns": dur, "busy_ns": _covered(rows, runs)}
+    if not every_launch:
+        sums["gpu_ops"] = pl.col("first_of_launch")
+    if not every_kernel:
+        sums |= {"kernels": pl.col("is_kernel"), "kernel_sum_ns": dur * pl.col("is_kernel")}
+    sums |= {
+        name: pl.col(f"_new_{col}") for name, col in (("streams", "stream"), ("devices", "device_id")) if not one[col]
     }
+    if len(present) > 1:
+        sums |= {f"{role}_sum_ns": dur * (pl.col("role") == role) for role in ROLES if role in present}
     ends = rows.select(e.cast(pl.Int64).cum_sum().alias(k) for k, e in sums.items())[last]
     totals = ends.select(pl.all() - pl.all().shift(1, fill_value=0))
+    gpu_sum, ones = totals["gpu_sum_ns"], pl.ones(count.len(), dtype=pl.Int64, eager=True)
+    fixed = {"gpu_ops": count} if every_launch else {}
+    if every_kernel:
+        fixed |= {"kernels": count, "kernel_sum_ns": gpu_sum}
+    fixed |= {name: ones for name, col in (("streams", "stream"), ("devices", "device_id")) if one[col]}
+    fixed |= {
+        f"{role}_sum_ns": gpu_sum if present == {role} else pl.zeros(count.len(), dtype=pl.Int64, eager=True)
+        for role in ROLES
+        if f"{role}_sum_ns" not in totals.columns
+    }
     return (
         runs.hstack(totals)
+        .hstack([series.alias(name) for name, series in fixed.items()])
         .with_columns(
-            pl.Series("op_records", (last - first + 1).cast(pl.Int64)),
+            pl.Series("op_records", count),
             (pl.col("gpu_end_ns") - pl.col("gpu_start_ns")).alias("gpu_span_ns"),
             (pl.col("gpu_start_ns") - pl.col("_first_api")).alias("launch_latency_ns"),
         )
         .with_columns((pl.col("gpu_span_ns") - pl.col("busy_ns")).alias("gap_ns"))
         .select(list(_METRICS_SCHEMA))
     )
+
+
+def _in_order(rows: pl.DataFrame, col: str) -> bool:
+    """*rows* sorted by (range_id, *col*) already, neither null: a check costs far less than a sort."""
+    if rows["range_id"].null_count() or rows[col].null_count():
+        return False
+    rid, value = pl.col("range_id"), pl.col(col)
+    step = (rid > rid.shift(1)) | ((rid == rid.shift(1)) & (value >= value.shift(1)))
+    return bool(rows.select(step.fill_null(True).all()).item())  # the first row has no previous one
 
 
 _METRICS_SCHEMA = {
