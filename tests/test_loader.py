@@ -46,6 +46,20 @@ def test_columns_a_table_lacks_are_null_not_read(exports: dict[str, Path]) -> No
     assert trace.ranges["tid"].to_list() == (tid & 0xFFFFFF).cast(pl.Int32).to_list()
 
 
+def test_marks_are_named_in_their_process_domain(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    dom = b.domain("traceattr", tid=1, pid=7)
+    b.push_range(tid=1, start=10, end=90, message="call", domain=dom, pid=7)
+    b.launch(tid=1, start=20, end=30, kernel="k", gpu_start=40, gpu_end=50, pid=7)
+    b.mark(tid=3, time=15, message="here", domain=dom, pid=7)
+    b.mark(tid=4, time=16, message="there", pid=8)  # no domain: the message alone
+    b.mark(tid=5, time=17, message="elsewhere", domain=dom, pid=9)  # same domain id, another process: unnamed
+    marks = load_trace(write_export(tmp_path / "m.sqlite", b.tables())).marks.sort("time")
+    assert marks["name"].to_list() == ["traceattr:here", "there", "elsewhere"]
+    assert marks["pid"].to_list() == [7, 8, 9] and marks["tid"].to_list() == [3, 4, 5]
+    assert marks["domain"].to_list() == ["traceattr", None, None]
+
+
 def test_reads_start_biggest_first_and_return_in_order(exports: dict[str, Path], monkeypatch) -> None:
     submitted: list[int] = []
 

@@ -125,12 +125,15 @@ _OP_SOURCES: dict[str, tuple[str, dict[str, str]]] = {
 _OP_READ_SCHEMA = {k: v for k, v in S.GPU_OPS_SCHEMA.items() if k not in ("op_id", "kind")}
 
 
-def _op_queries(src: SqliteSource, table: str) -> list[Query]:
-    read = _present(src, table, _OP_SOURCES[table][1], _OP_READ_SCHEMA)
+def _chunked_queries(
+    src: SqliteSource, table: str, columns: Mapping[str, str], schema: Mapping[str, pl.DataType]
+) -> list[Query]:
+    """One read per rowid chunk of *table*: start, end and the *columns* it holds, typed by *schema*."""
+    read = _present(src, table, columns, schema)
     cols = _select_list(src, table, read)
-    schema = {a: _OP_READ_SCHEMA[a] for a in ("start", "end", *read)}
+    typed = {a: schema[a] for a in ("start", "end", *read)}
     return [
-        Query(f'SELECT {cols} FROM "{table}" WHERE {chunk}', schema, f"reading {table}", rows=rows)
+        Query(f'SELECT {cols} FROM "{table}" WHERE {chunk}', typed, f"reading {table}", rows=rows)
         for chunk, rows in src.row_chunks(table)
     ]
 
@@ -139,16 +142,6 @@ _API_COLUMNS = {
     "start": "start", "end": "end", "global_tid": "globalTid", "correlation_id": "correlationId", "name_id": "nameId",
 }  # fmt: skip
 _API_READ_SCHEMA = {k: v for k, v in S.API_SCHEMA.items() if k != "api_id"}
-
-
-def _api_queries(src: SqliteSource) -> list[Query]:
-    read = _present(src, S.RUNTIME, _API_COLUMNS, _API_READ_SCHEMA)
-    cols = _select_list(src, S.RUNTIME, read)
-    schema = {a: _API_READ_SCHEMA[a] for a in ("start", "end", *read)}
-    return [
-        Query(f'SELECT {cols} FROM "{S.RUNTIME}" WHERE {chunk}', schema, f"reading {S.RUNTIME}", rows=rows)
-        for chunk, rows in src.row_chunks(S.RUNTIME)
-    ]
 
 
 def _strings_query() -> Query:
@@ -175,9 +168,8 @@ def _nvtx_queries(src: SqliteSource) -> _NvtxQueries:
     payload = [c for c in ("int64Value", "uint64Value", "int32Value", "uint32Value") if src.has_column(S.NVTX, c)]
     payload_sql = f"COALESCE({', '.join(payload)})" if len(payload) > 1 else (payload[0] if payload else "NULL")
     range_types = ", ".join(map(str, S.RANGE_EVENT_TYPES))
-    # pid/tid as nsys computes them in SQL; end stays NULL for an unclosed range
-    # style, pid and tid are derived in polars (:func:`_ranges_and_marks`): computing them in SQL
-    # made three more values per row to fetch, the costly part of a read
+    # style, pid and tid are derived in polars (:func:`_ranges_and_marks`): computed in SQL they were
+    # three more values per row to fetch, the costly part of a read. end stays NULL for an unclosed range
     range_cols = (
         f"rowid, eventType, start, end, {col('globalTid', 'global_tid')}, {col('endGlobalTid', 'end_global_tid')}, "
         f"{col('textId', 'text_id')}, {col('domainId', 'domain_id')}, {payload_sql} AS payload"
@@ -192,16 +184,15 @@ def _nvtx_queries(src: SqliteSource) -> _NvtxQueries:
         for chunk, rows in src.row_chunks(S.NVTX)
     ]  # fmt: skip
     marks = Query(
-        f"SELECT rowid, start, {col('globalTid', 'global_tid')}, (globalTid >> 24) & 16777215, globalTid & 16777215, "
-        f"{col('textId', 'text_id')}, {col('domainId', 'domain_id')} FROM \"{S.NVTX}\" WHERE eventType = {S.NVTX_MARK}",
-        {"mark_id": pl.Int64, "time": pl.Int64, "global_tid": pl.Int64, "pid": pl.Int32, "tid": pl.Int32,
-         "text_id": pl.Int64, "domain_id": pl.Int32},
+        f"SELECT rowid, start, {col('globalTid', 'global_tid')}, {col('textId', 'text_id')}, "
+        f'{col("domainId", "domain_id")} FROM "{S.NVTX}" WHERE eventType = {S.NVTX_MARK}',
+        {"mark_id": pl.Int64, "time": pl.Int64, "global_tid": pl.Int64, "text_id": pl.Int64, "domain_id": pl.Int32},
         "reading NVTX marks",
-    )  # fmt: skip
+    )
     domains = Query(
-        f"SELECT rowid, start, (globalTid >> 24) & 16777215, {col('domainId', 'domain_id')} "
+        f"SELECT rowid, start, {col('globalTid', 'global_tid')}, {col('domainId', 'domain_id')} "
         f'FROM "{S.NVTX}" WHERE eventType = {S.NVTX_DOMAIN_CREATE}',
-        {"row": pl.Int64, "start": pl.Int64, "pid": pl.Int32, "domain_id": pl.Int32},
+        {"row": pl.Int64, "start": pl.Int64, "global_tid": pl.Int64, "domain_id": pl.Int32},
         "reading NVTX domains",
     )
     types = ", ".join(map(str, (*S.RANGE_EVENT_TYPES, S.NVTX_MARK, S.NVTX_DOMAIN_CREATE)))
@@ -253,9 +244,18 @@ def _label(
     )
 
 
+def _with_pid_tid(events: pl.DataFrame) -> pl.DataFrame:
+    """*events* with the pid and tid packed in their globalTid, as nsys decodes them."""
+    return events.with_columns(
+        S.pid_from_global("global_tid").cast(pl.Int32).alias("pid"),
+        S.tid_from_global("global_tid").cast(pl.Int32).alias("tid"),
+    )
+
+
 def _ranges_and_marks(
     ranges: pl.DataFrame, marks: pl.DataFrame, creates: pl.DataFrame, text: pl.DataFrame, strings: pl.DataFrame
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    ranges, marks, creates = (_with_pid_tid(f) for f in (ranges, marks, creates))
     # Domain names: DomainCreate rows per (process, domain id), the first one wins.
     domains = (
         creates.join(text, on="row", how="inner")
@@ -264,10 +264,6 @@ def _ranges_and_marks(
         .select("pid", "domain_id", pl.col("text").alias("domain"))
     )
     last_ts = ranges.select(pl.max_horizontal(pl.col("start").max(), pl.col("end").max())).item()
-    ranges = ranges.with_columns(
-        S.pid_from_global("global_tid").cast(pl.Int32).alias("pid"),
-        S.tid_from_global("global_tid").cast(pl.Int32).alias("tid"),
-    )
     ranges = ranges.hstack(_label(ranges, "range_id", text, strings, domains)).with_columns(
         pl.when(pl.col("event_type").is_in(S.PUSHPOP_EVENT_TYPES))
         .then(pl.lit("PushPop"))
@@ -362,8 +358,8 @@ def _load(src: SqliteSource) -> Trace:
 
     notes: list[str] = []
     # One batch of reads, run in parallel: big tables in rowid chunks.
-    op_queries = {t: _op_queries(src, t) for t in op_tables}
-    api_queries = _api_queries(src) if src.has(S.RUNTIME) else []
+    op_queries = {t: _chunked_queries(src, t, _OP_SOURCES[t][1], _OP_READ_SCHEMA) for t in op_tables}
+    api_queries = _chunked_queries(src, S.RUNTIME, _API_COLUMNS, _API_READ_SCHEMA) if src.has(S.RUNTIME) else []
     nvtx = _nvtx_queries(src) if src.has(S.NVTX) else None
     nvtx_batch = [*nvtx.ranges, nvtx.marks, nvtx.domains, nvtx.text] if nvtx else []
     batch = [_strings_query(), *api_queries, *nvtx_batch, *(q for qs in op_queries.values() for q in qs)]
