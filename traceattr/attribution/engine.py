@@ -257,7 +257,7 @@ def _locate(
         pl.col("api_start").alias("start"),
         pl.col("api_end").alias("end"),
     )
-    calls = calls.filter(_first_per_call(calls["call_id"]))
+    calls = calls.filter(first_of_id(calls["call_id"]))  # one row per call: its rows are alike
     every, deepest = index.locate(calls, ancestors=ancestors)
     out = []
     for located in (every, deepest):
@@ -273,22 +273,6 @@ def _locate(
             pairs = pairs.group_by("op_id", "range_id").agg(pl.col("api_start").min())
         out.append(pairs.select("op_id", "range_id", "api_start"))
     return out[0], out[1]
-
-
-def _first_per_call(call_id: pl.Series) -> pl.Series:
-    """One row per call id (api_id, a row number of the runtime table; its rows are alike): a mask.
-
-    Ops of one launch are usually adjacent (op_id order follows launch order), so the first of each run
-    of equal ids is kept; when ids recur out of order, a position table (one slot per runtime row, dense)
-    names one row per id instead. No hash of millions of keys either way.
-    """
-    new_run = call_id.ne_missing(call_id.shift(1))
-    if call_id.is_sorted() or call_id.len() == 0:
-        return new_run
-    row = pl.int_range(call_id.len(), dtype=pl.Int64, eager=True)
-    # any row of an id serves (they are one runtime row's copies): the scatter keeps one per slot
-    slots = pl.repeat(None, int(call_id.max()) + 1, dtype=pl.Int64, eager=True).scatter(call_id, row)  # type: ignore[arg-type]
-    return slots.gather(call_id) == row
 
 
 def _name_keys(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -480,32 +464,17 @@ def _metrics(assign: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
         pl.col("_api_by").gather(first).alias("_first_api"),
     )
     count = (last - first + 1).cast(pl.Int64)
-    # flags set on every op sum to the run's length, absent roles to zero: no running sum (as _slice_sums)
-    every_launch, every_kernel = rows["first_of_launch"].all(), rows["is_kernel"].all()
-    present = set(rows["role"].unique().drop_nulls().to_list())
+    plan = _SumPlan.of(rows)
     dur = pl.col("_dur")
-    sums = {"gpu_sum_ns": dur, "busy_ns": _covered(rows, runs)}
-    if not every_launch:
-        sums["gpu_ops"] = pl.col("first_of_launch")
-    if not every_kernel:
-        sums |= {"kernels": pl.col("is_kernel"), "kernel_sum_ns": dur * pl.col("is_kernel")}
+    sums = {"gpu_sum_ns": dur, "busy_ns": _covered(rows, runs), **plan.summed(dur)}
     sums |= {
         name: pl.col(f"_new_{col}") for name, col in (("streams", "stream"), ("devices", "device_id")) if not one[col]
     }
-    if len(present) > 1:
-        sums |= {f"{role}_sum_ns": dur * (pl.col("role") == role) for role in ROLES if role in present}
     ends = rows.select(e.cast(pl.Int64).cum_sum().alias(k) for k, e in sums.items())[last]
     totals = ends.select(pl.all() - pl.all().shift(1, fill_value=0))
-    gpu_sum, ones = totals["gpu_sum_ns"], pl.ones(count.len(), dtype=pl.Int64, eager=True)
-    fixed = {"gpu_ops": count} if every_launch else {}
-    if every_kernel:
-        fixed |= {"kernels": count, "kernel_sum_ns": gpu_sum}
+    ones = pl.ones(count.len(), dtype=pl.Int64, eager=True)
+    fixed = plan.derived(count, totals["gpu_sum_ns"])
     fixed |= {name: ones for name, col in (("streams", "stream"), ("devices", "device_id")) if one[col]}
-    fixed |= {
-        f"{role}_sum_ns": gpu_sum if present == {role} else pl.zeros(count.len(), dtype=pl.Int64, eager=True)
-        for role in ROLES
-        if f"{role}_sum_ns" not in totals.columns
-    }
     return (
         runs.hstack(totals)
         .hstack([series.alias(name) for name, series in fixed.items()])
@@ -517,6 +486,48 @@ def _metrics(assign: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
         .with_columns((pl.col("gpu_span_ns") - pl.col("busy_ns")).alias("gap_ns"))
         .select(list(_METRICS_SCHEMA))
     )
+
+
+@dataclass(frozen=True)
+class _SumPlan:
+    """Which per-range sums need a running sum over the ops of *rows*.
+
+    A flag set on every op sums to the range's op count, a role no op has to zero, and the only role
+    present to gpu_sum_ns: most traces have one op per launch, only kernels and few roles.
+    """
+
+    every_launch: bool
+    every_kernel: bool
+    present: frozenset[str]
+
+    @classmethod
+    def of(cls, rows: pl.DataFrame) -> _SumPlan:
+        present = frozenset(rows["role"].unique().drop_nulls().to_list())
+        return cls(bool(rows["first_of_launch"].all()), bool(rows["is_kernel"].all()), present)
+
+    def summed(self, dur: pl.Expr) -> dict[str, pl.Expr]:
+        """The sums beyond gpu_sum_ns and busy_ns that need a running sum, as per-op values."""
+        out: dict[str, pl.Expr] = {}
+        if not self.every_launch:
+            out["gpu_ops"] = pl.col("first_of_launch")
+        if not self.every_kernel:
+            out |= {"kernels": pl.col("is_kernel"), "kernel_sum_ns": dur * pl.col("is_kernel")}
+        if len(self.present) > 1:
+            out |= {f"{role}_sum_ns": dur * (pl.col("role") == role) for role in ROLES if role in self.present}
+        return out
+
+    def derived(self, count: pl.Series, gpu_sum: pl.Series) -> dict[str, pl.Series]:
+        """The other sums, from each range's op count and gpu_sum_ns."""
+        out: dict[str, pl.Series] = {}
+        if self.every_launch:
+            out["gpu_ops"] = count
+        if self.every_kernel:
+            out |= {"kernels": count, "kernel_sum_ns": gpu_sum}
+        zero = pl.zeros(count.len(), dtype=pl.Int64, eager=True)
+        for role in ROLES:
+            if len(self.present) <= 1 or role not in self.present:
+                out[f"{role}_sum_ns"] = gpu_sum if self.present == {role} else zero
+        return out
 
 
 def _in_order(rows: pl.DataFrame, col: str) -> bool:
@@ -614,34 +625,18 @@ def _subtree_metrics(index: RangeIndex, deepest: pl.DataFrame, facts: pl.DataFra
 def _slice_sums(rows: pl.DataFrame, lo: pl.Series, hi: pl.Series, count: pl.Series) -> pl.DataFrame:
     """gpu_ops, kernels, kernel/gpu/busy/role sums over each slice ``rows[lo:hi]`` (hi > lo).
 
-    A sum is a difference of one running sum (a zero in front) at the slice's ends. A flag set on every
-    op sums to the slice's length, and a role no op has to zero, so those take no running sum: most
-    traces have one op per launch, only kernels and three of the six roles.
+    A sum is a difference of one running sum at the slice's ends; what :class:`_SumPlan` derives
+    takes none.
     """
     dur = pl.col("end") - pl.col("start")
-    zero = pl.zeros(lo.len(), dtype=pl.Int64, eager=True)
-    every_launch, every_kernel = rows["first_of_launch"].all(), rows["is_kernel"].all()
-    present = set(rows["role"].unique().drop_nulls().to_list())
-    wanted: dict[str, pl.Expr] = {"gpu_sum_ns": dur, "busy_ns": pl.col("_busy")}
-    if not every_launch:
-        wanted["gpu_ops"] = pl.col("first_of_launch")
-    if not every_kernel:
-        wanted |= {"kernels": pl.col("is_kernel"), "kernel_sum_ns": dur * pl.col("is_kernel")}
-    if len(present) > 1:
-        wanted |= {f"{role}_sum_ns": dur * (pl.col("role") == role) for role in ROLES if role in present}
+    plan = _SumPlan.of(rows)
+    wanted: dict[str, pl.Expr] = {"gpu_sum_ns": dur, "busy_ns": pl.col("_busy"), **plan.summed(dur)}
     last, sums = hi - 1, {}
     for k, e in wanted.items():  # one running sum at a time: the peak holds one, not a dozen
         value = rows.select(e.cast(pl.Int64)).to_series()
         running = value.cum_sum()
         sums[k] = running.gather(last) - running.gather(lo) + value.gather(lo)
-    gpu_sum = sums["gpu_sum_ns"]
-    if every_launch:
-        sums["gpu_ops"] = count
-    if every_kernel:
-        sums |= {"kernels": count, "kernel_sum_ns": gpu_sum}
-    for role in ROLES:  # one role present: every op's time is that role's
-        if f"{role}_sum_ns" not in sums:
-            sums[f"{role}_sum_ns"] = gpu_sum if present == {role} else zero
+    sums |= plan.derived(count, sums["gpu_sum_ns"])
     order = ("gpu_ops", "kernels", "kernel_sum_ns", "gpu_sum_ns", "busy_ns", *ROLE_COLUMNS)
     return pl.DataFrame([sums[k].alias(k) for k in order])
 
