@@ -122,9 +122,8 @@ def _one_thread(*frames: pl.DataFrame) -> bool:
 
 def _fold(df: pl.DataFrame, threads: pl.DataFrame, t0: int, span: int) -> pl.DataFrame:
     if threads.height == 1:  # the usual single-threaded capture: a filter, not a join
-        tid = threads["global_tid"][0]
-        if df["global_tid"].null_count() or not (df["global_tid"].min() == tid == df["global_tid"].max()):
-            df = df.filter(pl.col("global_tid") == tid)  # a copy of every column: only when rows go
+        if not _one_thread(threads, df):  # a filter copies every column: only when rows go
+            df = df.filter(pl.col("global_tid") == threads["global_tid"][0])
         df = df.with_columns(pl.lit(0, pl.Int64).alias("_rank"))
     else:
         df = df.join(threads, on="global_tid", how="inner")
