@@ -32,7 +32,7 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_sweep_trace import build
 
-from traceattr.synth.writer import write_export
+from tests.synth.writer import write_export
 
 
 def make_reports(folder: Path, n: int, calls: int) -> list[Path]:

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from traceattr.synth.builder import global_pid, global_tid
-from traceattr.synth.writer import write_export
+from tests.synth.builder import global_pid, global_tid
+from tests.synth.writer import write_export
 from traceattr.trace import schema as S
 
 PID, TID = 3131, 3131

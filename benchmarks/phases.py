@@ -64,7 +64,7 @@ def main() -> None:
     phases.run("import polars", lambda: __import__("polars"))
     phases.run("import traceattr", lambda: __import__("traceattr.attribution.engine"))
     from traceattr.attribution.engine import attribute
-    from traceattr.output import write_table
+    from traceattr.core.output import write_table
     from traceattr.trace.loader import load_trace
 
     trace = phases.run("load", lambda: load_trace(args.trace))

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from traceattr.arms import Arm, check_arm, default_arms, parse_arm, parse_arms
 from traceattr.backends import BACKENDS, registry
+from traceattr.backends.arms import Arm, check_arm, default_arms, parse_arm, parse_arms
 from traceattr.backends.base import Device
 from traceattr.backends.layout import KvLayout
-from traceattr.errors import BackendUnsupported, TraceattrError
-from traceattr.profile import make_plan
+from traceattr.core.errors import BackendUnsupported, TraceattrError
+from traceattr.core.shapes import parse_shape
+from traceattr.jobs.profile import make_plan
 from traceattr.runner.plan import (
     DEFAULT_MAX_ITERS,
     NOISE_STEP,
@@ -26,7 +27,6 @@ from traceattr.runner.plan import (
     check_timing,
     more_rounds,
 )
-from traceattr.shapes import parse_shape
 
 H200 = Device("NVIDIA H200", (9, 0), 132, 141 << 30, "13.0", 60 << 20)
 PLUGIN_ROOT = Path(__file__).parent.parent / "examples" / "mla_plugin"
@@ -81,9 +81,9 @@ def test_options_are_canonical() -> None:
         ("a/b=fa3", "label 'a/b' may hold only"),
         ("xformers", "unknown backend 'xformers'; known: fa3"),
         ("nosuchpkg.mod:Cls", "cannot import nosuchpkg.mod: ModuleNotFoundError"),
-        ("traceattr.shapes:Nope", "module traceattr.shapes has no attribute 'Nope'"),
-        ("traceattr.shapes:Shape", "Shape() failed"),
-        ("traceattr.shapes:HEAD_PRESETS", "not a traceattr backend: its caps must be"),
+        ("traceattr.core.shapes:Nope", "module traceattr.core.shapes has no attribute 'Nope'"),
+        ("traceattr.core.shapes:Shape", "Shape() failed"),
+        ("traceattr.core.shapes:HEAD_PRESETS", "not a traceattr backend: its caps must be"),
     ],
 )
 def test_bad_arms_say_why_in_one_line(text: str, needle: str) -> None:
@@ -252,10 +252,10 @@ def test_arm_labels_survive_analysis_and_terminal(tmp_path: Path) -> None:
     import polars as pl
 
     import traceattr
+    from tests.synth.builder import TraceBuilder
     from traceattr.analysis.pipeline import analyse
-    from traceattr.callnames import CallName, parse_message
-    from traceattr.synth.builder import TraceBuilder
-    from traceattr.terminal import console, render_summary
+    from traceattr.core.callnames import CallName, parse_message
+    from traceattr.present.terminal import console, render_summary
 
     fa3 = "flashinfer::mla::hopper::BatchMLAPageAttentionHopperKernel<true, 1>"
     merge = "flashinfer::MergeStatesLargeNumIndexSetsKernel<8u, 64u, 2u, 4u, __nv_bfloat16, __nv_bfloat16>"

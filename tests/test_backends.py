@@ -7,8 +7,8 @@ import pytest
 from traceattr.backends import BACKENDS, check
 from traceattr.backends.base import SM_SCALE, Device
 from traceattr.backends.layout import KvLayout
-from traceattr.errors import BackendUnsupported, TraceattrError
-from traceattr.shapes import parse_shape
+from traceattr.core.errors import BackendUnsupported, TraceattrError
+from traceattr.core.shapes import parse_shape
 
 H200 = Device("NVIDIA H200", (9, 0), 132)
 B200 = Device("NVIDIA B200", (10, 0), 148)

@@ -18,14 +18,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import traceattr
+from tests.synth.builder import TraceBuilder
 from traceattr.analysis.calls import calls
 from traceattr.analysis.pipeline import with_events
 from traceattr.analysis.summary import PART_COLUMNS, summarize
 from traceattr.attribution.calltime import exposure
 from traceattr.attribution.engine import attribute
 from traceattr.attribution.roles import ROLES
-from traceattr.runfolder import runner_events
-from traceattr.synth.builder import TraceBuilder
+from traceattr.core.runfolder import runner_events
 from traceattr.trace.loader import load_trace
 
 from .conftest import DATA, FIXTURES
@@ -226,7 +226,7 @@ def test_a_call_without_event_records_has_no_event_columns(exports: dict[str, Pa
 def test_unreadable_runner_json_is_one_line(tmp_path: Path) -> None:
     _synthetic(tmp_path / "trace.sqlite")
     (tmp_path / "runner.json").write_text('{"events": [{"backend": "x"}]}', encoding="utf-8")
-    with pytest.raises(traceattr.errors.TraceError, match=r"runner\.json"):
+    with pytest.raises(traceattr.core.errors.TraceError, match=r"runner\.json"):
         runner_events(tmp_path)
     assert runner_events(tmp_path / "nothing") is None
     out = subprocess.run([sys.executable, "-m", "traceattr", "compare", str(tmp_path)], capture_output=True, text=True,
@@ -272,9 +272,9 @@ def test_exposure_equals_brute_force_and_partitions_the_span(ops: list[tuple[int
 
 
 def test_report_shows_exposed_bars_and_the_event_column(exports: dict[str, Path]) -> None:
-    from traceattr.report.data import collect
-    from traceattr.report.figures_compare import attribution_figure
-    from traceattr.report.table import numbers_table
+    from traceattr.present.report.data import collect
+    from traceattr.present.report.figures_compare import attribution_figure
+    from traceattr.present.report.table import numbers_table
 
     d = collect(attribute(load_trace(exports[SWEEP])), events=runner_events(DATA / SWEEP))
     fa3 = d.table.filter((pl.col("backend") == "fa3") & pl.col("shape").str.contains("ctx8k_")).row(0, named=True)

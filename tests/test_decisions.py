@@ -17,7 +17,7 @@ from traceattr.analysis.pipeline import analyse
 from traceattr.analysis.summary import summarize
 from traceattr.attribution.calltime import EVENT_COLUMNS, EXPOSED_COLUMNS
 from traceattr.attribution.engine import ROLE_COLUMNS
-from traceattr.backends import same_program
+from traceattr.backends.arms import same_program
 from traceattr.cli import main
 
 CALLS = 20
@@ -54,8 +54,8 @@ def calls_frame(times_us: dict[tuple[str, str], float], noise: float = 0.003, se
 
 def decide(times: dict[tuple[str, str], float], **kw) -> tuple[pl.DataFrame, pl.DataFrame]:
     calls = calls_frame(times, **kw)
-    summary = summarize(calls, None)
-    return summary, crossovers(summary, calls)
+    summary = summarize(calls, None, same_program)  # the commands pass the backends' declarations
+    return summary, crossovers(summary, calls, same_program=same_program)
 
 
 def test_same_program_is_declared_by_the_backend() -> None:

@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 import traceattr
+from tests.synth.builder import TraceBuilder
 from traceattr.analysis.diff import TOTAL, diff
 from traceattr.cli import main
-from traceattr.synth.builder import TraceBuilder
 
 PAIR = ("nsysai_mfu_2gpu_before", "nsysai_mfu_2gpu_after")
 

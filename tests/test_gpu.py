@@ -28,8 +28,8 @@ from traceattr.backends import BACKENDS, check, current_device, get_backend  # n
 from traceattr.backends.base import SM_SCALE  # noqa: E402
 from traceattr.backends.inputs import build_inputs  # noqa: E402
 from traceattr.backends.reference import mla_reference, mla_reference_lse, relative_error  # noqa: E402
-from traceattr.errors import BackendUnsupported  # noqa: E402
-from traceattr.shapes import parse_shape  # noqa: E402
+from traceattr.core.errors import BackendUnsupported  # noqa: E402
+from traceattr.core.shapes import parse_shape  # noqa: E402
 
 SHAPES = ["q8_ctx8k_h16", "q1_ctx20000_h128", "q4_ctx4100_h96_b3_ragged", "q8_ctx8k_h16_fp8", "q2_ctx3000_h16_b2_row"]
 
@@ -116,7 +116,7 @@ PLUGIN = "mla_plugin.torch_mla:TorchMLA"
 
 def _arm_output(text: str, shape_name: str, *, shuffle: bool = True):
     """(output rows, the reference of what the arm read, the runner's entry) of one arm on one shape."""
-    from traceattr.arms import parse_arm
+    from traceattr.backends.arms import parse_arm
     from traceattr.runner.loop import ShapeInputs, check_output, prepare_arm
     from traceattr.runner.plan import RunPlan
 

@@ -1,7 +1,7 @@
 """Call-name grouping: traceattr's own grammar (writer = reader), the presets, --group regexes, and the
 one-line notes that replace winners when a grouping cannot support a comparison.
 
-Each trace is built at test time with traceattr.synth (schema-exact nsys DDL), named the way other tools
+Each trace is built at test time with tests.synth (schema-exact nsys DDL), named the way other tools
 name their ranges: ctx digits at the end with no iteration, ``|`` and ``.`` separators, a backend with an
 underscore in its name.
 """
@@ -16,13 +16,13 @@ import polars as pl
 import pytest
 
 import traceattr
+from tests.synth.builder import TraceBuilder
 from traceattr.analysis.calls import grouping_note
 from traceattr.analysis.pipeline import analyse
-from traceattr.callnames import GROUP_PRESETS, MESSAGE_PATTERN, CallName, group_pattern, parse_message
 from traceattr.cli import main
-from traceattr.errors import TraceattrError
-from traceattr.report import build_report
-from traceattr.synth.builder import TraceBuilder
+from traceattr.core.callnames import GROUP_PRESETS, MESSAGE_PATTERN, CallName, group_pattern, parse_message
+from traceattr.core.errors import TraceattrError
+from traceattr.present.report import build_report
 
 KERNEL = "void attn_kernel<64>(Params)"
 CTXS = (32768, 65536, 131072, 262144)

@@ -117,7 +117,7 @@ def test_impossible_values_are_refused_in_one_line(
 
 @pytest.mark.parametrize(("sql", "needle"), [c[1:] for c in IMPOSSIBLE], ids=[c[0] for c in IMPOSSIBLE])
 def test_impossible_values_refused_by_both_engines(tmp_path: Path, sql: str, needle: str) -> None:
-    from traceattr.errors import TraceError
+    from traceattr.core.errors import TraceError
     from traceattr.trace.loader import load_trace
 
     path = mutate(tmp_path, sql)
@@ -329,7 +329,7 @@ def test_failed_write_keeps_previous_set(
 ) -> None:
     import errno
 
-    from traceattr import output
+    from traceattr.core import output
 
     out = tmp_path / "res"
     assert cli(capsys, "attribute", SWEEP, "--out", out, "-f", "parquet")[0] == 0
@@ -408,7 +408,7 @@ def test_ctrl_c_leaves_a_whole_set(tmp_path: Path, delay: float, expected_sets: 
 
 
 def test_second_interrupt_during_cleanup_still_cleans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from traceattr import output
+    from traceattr.core import output
 
     real = shutil.rmtree
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from traceattr.keys import first_of_id, rows_at, scatter_rows
+from traceattr.core.keys import first_of_id, rows_at, scatter_rows
 
 keys = st.lists(st.integers(-5, 40), unique=True, max_size=12) | st.lists(
     st.integers(-(10**12), 10**12), unique=True, max_size=12

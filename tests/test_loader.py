@@ -7,10 +7,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.synth.builder import TraceBuilder
+from tests.synth.writer import write_export
 from traceattr.attribution.engine import NO_LAUNCH, attribute
-from traceattr.errors import NoDataError, TraceError
-from traceattr.synth.builder import TraceBuilder
-from traceattr.synth.writer import write_export
+from traceattr.core.errors import NoDataError, TraceError
 from traceattr.trace import schema as S
 from traceattr.trace import sqlite_source
 from traceattr.trace.loader import load_trace
@@ -78,7 +78,7 @@ def test_reads_start_biggest_first_and_return_in_order(exports: dict[str, Path],
 
 
 def test_usable_cpus_follows_the_affinity(monkeypatch) -> None:
-    from traceattr import cpus
+    from traceattr.core import cpus
 
     monkeypatch.setattr(cpus.os, "sched_getaffinity", lambda _pid: {3}, raising=False)
     assert cpus.usable_cpus() == 1

@@ -11,10 +11,10 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import traceattr
+from tests.synth.builder import TraceBuilder
 from tests.test_cli import run
-from traceattr import multi
-from traceattr.errors import TraceattrError
-from traceattr.synth.builder import TraceBuilder
+from traceattr.core.errors import TraceattrError
+from traceattr.jobs import many
 
 ATTENTION = "void flashinfer::mla::hopper::BatchMLAPageAttentionHopperKernel<int>(T2)"
 NCCL = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
@@ -57,29 +57,29 @@ def test_inputs_from_folders_patterns_and_run_folders(tmp_path: Path) -> None:
     run_dir = tmp_path / "20261130_run"
     run_dir.mkdir()
     shutil.copy(a, run_dir / "trace.sqlite")
-    got = multi.expand_inputs([tmp_path])
+    got = many.expand_inputs([tmp_path])
     assert got == [run_dir, a, b, tmp_path / "c.nsys-rep"]
-    assert multi.expand_inputs([str(tmp_path / "*.sqlite"), a]) == [a, b]  # a named twice runs once
-    assert multi.expand_inputs([run_dir]) == [run_dir]
-    assert multi.report_names(got) == ["20261130_run", "a", "b", "c"]
+    assert many.expand_inputs([str(tmp_path / "*.sqlite"), a]) == [a, b]  # a named twice runs once
+    assert many.expand_inputs([run_dir]) == [run_dir]
+    assert many.report_names(got) == ["20261130_run", "a", "b", "c"]
     other = tmp_path / "x" / "a.sqlite"
     other.parent.mkdir()
     shutil.copy(a, other)
-    assert multi.report_names([a, other]) == ["a", "x/a"]  # equal stems: the path below the common folder
+    assert many.report_names([a, other]) == ["a", "x/a"]  # equal stems: the path below the common folder
     with pytest.raises(TraceattrError, match="no file matches"):
-        multi.expand_inputs([str(tmp_path / "*.nope")])
+        many.expand_inputs([str(tmp_path / "*.nope")])
     (tmp_path / "empty").mkdir()
     with pytest.raises(TraceattrError, match="is a directory without"):
-        multi.expand_inputs([tmp_path / "empty"])
+        many.expand_inputs([tmp_path / "empty"])
 
 
 def test_per_rank_numbers_and_the_slowest_rank(ranks: Path) -> None:
-    results = multi.run_reports(multi.expand_inputs([ranks]), multi.Settings(), workers=1)
-    combined = multi.combine(results)
+    results = many.run_reports(many.expand_inputs([ranks]), many.Settings(), workers=1)
+    combined = many.combine(results)
     assert [r.ok for r in results] == [True, True, False]
     assert combined.failures == (results[2].error,) and "rank2.sqlite" in results[2].error
     assert "\n" not in results[2].error
-    across = multi.across_reports(combined.ranges, "name").filter(pl.col("name") == "dcp:attention").row(0, named=True)
+    across = many.across_reports(combined.ranges, "name").filter(pl.col("name") == "dcp:attention").row(0, named=True)
     # per rank the median attention range (projected: first op start → last op end = the kernel)
     assert across["reports"] == 2 and across["rows"] == 6
     assert across["rank_min_gpu_span_ns"] == 10_000 and across["rank_max_gpu_span_ns"] == 12_000
@@ -88,43 +88,43 @@ def test_per_rank_numbers_and_the_slowest_rank(ranks: Path) -> None:
     assert across["slowest_report"] == "rank1" and across["fastest_report"] == "rank0"
     assert across["gpu_span_total_ns"] == 30_000 + 64_000
     reports = combined.reports.filter(pl.col("ok"))
-    assert reports[multi.REPORT].to_list() == ["rank0", "rank1"]
+    assert reports[many.REPORT].to_list() == ["rank0", "rank1"]
     assert reports["attention_sum_ns"].to_list() == [30_000, 64_000]
     assert reports["reduce_sum_ns"].to_list() == [9_000, 9_000]  # the merge kernels
     assert reports["gpu_ops"].to_list() == [9, 9] and reports["unattributed_ops"].to_list() == [0, 0]
     assert reports["gpu"].to_list() == ["NVIDIA H200"] * 2
 
 
-def _frames(results: list[multi.ReportResult]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    c = multi.combine(results)
+def _frames(results: list[many.ReportResult]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    c = many.combine(results)
     return c.ranges, c.reports.drop("seconds", "worker_pid", "worker_peak_rss_mb")
 
 
 def test_processes_give_the_serial_answer_and_each_report_equals_its_own_attribution(
     ranks: Path, exports: dict[str, Path], tmp_path: Path
 ) -> None:
-    paths = [*multi.expand_inputs([ranks]), exports["h200_torch_tiny"]]
-    serial = multi.run_reports(paths, multi.Settings(mode="innermost"), workers=1)
-    with multi.parts_folder(tmp_path / "out") as parts:
-        parallel = multi.run_reports(paths, multi.Settings(mode="innermost"), workers=2, parts=parts)
+    paths = [*many.expand_inputs([ranks]), exports["h200_torch_tiny"]]
+    serial = many.run_reports(paths, many.Settings(mode="innermost"), workers=1)
+    with many.parts_folder(tmp_path / "out") as parts:
+        parallel = many.run_reports(paths, many.Settings(mode="innermost"), workers=2, parts=parts)
         assert {r.summary["worker_pid"] for r in parallel} != {os.getpid()}
-        kernels = multi.kernels_lazy(multi.combine(parallel)).collect()  # type: ignore[union-attr]
+        kernels = many.kernels_lazy(many.combine(parallel)).collect()  # type: ignore[union-attr]
     for a, b in zip(_frames(serial), _frames(parallel), strict=True):
         assert_frame_equal(a, b)
     name = serial[-1].report
-    tiny = multi.combine(serial).ranges.filter(pl.col(multi.REPORT) == name).drop(multi.REPORT)
+    tiny = many.combine(serial).ranges.filter(pl.col(many.REPORT) == name).drop(many.REPORT)
     alone = traceattr.open(exports["h200_torch_tiny"]).attribute(mode="innermost")
     assert_frame_equal(tiny, alone.ranges)
-    assert_frame_equal(kernels.filter(pl.col(multi.REPORT) == name).drop(multi.REPORT), alone.ops.sort("op_id"))
+    assert_frame_equal(kernels.filter(pl.col(many.REPORT) == name).drop(many.REPORT), alone.ops.sort("op_id"))
 
 
 def test_dask_local_cluster(ranks: Path) -> None:
     if not IN_CI:
         pytest.importorskip("distributed", reason="the `multi` extra (Dask) is not installed")
-    paths = multi.expand_inputs([ranks])
-    serial = multi.run_reports(paths, multi.Settings(), workers=1)
+    paths = many.expand_inputs([ranks])
+    serial = many.run_reports(paths, many.Settings(), workers=1)
     seen = []
-    on_dask = multi.run_reports(paths, multi.Settings(), workers=2, dask="local", on_done=seen.append)
+    on_dask = many.run_reports(paths, many.Settings(), workers=2, dask="local", on_done=seen.append)
     assert len(seen) == 3 and not on_dask[2].ok and on_dask[2].error == serial[2].error
     for a, b in zip(_frames(serial), _frames(on_dask), strict=True):
         assert_frame_equal(a, b)
@@ -145,9 +145,9 @@ def test_cli_many_reports_write_what_was_read_and_exit_2(ranks: Path, tmp_path: 
         "reports.parquet",
     ]  # fmt: skip  (the workers' scratch parts are gone)
     ranges = pl.read_parquet(out / "ranges.parquet")
-    assert ranges.columns[0] == multi.REPORT and set(ranges[multi.REPORT]) == {"rank0", "rank1"}
+    assert ranges.columns[0] == many.REPORT and set(ranges[many.REPORT]) == {"rank0", "rank1"}
     kernels = pl.read_parquet(out / "kernels.parquet")
-    assert kernels.group_by(multi.REPORT).len().sort(multi.REPORT)["len"].to_list() == [9, 9]
+    assert kernels.group_by(many.REPORT).len().sort(many.REPORT)["len"].to_list() == [9, 9]
     assert set(kernels.filter(pl.col("name") == NCCL)["family"]) == {"nccl"}  # a rank's collective is named
     assert pl.read_parquet(out / "reports.parquet")["ok"].to_list() == [True, True, False]
     table = run("attribute", str(ranks / "rank*.sqlite"), "-j", "1")  # a quoted pattern; terminal tables
@@ -168,14 +168,14 @@ def test_cli_compare_pools_calls_one_round_per_report(exports: dict[str, Path], 
     for rank in ("rank0", "rank1"):
         shutil.copy(sweep, tmp_path / f"{rank}.sqlite")
     single = run("compare", str(sweep), "-o", str(tmp_path / "one"))
-    many = run("compare", str(tmp_path / "rank0.sqlite"), str(tmp_path / "rank1.sqlite"), "-o", str(tmp_path / "two"))
-    assert single.returncode == 0 and many.returncode == 0, many.stderr
+    pooled = run("compare", str(tmp_path / "rank0.sqlite"), str(tmp_path / "rank1.sqlite"), "-o", str(tmp_path / "two"))
+    assert single.returncode == 0 and pooled.returncode == 0, pooled.stderr
     one = pl.read_csv(tmp_path / "one" / "summary.csv")
     two = pl.read_csv(tmp_path / "two" / "summary.csv")
     # the same calls twice: the same medians, twice the calls and twice the rounds
     assert_frame_equal(one.select("shape", "backend", "median_us"), two.select("shape", "backend", "median_us"))
     assert (two["calls"] == 2 * one["calls"]).all() and (two["rounds"] == 2 * one["rounds"]).all()
     calls = pl.read_csv(tmp_path / "two" / "calls.csv")
-    assert calls.columns[0] == multi.REPORT and calls.height == 2 * pl.read_csv(tmp_path / "one" / "calls.csv").height
+    assert calls.columns[0] == many.REPORT and calls.height == 2 * pl.read_csv(tmp_path / "one" / "calls.csv").height
     across = pl.read_csv(tmp_path / "two" / "across_reports.csv")
     assert (across["reports"] == 2).all() and (across["spread_gpu_span_ns"] == 0).all()

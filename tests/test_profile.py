@@ -18,11 +18,11 @@ from traceattr.analysis.pipeline import with_events
 from traceattr.analysis.roofline import peak_bandwidth
 from traceattr.analysis.summary import summarize
 from traceattr.attribution.engine import attribute
-from traceattr.callnames import CallName, parse_message
-from traceattr.capture import profile_command
-from traceattr.profile import make_plan
+from traceattr.core.callnames import CallName, parse_message
+from traceattr.core.shapes import parse_shape
+from traceattr.jobs.capture import profile_command
+from traceattr.jobs.profile import make_plan
 from traceattr.runner.plan import RunPlan, arm_letters, round_order
-from traceattr.shapes import parse_shape
 from traceattr.trace.loader import load_trace
 
 from .conftest import DATA

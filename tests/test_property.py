@@ -14,8 +14,8 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.synth.builder import TraceBuilder
 from traceattr.attribution.engine import NO_LAUNCH, UNATTRIBUTED, attribute
-from traceattr.synth.builder import TraceBuilder
 from traceattr.trace.loader import load_trace
 
 KERNELS = ["fmhaSm100fKernel_QkvBfloat16OBfloat16HQk576HV512PagedKvDenseP64VarSeqQ8Kv128PersistentSwapsAbForGen",

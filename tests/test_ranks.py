@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from tests.test_cli import run
-from traceattr.errors import TraceattrError
-from traceattr.ranks import NO_MULTICAST, make_ranks_plan
-from traceattr.shapes import parse_shape
+from traceattr.core.errors import TraceattrError
+from traceattr.core.shapes import parse_shape
+from traceattr.jobs.rank_runs import NO_MULTICAST, make_ranks_plan
 
 
 def test_plan_one_process_and_one_report_per_rank(tmp_path: Path) -> None:

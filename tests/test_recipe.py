@@ -19,8 +19,8 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from tests.test_multi import IN_CI, rank_trace
-from traceattr import multi
-from traceattr.nsys import find_nsys
+from traceattr.jobs import many
+from traceattr.trace.nsys import find_nsys
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 NAME = "traceattr_attribution"
@@ -91,9 +91,9 @@ def test_recipe_equals_traceattr_attribute(nsys: Path, reports: Path, tmp_path: 
                               "recipe.nsys-analysis"])  # fmt: skip
     # traceattr's own multi-report run over the exports gives the same tables
     exports = sorted(reports.glob("*.sqlite"))
-    with multi.parts_folder(tmp_path / "cli") as parts:
-        combined = multi.combine(multi.run_reports(exports, multi.Settings(), workers=1, parts=parts))
-        multi.write_combined(combined, tmp_path / "cli", "parquet")
+    with many.parts_folder(tmp_path / "cli") as parts:
+        combined = many.combine(many.run_reports(exports, many.Settings(), workers=1, parts=parts))
+        many.write_combined(combined, tmp_path / "cli", "parquet")
     for stem in ("ranges", "kernels", "across_reports"):
         assert_frame_equal(
             pl.read_parquet(out / f"{stem}.parquet"), pl.read_parquet(tmp_path / "cli" / f"{stem}.parquet")

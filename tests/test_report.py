@@ -20,17 +20,17 @@ import polars as pl
 import pytest
 
 import traceattr
+from tests.synth.builder import TraceBuilder
 from traceattr.analysis.crossover import rule_text
 from traceattr.analysis.pipeline import analyse
 from traceattr.attribution.engine import Attribution
 from traceattr.cli import main
-from traceattr.report import Limits, build_report, write_report
-from traceattr.report.data import _evenly_in_time, collect
-from traceattr.report.figures_compare import attribution_figure
-from traceattr.report.figures_decision import context_figure
-from traceattr.report.figures_timeline import timeline_figure
-from traceattr.report.style import backend_colors
-from traceattr.synth.builder import TraceBuilder
+from traceattr.present.report import Limits, build_report, write_report
+from traceattr.present.report.data import _evenly_in_time, collect
+from traceattr.present.report.figures_compare import attribution_figure
+from traceattr.present.report.figures_decision import context_figure
+from traceattr.present.report.figures_timeline import timeline_figure
+from traceattr.present.report.style import backend_colors
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "traces" / "h200_mla_fa2_fa3.sqlite"
 PLOTS = ("fig-context", "fig-attribution", "fig-distributions", "fig-timeline")  # page order

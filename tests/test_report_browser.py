@@ -26,7 +26,7 @@ import pytest
 
 import traceattr
 from tests.test_report import EXAMPLE, PLOTS, flashmla_export
-from traceattr.report import write_report
+from traceattr.present.report import write_report
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Skipped where Chromium is missing, unless TRACEATTR_REQUIRE_BROWSER=1 (CI, next to its apt-get install):

@@ -10,7 +10,7 @@ from polars.testing import assert_frame_equal
 
 from traceattr.attribution.engine import RangeFilter, attribute
 from traceattr.attribution.roles import RoleRules
-from traceattr.errors import RulesError
+from traceattr.core.errors import RulesError
 from traceattr.trace.loader import load_trace
 
 # (name as nsys shows it, role, family): real names from public traces and our H200 fixtures
@@ -128,7 +128,7 @@ FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFuncto
 def test_l2_flush_is_flush_whatever_the_selection(tmp_path: Path, select: dict[str, str], mode: str) -> None:
     """The runner's L2 flush (FillFunctor in a traceattr:flush range) stays `flush` when --match leaves that
     range out: a role belongs to the op. The same kernel outside any flush range is a `copy`."""
-    from traceattr.synth.builder import TraceBuilder
+    from tests.synth.builder import TraceBuilder
 
     b = TraceBuilder()
     dom = b.domain("traceattr", tid=1)

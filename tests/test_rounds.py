@@ -1,4 +1,4 @@
-"""traceattr round on CPU: receipts from constructed traces (traceattr.synth) and constructed runner.json files."""
+"""traceattr round on CPU: receipts from constructed traces (tests.synth) and constructed runner.json files."""
 
 from __future__ import annotations
 
@@ -12,17 +12,17 @@ import numpy as np
 import polars as pl
 import pytest
 
+from tests.synth.builder import TraceBuilder
 from traceattr.analysis.calls import calls as call_table
 from traceattr.analysis.rounds import Capture, Gates, Receipt, Row, round_rows
-from traceattr.analysis.stats import median_noise
 from traceattr.attribution.engine import attribute
-from traceattr.callnames import DOMAIN, CallName
 from traceattr.cli import main
-from traceattr.errors import TraceattrError
-from traceattr.rounds import RoundPlan, read_receipt, read_rows, retry_plan, run_round
+from traceattr.core.callnames import DOMAIN, CallName
+from traceattr.core.errors import TraceattrError
+from traceattr.core.precision import median_noise
+from traceattr.core.shapes import parse_shape
+from traceattr.jobs.round import RoundPlan, read_receipt, read_rows, retry_plan, run_round
 from traceattr.runner.plan import arm_letters, round_order
-from traceattr.shapes import parse_shape
-from traceattr.synth.builder import TraceBuilder
 from traceattr.trace.loader import load_trace
 
 BASE, CAND = "fa3", "fa3[splits=4]"
@@ -431,7 +431,7 @@ def test_arm_texts_and_labels(tmp_path: Path) -> None:
 
 
 def test_report_has_a_round_section(tmp_path: Path) -> None:
-    from traceattr.report import build_report
+    from traceattr.present.report import build_report
 
     caps = captures(tmp_path, timing(0.9), rounds=2)
     receipt = Receipt({"baseline": BASE, "candidate": "<b>cand</b>"}, round_rows(ROWS, caps, BASE, CAND))
@@ -444,8 +444,8 @@ def test_report_has_a_round_section(tmp_path: Path) -> None:
 def test_cli_round_through_profile_with_a_fake_capture(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The whole command on CPU: make_plan's real plans, traceattr.profile.execute replaced by a synthetic capture."""
-    import traceattr.profile as profile
+    """The whole command on CPU: make_plan's real plans, traceattr.jobs.profile.execute replaced by a synthetic capture."""
+    import traceattr.jobs.profile as profile
 
     plans = []
 

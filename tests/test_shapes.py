@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from traceattr.shapes import HEAD_PRESETS, PUBLISHED_ROWS, Shape, ShapeError, parse_shape
+from traceattr.core.shapes import HEAD_PRESETS, PUBLISHED_ROWS, Shape, ShapeError, parse_shape
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from traceattr.analysis.stats import classify, compare_samples, geomean, median_interval, median_noise
+from traceattr.analysis.stats import classify, compare_samples, geomean
+from traceattr.core.precision import median_interval, median_noise
 
 rng = np.random.default_rng(7)
 BASE = 100 + rng.normal(0, 0.5, 30)  # ~0.5% noise around 100 µs

@@ -1,11 +1,11 @@
 """nsys recipe: traceattr's attribution over many reports (``nsys recipe traceattr_attribution``).
 
 Written in the framework's own form (metadata.json beside one Recipe class).
-The per-report work is :func:`traceattr.multi.attribute_report`, a function of
+The per-report work is :func:`traceattr.jobs.many.attribute_report`, a function of
 the installed traceattr package rather than of this file, so that Dask
 workers, which do not see ``NSYS_RECIPE_PATH``, can unpickle it; the
-reduction is :func:`traceattr.multi.combine` and
-:func:`traceattr.multi.write_combined`, the same code ``traceattr attribute``
+reduction is :func:`traceattr.jobs.many.combine` and
+:func:`traceattr.jobs.many.write_combined`, the same code ``traceattr attribute``
 runs, so both give the same tables.
 """
 
@@ -19,52 +19,52 @@ from nsys_recipe.lib import exceptions, recipe
 from nsys_recipe.lib.args import Option
 from nsys_recipe.log import logger
 
-from traceattr import multi
 from traceattr.attribution.engine import MODES
+from traceattr.jobs import many
 
 
 class TraceattrAttribution(recipe.Recipe):
     @staticmethod
-    def settings(parsed_args) -> multi.Settings:  # type: ignore[no-untyped-def]
+    def settings(parsed_args) -> many.Settings:  # type: ignore[no-untyped-def]
         rules = str(parsed_args.rules) if parsed_args.rules else None
-        return multi.Settings(
+        return many.Settings(
             mode=parsed_args.attribution, domain=parsed_args.domain, match=parsed_args.match, rules=rules
         )
 
     @staticmethod
-    def check(context, settings: multi.Settings) -> None:  # type: ignore[no-untyped-def]
+    def check(context, settings: many.Settings) -> None:  # type: ignore[no-untyped-def]
         """A bad rules file or regex stops the recipe once, not once per report.
 
         Checked where the reports will be read (context.launch): polars must not
         run in this process before a concurrent context forks its workers.
         """
-        reason = context.wait(context.launch(multi.check_settings, settings))
+        reason = context.wait(context.launch(many.check_settings, settings))
         if reason is not None:
             raise exceptions.ValueError(reason)
 
-    def mapper_func(self, context, parts: Path) -> list[multi.ReportResult]:  # type: ignore[no-untyped-def]
+    def mapper_func(self, context, parts: Path) -> list[many.ReportResult]:  # type: ignore[no-untyped-def]
         inputs = [str(p) for p in self._parsed_args.input]
         settings = self.settings(self._parsed_args)
         self.check(context, settings)
         return context.wait(
             context.map(
-                multi.attribute_report,
+                many.attribute_report,
                 inputs,
-                multi.report_names(inputs),
+                many.report_names(inputs),
                 range(len(inputs)),
                 settings=settings,
                 parts=str(parts),
             )
         )
 
-    def reducer_func(self, results: list[multi.ReportResult], out: Path) -> None:
-        combined = multi.combine(results)
+    def reducer_func(self, results: list[many.ReportResult], out: Path) -> None:
+        combined = many.combine(results)
         for reason in combined.failures:  # a damaged report fails alone; the others are written
             logger.error(reason)
         if len(combined.failures) == len(results):
             raise exceptions.ValueError(f"none of the {len(results)} reports could be read")
         fmt = "csv" if self._parsed_args.csv else "parquet"
-        for path in multi.write_combined(combined, out, fmt):
+        for path in many.write_combined(combined, out, fmt):
             self._output_files[path.name] = fmt.capitalize()
         self._analysis_dict["FailedInputs"] = list(combined.failures)
 

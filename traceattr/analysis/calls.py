@@ -1,7 +1,7 @@
 """One row per measured call: which backend, shape, arm and iteration, and its GPU time.
 
 A call is a range that launched GPU work and whose message a *grouping*
-(:mod:`traceattr.callnames`) reads as backend + shape (+ iteration, arm). With
+(:mod:`traceattr.core.callnames`) reads as backend + shape (+ iteration, arm). With
 no grouping given, the presets of ``callnames.AUTO`` are tried in order
 (traceattr's own names first) and the first that reads any range is used.
 A shape label the shape grammar parses is shown in its short form
@@ -21,9 +21,9 @@ import polars as pl
 
 from traceattr.attribution.calltime import EXPOSED_COLUMNS, QUEUE_COLUMNS, call_times
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution
-from traceattr.callnames import AUTO, BETWEEN, FLUSH, HOLD, WARMUP, group_fields, group_pattern
-from traceattr.errors import TraceattrError
-from traceattr.shapes import SHAPE_PATTERN, ShapeError, parse_shape
+from traceattr.core.callnames import AUTO, BETWEEN, FLUSH, HOLD, WARMUP, group_fields, group_pattern
+from traceattr.core.errors import TraceattrError
+from traceattr.core.shapes import SHAPE_PATTERN, ShapeError, parse_shape
 
 UNNAMED = "[unnamed range]"
 CALL_COLUMNS = (

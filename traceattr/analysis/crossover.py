@@ -16,7 +16,7 @@ below is really faster at ``ctx_low`` and the one above really faster at
 to the nearest measured points on each side where that holds (ties only in
 between). Otherwise the crossing is a *tie within noise* (±``noise_pct`` %,
 how far the undecided intervals reach from 1), which says no rule. Two
-arms running the same program (:func:`traceattr.backends.same_program`)
+arms running the same program (the caller's :data:`~traceattr.analysis.verdicts.SameProgram`)
 never cross. Terminal, ``--json`` and the report all read this one frame.
 """
 
@@ -28,9 +28,8 @@ from collections.abc import Callable
 
 import polars as pl
 
-from traceattr.analysis.verdicts import Samples, call_samples, compare_arms, tie_text
-from traceattr.backends import same_program
-from traceattr.shapes import ShapeError, fmt_ctx, parse_shape
+from traceattr.analysis.verdicts import SameProgram, Samples, call_samples, compare_arms, same_label, tie_text
+from traceattr.core.shapes import ShapeError, fmt_ctx, parse_shape
 
 CROSSOVER_SCHEMA = {
     "family": pl.String,
@@ -64,7 +63,9 @@ def with_family(summary: pl.DataFrame) -> pl.DataFrame:
     return summary.join(info, on="shape", how="inner")
 
 
-def crossovers(summary: pl.DataFrame, calls: pl.DataFrame, *, every: bool = False) -> pl.DataFrame:
+def crossovers(
+    summary: pl.DataFrame, calls: pl.DataFrame, *, every: bool = False, same_program: SameProgram = same_label
+) -> pl.DataFrame:
     """Crossings along ctx of *summary*'s families (see module doc and :data:`CROSSOVER_SCHEMA`).
 
     *calls* are the per-call rows *summary* was made from (``analysis.calls``), the samples of each interval.

@@ -14,9 +14,10 @@ from typing import Any
 import polars as pl
 
 from traceattr.analysis.crossover import rule_text, with_family
-from traceattr.analysis.stats import CONFIDENCE, SAME_WITHIN
+from traceattr.analysis.stats import SAME_WITHIN
 from traceattr.analysis.verdicts import best_everywhere
-from traceattr.shapes import ShapeError, parse_shape
+from traceattr.core.precision import CONFIDENCE
+from traceattr.core.shapes import ShapeError, parse_shape
 
 SCHEMA = "traceattr.dispatch/1"
 

@@ -20,6 +20,7 @@ from traceattr.analysis.crossover import crossovers
 from traceattr.analysis.fit import fit
 from traceattr.analysis.roofline import peak_bandwidth
 from traceattr.analysis.summary import summarize
+from traceattr.analysis.verdicts import SameProgram, same_label
 from traceattr.attribution.engine import Attribution
 
 
@@ -40,11 +41,13 @@ def analyse(
     peak_bytes_per_s: float | None = None,
     events: Sequence[dict[str, Any]] | None = None,
     group: str | None = None,
+    same_program: SameProgram = same_label,
 ) -> Analysis:
     """Every per-trace analysis of *att*; *events* are a runner.json's CUDA-event times (optional);
-    *group* a grouping preset or regex (:mod:`traceattr.callnames`; default: the presets tried in turn)."""
+    *group* a grouping preset or regex (:mod:`traceattr.core.callnames`; default: the presets tried in turn);
+    *same_program*: which arms run one program (:data:`~traceattr.analysis.verdicts.SameProgram`)."""
     peak, source = peak_bandwidth(att.trace.devices, peak_bytes_per_s)
-    return analyse_calls(call_table(att, group), peak, source, events=events)
+    return analyse_calls(call_table(att, group), peak, source, events=events, same_program=same_program)
 
 
 def analyse_calls(
@@ -53,13 +56,20 @@ def analyse_calls(
     peak_source: str,
     *,
     events: Sequence[dict[str, Any]] | None = None,
+    same_program: SameProgram = same_label,
 ) -> Analysis:
-    """The analyses of a call table already made (calls pooled from many reports: :mod:`traceattr.multi`)."""
-    summary = summarize(table, peak_bytes_per_s)
+    """The analyses of a call table already made (calls pooled from many reports: :mod:`traceattr.jobs.many`)."""
+    summary = summarize(table, peak_bytes_per_s, same_program)
     if events is not None:
         summary = with_events(summary, table, events)
     return Analysis(
-        table, summary, crossovers(summary, table), fit(table), peak_bytes_per_s, peak_source, grouping_note(table)
+        table,
+        summary,
+        crossovers(summary, table, same_program=same_program),
+        fit(table),
+        peak_bytes_per_s,
+        peak_source,
+        grouping_note(table),
     )
 
 

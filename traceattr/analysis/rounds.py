@@ -32,7 +32,7 @@ above the target (its interval is wider for it).
 ``sensitivity`` (optional, from captures run back to back instead of
 interleaved): how far the ratio moves with the protocol; a faster/slower
 verdict smaller than that is ``flagged``. Pure polars over frames and dicts:
-the GPU side lives in :mod:`traceattr.rounds`.
+the GPU side lives in :mod:`traceattr.jobs.round`.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ from typing import Any
 
 import polars as pl
 
-from traceattr.analysis.stats import CONFIDENCE, SAME_WITHIN, compare_samples, geomean, median_noise
+from traceattr.analysis.stats import SAME_WITHIN, compare_samples, geomean
+from traceattr.core.precision import CONFIDENCE, median_noise
 
 PASS, FAIL, NOT_MEASURED, OFF = "pass", "fail", "not measured", "off"
 GATES = ("arms", "directional", "clock", "parity")

@@ -27,9 +27,10 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
+from traceattr.core.precision import CONFIDENCE
+
 Verdict = Literal["faster", "slower", "same", "ambiguous"]
 VERDICTS: tuple[Verdict, ...] = ("faster", "slower", "same", "ambiguous")
-CONFIDENCE = 0.95
 SAME_WITHIN = 0.01  # ±1%: below this a difference is noise for a kernel-level decision
 _RESAMPLES = 2000
 _SEED = 0
@@ -177,37 +178,6 @@ def classify(low: float, high: float, same_within: float = SAME_WITHIN) -> Verdi
     if low > 1:
         return "slower"
     return "ambiguous"
-
-
-def median_interval(values: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """A distribution-free interval of the median: two order statistics, ranks from the binomial.
-
-    How many samples fall below the median is Binomial(n, ½) whatever the
-    timing distribution (kernel times have long tails), so no shape is
-    assumed, and it is cheap enough to ask after every few calls. (NaN, NaN)
-    for fewer samples than such an interval needs.
-    """
-    v = np.sort(np.asarray(values, dtype=float))
-    v = v[np.isfinite(v)]
-    n = len(v)
-    lo = int(stats.binom.ppf((1 - confidence) / 2, n, 0.5)) - 1  # 0-based rank of the lower bound
-    hi = n - 1 - lo
-    if n < 2 or lo < 0 or hi <= lo:
-        return math.nan, math.nan
-    return float(v[lo]), float(v[hi])
-
-
-def median_noise(values: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE) -> float:
-    """Half the width of :func:`median_interval`, as a fraction of the median (NaN when it has none).
-
-    The runner's ``max_noise`` stops adding calls once every arm's median is
-    this precise (nvbench stops on noise the same way).
-    """
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]  # the same samples as the interval's
-    low, high = median_interval(v, confidence)
-    median = float(np.median(v)) if len(v) else math.nan
-    return (high - low) / 2 / median if median > 0 else math.nan
 
 
 def geomean(values: Sequence[float] | np.ndarray) -> float:

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceattr.analysis.verdicts import call_samples, shape_verdicts
+from traceattr.analysis.verdicts import SameProgram, call_samples, same_label, shape_verdicts
 from traceattr.attribution.calltime import EXPOSED_COLUMNS, LAUNCH_COLUMNS
 from traceattr.attribution.engine import ROLE_COLUMNS
-from traceattr.shapes import ShapeError, parse_shape
+from traceattr.core.shapes import ShapeError, parse_shape
 
 PART_COLUMNS = (*EXPOSED_COLUMNS, "gap_ns")  # per call they add up to gpu_span_ns
 PARTS = tuple(c.removesuffix("_ns") for c in PART_COLUMNS)  # attention_exposed, …, overlap, gap
@@ -41,7 +41,9 @@ SUMMARY_COLUMNS = (
 )  # fmt: skip
 
 
-def summarize(calls: pl.DataFrame, peak_bytes_per_s: float | None) -> pl.DataFrame:
+def summarize(
+    calls: pl.DataFrame, peak_bytes_per_s: float | None, same_program: SameProgram = same_label
+) -> pl.DataFrame:
     """One row per (shape, backend) of *calls* (see :mod:`traceattr.analysis.calls`)."""
     us = 1e-3
     c = calls.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series")))
@@ -77,7 +79,7 @@ def summarize(calls: pl.DataFrame, peak_bytes_per_s: float | None) -> pl.DataFra
     agg = agg.with_columns(
         roof.cast(pl.Float64).alias("roofline"),
         (pl.col("median_us") / best).alias("ratio_to_best"),
-    ).join(shape_verdicts(agg, call_samples(c)), on=["shape", "backend"], how="left")
+    ).join(shape_verdicts(agg, call_samples(c), same_program), on=["shape", "backend"], how="left")
     return agg.join(_rounds(c), on=["shape", "backend"], how="left").select(SUMMARY_COLUMNS).sort("shape", "median_us")
 
 

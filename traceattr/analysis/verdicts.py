@@ -6,21 +6,32 @@ from the per-call spans; :func:`traceattr.analysis.stats.compare_samples`) says
 ``slower``. Otherwise the backends whose interval does not say so *tie* with
 the fastest "within noise (±x%)", x being how far the widest of their
 intervals reaches from 1. An arm that runs the same program as the fastest
-(:func:`traceattr.backends.same_program`: fa3-per-token at q = 1 is fa3) is no
+(a :data:`SameProgram` fact its caller passes, :func:`traceattr.backends.arms.same_program` from
+the commands: fa3-per-token at q = 1 is fa3) is no
 competitor: it neither wins, nor ties, nor makes the fastest lose its title.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import polars as pl
 
 from traceattr.analysis.stats import Comparison, compare_samples
-from traceattr.backends import same_program
 
 Samples = dict[tuple[str, str], np.ndarray]
+# (arm, arm, shape) -> whether the two arms run one GPU program at that shape. The analysis knows no
+# backends (it runs on traces from anywhere): the layer that does passes the fact in.
+SameProgram = Callable[[str, str, str], bool]
+
+
+def same_label(arm_a: str, arm_b: str, _shape: str) -> bool:
+    """What the analysis knows by itself: an arm is the same program as itself (an A/A comparison)."""
+    return arm_a == arm_b
+
+
 VERDICT_SCHEMA = {
     "shape": pl.String,
     "backend": pl.String,
@@ -51,7 +62,7 @@ def compare_arms(samples: Samples, shape: str, baseline: str, candidate: str) ->
     return compare_samples(samples[(shape, baseline)], samples[(shape, candidate)])
 
 
-def shape_verdicts(summary: pl.DataFrame, samples: Samples) -> pl.DataFrame:
+def shape_verdicts(summary: pl.DataFrame, samples: Samples, same_program: SameProgram = same_label) -> pl.DataFrame:
     """One row per (shape, backend) of *summary* (``shape, backend, median_us``): see :data:`VERDICT_SCHEMA`."""
     rows: list[tuple] = []
     ordered = summary.select("shape", "backend", "median_us").sort("shape", "median_us", "backend")

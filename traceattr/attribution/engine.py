@@ -19,7 +19,7 @@ import polars as pl
 
 from traceattr.attribution.intervals import _MAX_KEY, RangeIndex, union_length
 from traceattr.attribution.roles import ROLES, RoleEnum, RoleRules
-from traceattr.keys import first_of_id, gather_by_key, rows_at, scatter_rows
+from traceattr.core.keys import first_of_id, gather_by_key, rows_at, scatter_rows
 from traceattr.trace import schema as S
 from traceattr.trace.loader import Trace, TraceMeta
 

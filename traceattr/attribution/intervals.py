@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceattr.keys import rows_at, scatter_rows
+from traceattr.core.keys import rows_at, scatter_rows
 
 _MAX_KEY = 1 << 62
 

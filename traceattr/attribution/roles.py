@@ -1,7 +1,7 @@
 """Kernel roles from ordered TOML rules (first match wins).
 
 Rules are data: the default file ships in the package
-(``traceattr/rules/kernel_roles.toml``); a user file is tried before it.
+(``traceattr/attribution/kernel_roles.toml``); a user file is tried before it.
 Matching is vectorised: name conditions run once per distinct name triple,
 range conditions once per distinct range, never once per op in Python.
 """
@@ -18,8 +18,8 @@ from typing import Literal, get_args
 
 import polars as pl
 
-from traceattr.errors import RulesError
-from traceattr.keys import rows_at
+from traceattr.core.errors import RulesError
+from traceattr.core.keys import rows_at
 from traceattr.trace.schema import OP_KINDS
 
 if sys.version_info >= (3, 11):
@@ -124,7 +124,7 @@ class RoleRules:
 @functools.cache
 def _builtin() -> tuple[RoleRule, ...]:
     """The shipped rules, parsed and their regexes checked once per process (every attribution uses them)."""
-    text = resources.files("traceattr").joinpath("rules/kernel_roles.toml").read_text(encoding="utf-8")
+    text = resources.files("traceattr.attribution").joinpath("kernel_roles.toml").read_text(encoding="utf-8")
     return tuple(_parse(text, "kernel_roles.toml (built in)"))
 
 

@@ -14,8 +14,8 @@ from traceattr.backends.flashinfer_trtllm import CAKE, CUTE_DSL, TRTLLM_GEN, Trt
 from traceattr.backends.flashinfer_wrapper import FlashinferMLA
 from traceattr.backends.flashmla import FlashMLA
 from traceattr.backends.plugins import entry_point_backends, is_spec, load_spec
-from traceattr.errors import BackendUnsupported, TraceattrError
-from traceattr.shapes import Shape, ShapeError, parse_shape
+from traceattr.core.errors import BackendUnsupported, TraceattrError
+from traceattr.core.shapes import Shape
 
 # The split-KV lever: the same call as N requests per original one, then flashinfer's merge_states.
 SPLITS = OptionSpec(
@@ -100,37 +100,6 @@ def check(name: str, shape: Shape, device: Device | None, *, packages: bool = Tr
     return backend.plan(shape)
 
 
-def same_program(arm_a: str, arm_b: str, shape: Shape | str) -> bool:
-    """Whether two arms run the same GPU program on *shape*, so that no timing difference between them means anything.
-
-    An arm is the same program as itself (an A/A comparison); otherwise a backend declares it
-    (``Capabilities.same_program_as``), in either direction, and arms ``backend[options]`` need the
-    same options. Arms or shapes traceattr does not know are different programs.
-    """
-    if arm_a == arm_b:
-        return True
-    # arms with the same options on backends that declare it (fa3[splits=4] and fa3-per-token[splits=4] at q = 1)
-    from traceattr.arms import split_spec  # arms imports this module: the one arm grammar, read at call time
-
-    split_a, split_b = split_spec(arm_a), split_spec(arm_b)
-    if split_a is None or split_b is None:
-        return False
-    (arm_a, opts_a), (arm_b, opts_b) = split_a, split_b
-    if opts_a != opts_b:
-        return False
-    if isinstance(shape, str):
-        try:
-            shape = parse_shape(shape)
-        except ShapeError:
-            return False
-    for a, b in ((arm_a, arm_b), (arm_b, arm_a)):
-        backend = BACKENDS.get(a)
-        when = backend.caps.same_program_as.get(b) if backend is not None else None
-        if when is not None and when(shape):
-            return True
-    return False
-
-
 def current_device() -> tuple[Device | None, str | None]:
     """(the CUDA device torch sees, None) or (None, why there is none)."""
     try:
@@ -150,5 +119,5 @@ def current_device() -> tuple[Device | None, str | None]:
 
 __all__ = [
     "BACKENDS", "SPLITS", "CallPlan", "Capabilities", "Device", "OptionSpec", "check", "current_device", "get_backend",
-    "registry", "same_program",
+    "registry",
 ]  # fmt: skip

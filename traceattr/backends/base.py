@@ -6,7 +6,7 @@ that builds one call. Eligibility is a pure function of the capabilities, the
 shape and the device (:func:`rejection_reason`), so ``--dry-run`` can say on any
 machine why a backend would be skipped, and tests can check it without a GPU.
 
-Two kinds of failure, as in flashinfer: :class:`~traceattr.errors.BackendUnsupported`
+Two kinds of failure, as in flashinfer: :class:`~traceattr.core.errors.BackendUnsupported`
 means "cannot run this here, skip it and say why"; ``ValueError``/``TypeError``
 mean the caller passed something malformed.
 """
@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
-from traceattr.shapes import SOFTMAX_SCALE_DIM, Shape
+from traceattr.core.shapes import SOFTMAX_SCALE_DIM, Shape
 
 SM_SCALE = 1.0 / math.sqrt(SOFTMAX_SCALE_DIM)  # DeepSeek/Kimi: 1/sqrt(qk_nope 128 + qk_rope 64)
 
@@ -78,7 +78,7 @@ class Capabilities:
     packages: tuple[str, ...] = ()  # import names it needs
     supports_graphs: bool = True
     structure: str = ""  # how its kernels split the work, for the plan and the report
-    options: tuple[OptionSpec, ...] = ()  # backend-specific arm options (traceattr.arms adds graphs, page, kv)
+    options: tuple[OptionSpec, ...] = ()  # backend-specific arm options (traceattr.backends.arms adds graphs, page, kv)
     lse: bool = False  # prepare(..., lse=True) gives a call whose run() returns (output, base-2 LSE): DCP rows
     # other arms that run this very program on some shapes (fa3-per-token is fa3 at q = 1): never a rule between them
     same_program_as: Mapping[str, Callable[[Shape], bool]] = field(default_factory=dict)

@@ -3,7 +3,7 @@
 Decode context parallelism splits the context over N ranks; each attends with
 all heads over its shard and returns (output, LSE); after an all-gather the N
 partials are merged. The measured rank is the last (its shard holds the verify
-tokens: :meth:`traceattr.shapes.Shape.rank_share`). The timed call here is that
+tokens: :meth:`traceattr.core.shapes.Shape.rank_share`). The timed call here is that
 rank's attention, the copy of its partial into the gathered buffer (where the
 all-gather would have put it), and flashinfer's ``merge_states`` over the N
 partials. The other ranks' partials are synthetic — random outputs of the

@@ -23,7 +23,7 @@ from typing import Any
 
 from traceattr.backends.base import SM_SCALE, CallPlan, Capabilities, TensorSpec
 from traceattr.backends.layout import KvLayout, Requests
-from traceattr.shapes import HEAD_DIM, LATENT_DIM, ROPE_DIM, Shape
+from traceattr.core.shapes import HEAD_DIM, LATENT_DIM, ROPE_DIM, Shape
 
 BLACKWELL = frozenset({(10, 0), (10, 3), (10, 7)})
 WORKSPACE_BYTES = 128 << 20

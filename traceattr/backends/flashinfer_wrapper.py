@@ -29,7 +29,7 @@ from typing import Any
 
 from traceattr.backends.base import SM_SCALE, CallPlan, Capabilities, TensorSpec
 from traceattr.backends.layout import KvLayout, Requests
-from traceattr.shapes import HEAD_DIM, LATENT_DIM, ROPE_DIM, Shape
+from traceattr.core.shapes import HEAD_DIM, LATENT_DIM, ROPE_DIM, Shape
 
 WORKSPACE_BYTES = 128 << 20  # flashinfer's documented float workspace size
 _KV_DTYPE = {"bf16": "bfloat16", "fp8": "float8_e4m3fn"}

@@ -16,7 +16,7 @@ from typing import Any
 
 from traceattr.backends.base import SM_SCALE, CallPlan, Capabilities, TensorSpec
 from traceattr.backends.layout import KvLayout, Requests
-from traceattr.shapes import HEAD_DIM, LATENT_DIM, Shape
+from traceattr.core.shapes import HEAD_DIM, LATENT_DIM, Shape
 
 LOG2_E = 1 / math.log(2)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from traceattr.backends.layout import KvLayout, Requests
-from traceattr.shapes import HEAD_DIM, Shape
+from traceattr.core.shapes import HEAD_DIM, Shape
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
 

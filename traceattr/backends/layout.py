@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass
 from functools import cached_property
 
-from traceattr.shapes import Shape
+from traceattr.core.shapes import Shape
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class Requests:
         bites). Raises :class:`BackendUnsupported` when a request has fewer than *n*
         pages or its last chunk fewer tokens than its query rows.
         """
-        from traceattr.errors import BackendUnsupported
+        from traceattr.core.errors import BackendUnsupported
 
         out = []
         for j in range(n):

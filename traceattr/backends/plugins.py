@@ -11,7 +11,7 @@ arguments) or an instance. Installed packages can register theirs::
 
 Loading imports the plug-in's module, nothing else: a module that imports torch
 at the top needs torch where the plan is made. Every problem is one
-:class:`~traceattr.errors.TraceattrError` line naming the spec.
+:class:`~traceattr.core.errors.TraceattrError` line naming the spec.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from traceattr.backends.base import Backend, Capabilities
-from traceattr.errors import TraceattrError
+from traceattr.core.errors import TraceattrError
 
 ENTRY_POINT_GROUP = "traceattr.backends"
 SPEC = re.compile(r"^(?P<module>[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_][\w.]*)$")

@@ -18,7 +18,7 @@ import torch
 
 from traceattr.backends.inputs import MLAInputs
 from traceattr.backends.layout import Requests
-from traceattr.shapes import LATENT_DIM
+from traceattr.core.shapes import LATENT_DIM
 
 
 def mla_reference(inputs: MLAInputs, requests: Requests, sm_scale: float, chunk: int = 16384) -> torch.Tensor:

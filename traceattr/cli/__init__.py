@@ -1,7 +1,7 @@
 """The ``traceattr`` command line: thin commands over the library layers.
 
 Each command parses, calls one library function, and prints; every
-:class:`~traceattr.errors.TraceattrError` becomes one line on stderr and
+:class:`~traceattr.core.errors.TraceattrError` becomes one line on stderr and
 exit status 2, never a traceback.
 """
 
@@ -31,7 +31,7 @@ if _AS_PROGRAM and signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 import typer  # noqa: E402
 
-from traceattr.errors import TraceattrError, TraceNote  # noqa: E402
+from traceattr.core.errors import TraceattrError, TraceNote  # noqa: E402
 
 try:  # typer ≥ 0.20 carries its own copy of click
     from typer._click.core import ParameterSource
@@ -93,13 +93,15 @@ def _register(argv: list[str] | None = None) -> None:
     """
     args = sys.argv[1:] if argv is None else argv
     first = next((a for a in args if not a.startswith("-")), None)
+    if first is None and "--version" in args:
+        return  # the version needs no command module
     for name in [first] if first in COMMANDS else COMMANDS:
         importlib.import_module(f"traceattr.cli.{name}")
 
 
 def _one_line(text: str) -> str:
     """A message as one terminal line: control characters (newlines, escapes) shown, not obeyed."""
-    from traceattr.terminal import printable
+    from traceattr.present.terminal import printable
 
     return printable(str(text).strip())
 

@@ -27,13 +27,13 @@ from traceattr.cli.options import (
     WorkersOpt,
     check_regex,
 )
-from traceattr.errors import TraceattrError
-from traceattr.multi import Combined, Settings, across_reports, expand_inputs, write_combined
-from traceattr.output import ResultSet
+from traceattr.core.errors import TraceattrError
+from traceattr.core.output import ResultSet
+from traceattr.jobs.many import Combined, Settings, across_reports, expand_inputs, write_combined
 from traceattr.trace.inputs import resolve_trace
 from traceattr.trace.loader import load_trace
 
-MANIFEST = "attribution.json"  # names the set in --out DIR; see traceattr.output.ResultSet
+MANIFEST = "attribution.json"  # names the set in --out DIR; see traceattr.core.output.ResultSet
 Format = Enum("Format", {f: f for f in ("table", "csv", "json", "parquet")}, type=str)  # type: ignore[misc]
 
 
@@ -108,7 +108,7 @@ def attribute_command(
 
 def _render(att: Attribution, limit: int, each_range: bool) -> None:
     # rich's table machinery is imported only when a table is shown: `--out` never pays for it
-    from traceattr.terminal import console, render_attribution
+    from traceattr.present.terminal import console, render_attribution
 
     render_attribution(att, console(), limit, ranges=each_range)
 
@@ -128,7 +128,7 @@ def _attribute_many(
             else:
                 sys.stdout.write(combined.ranges.write_json() + "\n")
         raise typer.Exit(exit_status(combined))
-    # one set: the tables and the manifest go into DIR together (see traceattr.output.ResultSet)
+    # one set: the tables and the manifest go into DIR together (see traceattr.core.output.ResultSet)
     with ResultSet(out, command="attribute", manifest=MANIFEST, inputs=paths) as result:
         with attribute_many(paths, settings, workers=workers, dask=dask, out=result.staging) as combined:
             written = write_combined(combined, result.staging, "csv" if fmt == "table" else fmt)  # type: ignore[arg-type]
@@ -147,7 +147,7 @@ def _attribute_many(
 
 
 def _render_many(combined: Combined, limit: int) -> None:
-    from traceattr.terminal import console, render_across, render_reports
+    from traceattr.present.terminal import console, render_across, render_reports
 
     con = console()
     render_reports(combined.reports, con)

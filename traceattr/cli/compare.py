@@ -12,19 +12,21 @@ import polars as pl
 import typer
 from rich.markup import escape
 
-from traceattr import __version__, runfolder
+from traceattr import __version__
 from traceattr.analysis.calls import compared_shapes
 from traceattr.analysis.dispatch import dispatch_rules
 from traceattr.analysis.pipeline import Analysis, analyse, analyse_calls
+from traceattr.backends.arms import same_program
 from traceattr.cli import app
 from traceattr.cli.many import attribute_many, exit_status
 from traceattr.cli.options import DaskOpt, GroupOpt, MatchOpt, TracesArg, WorkersOpt, check_group, check_regex
-from traceattr.errors import NoDataError, TraceattrError
-from traceattr.multi import Settings, across_reports, expand_inputs, rounds_per_report
-from traceattr.output import ResultSet, check_file_target, check_out_folder, write_text
+from traceattr.core import runfolder
+from traceattr.core.errors import NoDataError, TraceattrError
+from traceattr.core.output import ResultSet, check_file_target, check_out_folder, write_text
+from traceattr.jobs.many import Settings, across_reports, expand_inputs, rounds_per_report
 from traceattr.session import Session
 
-MANIFEST = "compare.json"  # names the set in --out DIR; see traceattr.output.ResultSet
+MANIFEST = "compare.json"  # names the set in --out DIR; see traceattr.core.output.ResultSet
 
 
 @app.command("compare")
@@ -73,7 +75,9 @@ def compare_command(
     trace = paths[0]
     att = Session(trace).attribute(match=match)
     # a profile run folder: add the CUDA-event cross-check
-    analysis = analyse(att, peak_bytes_per_s=peak, events=runfolder.runner_events(trace), group=group)
+    analysis = analyse(
+        att, peak_bytes_per_s=peak, events=runfolder.runner_events(trace), group=group, same_program=same_program
+    )
     if analysis.calls.height == 0:
         raise NoDataError(trace, "has no NVTX ranges with GPU work to compare")
     _show_and_write(analysis, out, json_out, str(trace), inputs=paths, notes=att.notes)
@@ -97,7 +101,9 @@ def _compare_many(
         if peak is None:  # the first report whose GPU is known
             known = combined.reports.filter(pl.col("peak_bytes_per_s").is_not_null())
             peak = known["peak_bytes_per_s"][0] if known.height else None
-        analysis = analyse_calls(rounds_per_report(table), peak, "given" if peak else "unknown device")
+        analysis = analyse_calls(
+            rounds_per_report(table), peak, "given" if peak else "unknown device", same_program=same_program
+        )
         extra = ((combined.reports, runfolder.REPORTS), (across_reports(table, "series"), runfolder.ACROSS_REPORTS))
         _show_and_write(analysis, out, json_out, ", ".join(map(str, paths)), *extra, inputs=paths)
         raise typer.Exit(exit_status(combined))
@@ -117,7 +123,7 @@ def _show_and_write(
     inputs: Sequence[Path] = (),
     notes: Sequence[str] = (),
 ) -> None:
-    from traceattr.terminal import (
+    from traceattr.present.terminal import (
         console,
         render_across,
         render_fit,

@@ -10,11 +10,11 @@ import typer
 
 from traceattr.analysis.diff import diff
 from traceattr.cli import app
-from traceattr.output import ResultSet, check_out_folder
+from traceattr.core.output import ResultSet, check_out_folder
+from traceattr.present.terminal import console, render_diff
 from traceattr.session import Session
-from traceattr.terminal import console, render_diff
 
-MANIFEST = "diff_run.json"  # names the set in --out DIR; see traceattr.output.ResultSet
+MANIFEST = "diff_run.json"  # names the set in --out DIR; see traceattr.core.output.ResultSet
 
 
 @app.command("diff")

@@ -7,8 +7,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from traceattr.errors import TraceattrError
-from traceattr.multi import Combined, Settings, combine, parts_folder, run_reports
+from traceattr.core.errors import TraceattrError
+from traceattr.jobs.many import Combined, Settings, combine, parts_folder, run_reports
 
 
 @contextlib.contextmanager
@@ -20,7 +20,7 @@ def attribute_many(
     Each failed report is printed as one line; when none could be read the
     command ends with an error (exit 2).
     """
-    from traceattr.terminal import report_progress  # rich only when this runs
+    from traceattr.present.terminal import report_progress  # rich only when this runs
 
     with parts_folder(out) if out is not None else contextlib.nullcontext() as parts:
         with report_progress(len(paths)) as advance:

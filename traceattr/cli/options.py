@@ -10,8 +10,8 @@ import polars as pl
 import typer
 
 from traceattr.attribution.engine import MODES
-from traceattr.callnames import group_pattern
-from traceattr.errors import TraceattrError
+from traceattr.core.callnames import group_pattern
+from traceattr.core.errors import TraceattrError
 
 ModeChoice = Enum("ModeChoice", {m: m for m in MODES}, type=str)  # type: ignore[misc]
 

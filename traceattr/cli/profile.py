@@ -10,13 +10,13 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from traceattr.arms import GENERIC_OPTIONS
-from traceattr.callnames import AUTO, GROUP_PRESETS
+from traceattr.backends.arms import GENERIC_OPTIONS
 from traceattr.cli import app, options_given
-from traceattr.errors import TraceattrError
-from traceattr.profile import execute, make_plan, require_runnable
-from traceattr.shapes import DEFAULTS, HEAD_PRESETS, PUBLISHED_ROWS, parse_shape
-from traceattr.terminal import console, plain_text, render_plan, render_summary
+from traceattr.core.callnames import AUTO, GROUP_PRESETS
+from traceattr.core.errors import TraceattrError
+from traceattr.core.shapes import DEFAULTS, HEAD_PRESETS, PUBLISHED_ROWS, parse_shape
+from traceattr.jobs.profile import execute, make_plan, require_runnable
+from traceattr.present.terminal import console, plain_text, render_plan, render_summary
 
 
 @app.command("profile")
@@ -139,9 +139,9 @@ def _profile_ranks(
     shapes: list, ranks: int, backend: list[str] | None, *, iters: int, warmup: int, seed: int, validate: bool,
     flush_mb: int | None, out_root: Path, dry_run: bool,
 ) -> None:  # fmt: skip
-    from traceattr.multi import Settings, across_reports, combine, parts_folder, run_reports, write_combined
-    from traceattr.ranks import execute_ranks, make_ranks_plan
-    from traceattr.terminal import render_across, render_reports
+    from traceattr.jobs.many import Settings, across_reports, combine, parts_folder, run_reports, write_combined
+    from traceattr.jobs.rank_runs import execute_ranks, make_ranks_plan
+    from traceattr.present.terminal import render_across, render_reports
 
     if len(shapes) != 1 or (backend is not None and len(backend) != 1):
         raise TraceattrError("--ranks runs one shape and one backend at a time")
@@ -168,7 +168,7 @@ def _profile_ranks(
 @app.command("shapes")
 def shapes_command() -> None:
     """The shape grammar, its defaults and presets, and published row names parsed."""
-    from traceattr import shapes as module
+    from traceattr.core import shapes as module
 
     con = console()
     con.print(plain_text(module.__doc__ or ""), markup=False, highlight=False)

@@ -8,9 +8,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from traceattr import runfolder
 from traceattr.attribution.engine import RangeFilter, attribute
 from traceattr.attribution.roles import RoleRules
+from traceattr.backends.arms import same_program
 from traceattr.cli import app
 from traceattr.cli.options import (
     DomainOpt,
@@ -23,9 +23,10 @@ from traceattr.cli.options import (
     check_group,
     check_regex,
 )
-from traceattr.errors import TraceattrError
-from traceattr.output import check_file_target
-from traceattr.terminal import printable
+from traceattr.core import runfolder
+from traceattr.core.errors import TraceattrError
+from traceattr.core.output import check_file_target
+from traceattr.present.terminal import printable
 from traceattr.trace.inputs import resolve_trace
 from traceattr.trace.loader import load_trace
 
@@ -58,20 +59,22 @@ def report_command(
     role_rules = RoleRules.load(rules)
     check_regex(match)
     check_group(group)
-    from traceattr.report import write_report  # imports plotly: after the cheap checks, so errors come fast
+    from traceattr.present.report import write_report  # imports plotly: after the cheap checks, so errors come fast
 
     target = _target(trace, out)
     events = runfolder.runner_events(trace)
     check_file_target(target, (trace, path), ours=_is_report)
     att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
-    info = write_report(att, target, title=title, run=_run_info(trace), group=group, events=events)
+    info = write_report(
+        att, target, title=title, run=_run_info(trace), group=group, events=events, same_program=same_program
+    )
     for note in info.notes:
         print(f"note: {printable(note)}", file=sys.stderr)
     print(f"wrote {info.path} ({_size(info.size_bytes)})")
 
 
 def _round_report(folder: Path, out: Path | None, title: str | None, chosen: tuple[Any, ...]) -> None:
-    from traceattr.rounds import capture_folders, read_receipt, write_round_report
+    from traceattr.jobs.round import capture_folders, read_receipt, write_round_report
 
     if any(chosen):
         raise TraceattrError(f"{folder}: a round folder's report uses its captures as they ran; drop "

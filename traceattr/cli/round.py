@@ -10,8 +10,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from traceattr.analysis.rounds import Gates, protocol_text
 from traceattr.cli import app, options_given
-from traceattr.errors import TraceattrError
-from traceattr.rounds import (
+from traceattr.core.errors import TraceattrError
+from traceattr.jobs.round import (
     ROW_SETS,
     RoundPlan,
     check_between,
@@ -21,7 +21,7 @@ from traceattr.rounds import (
     retry_plan,
     run_round,
 )
-from traceattr.terminal import console
+from traceattr.present.terminal import console
 
 _RETRY_MAY_SET = {"retry", "rounds", "out_root", "dry_run"}
 

@@ -21,7 +21,7 @@ the whole group behind it, so no call's time includes the GPU waiting for its
 launch (a slow host otherwise shows up in the CUDA-event times, though not in
 the kernels' own spans). Each call is wrapped alone in a
 ``traceattr`` range whose message names the arm label, shape, arm letter and
-iteration (:mod:`traceattr.callnames`). CUDA events around the call give a
+iteration (:mod:`traceattr.core.callnames`). CUDA events around the call give a
 second, independent time per call. Only the timed calls are captured
 (cudaProfilerStart/Stop).
 
@@ -65,18 +65,18 @@ from typing import Any
 import nvtx
 import torch
 
-from traceattr.analysis.stats import median_noise
-from traceattr.arms import Arm, arm_backend, check_arm, parse_arm, parse_arms
 from traceattr.backends import current_device
+from traceattr.backends.arms import Arm, arm_backend, check_arm, parse_arm, parse_arms
 from traceattr.backends.base import SM_SCALE
 from traceattr.backends.dcp import DcpCall, prepare_dcp
 from traceattr.backends.inputs import as_shape, build_inputs
 from traceattr.backends.reference import LSE_LIMIT, lse_error, merge_reference, mla_reference_lse, relative_error
-from traceattr.callnames import BETWEEN, DOMAIN, FLUSH, HOLD, CallName
-from traceattr.errors import BackendUnsupported
+from traceattr.core.callnames import BETWEEN, DOMAIN, FLUSH, HOLD, CallName
+from traceattr.core.errors import BackendUnsupported
+from traceattr.core.precision import median_noise
+from traceattr.core.shapes import Shape, parse_shape
 from traceattr.runner.environment import ClockSampler, gpu_facts, versions
 from traceattr.runner.plan import RunPlan, arm_letters, between_arm, call_order, more_rounds
-from traceattr.shapes import Shape, parse_shape
 
 
 def say(message: str) -> None:

@@ -9,14 +9,14 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from traceattr import runfolder
-from traceattr.errors import TraceattrError
+from traceattr.core import runfolder
+from traceattr.core.errors import TraceattrError
 
 
 @dataclass(frozen=True)
 class RunPlan:
     shapes: tuple[str, ...]  # canonical shape names
-    arms: tuple[str, ...]  # arm texts (traceattr.arms grammar, labels distinct), in A B … order
+    arms: tuple[str, ...]  # arm texts (traceattr.backends.arms grammar, labels distinct), in A B … order
     iters: int = 20  # rounds: every arm runs once per round (the minimum when max_noise is set)
     max_noise: float | None = None  # add rounds until every arm's median is this precise (fraction)
     max_iters: int | None = None  # ... but never more rounds than this

@@ -1,7 +1,7 @@
 """One DCP rank of a real multi-GPU run (``traceattr profile --ranks N``); nsys runs one per GPU.
 
 Decode context parallelism as it is served: rank r holds shard r of the
-context (:meth:`traceattr.shapes.Shape.dcp_shards`) and attends over it with
+context (:meth:`traceattr.core.shapes.Shape.dcp_shards`) and attends over it with
 all heads, returning (output, LSE); the N partials are all-gathered over NCCL
 (torch.distributed) and merged with ``flashinfer.merge_states``. Unlike the
 one-GPU emulation (:mod:`traceattr.backends.dcp`), every partial is real and
@@ -11,11 +11,11 @@ Per iteration: the L2 flush in ``traceattr:flush``, a barrier (the ranks start
 each call together; outside every timed range), then one ``traceattr`` range
 ``backend=… shape=… arm=A iter=i`` around the rank's whole step, holding three
 ranges: ``dcp attention``, ``dcp all-gather`` and ``dcp merge``
-(:mod:`traceattr.callnames`). Before timing, each rank checks its partial
+(:mod:`traceattr.core.callnames`). Before timing, each rank checks its partial
 against the torch reference over its shard (output and base-2 LSE), and the
 merged output against a torch merge of the gathered partials. Writes ``rank<r>.json`` beside its
 report. Environment: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
-(set by :mod:`traceattr.ranks`).
+(set by :mod:`traceattr.jobs.rank_runs`).
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ import nvtx
 import torch
 import torch.distributed as dist
 
-from traceattr.arms import arm_backend, parse_arm
+from traceattr.backends.arms import arm_backend, parse_arm
 from traceattr.backends.base import SM_SCALE
 from traceattr.backends.inputs import build_inputs
 from traceattr.backends.reference import LSE_LIMIT, lse_error, merge_reference, mla_reference_lse, relative_error
-from traceattr.callnames import DCP_ATTENTION, DCP_GATHER, DCP_MERGE, DOMAIN, FLUSH, CallName
+from traceattr.core.callnames import DCP_ATTENTION, DCP_GATHER, DCP_MERGE, DOMAIN, FLUSH, CallName
+from traceattr.core.shapes import parse_shape
 from traceattr.runner.environment import gpu_facts, versions
-from traceattr.shapes import parse_shape
 
 
 def say(rank: int, message: str) -> None:

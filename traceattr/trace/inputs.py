@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from traceattr.errors import TraceError
-from traceattr.nsys import export_sqlite
-from traceattr.runfolder import TRACE as RUN_TRACE
+from traceattr.core.errors import TraceError
+from traceattr.core.runfolder import TRACE as RUN_TRACE
+from traceattr.trace.nsys import export_sqlite
 from traceattr.trace.sqlite_source import check_file
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import polars as pl
 
-from traceattr.errors import NoDataError, TraceError
-from traceattr.keys import gather_by_key
+from traceattr.core.errors import NoDataError, TraceError
+from traceattr.core.keys import gather_by_key
 from traceattr.trace import schema as S
 from traceattr.trace.sqlite_source import Query, SqliteSource
 from traceattr.trace.validate import shorten_long_names, validate
@@ -209,7 +209,7 @@ def lookup_strings(ids: pl.Series, strings: pl.DataFrame) -> pl.Series:
     """StringIds values for *ids* (null where absent), in the order of *ids*.
 
     nsys numbers its strings densely, so this is a positional gather (no hash
-    table, no copy of the text); a sparse table is searched (:mod:`traceattr.keys`).
+    table, no copy of the text); a sparse table is searched (:mod:`traceattr.core.keys`).
     """
     return gather_by_key(strings["id"], strings["value"], ids).cast(pl.String).alias(ids.name)
 

@@ -27,8 +27,8 @@ from typing import Any
 
 import polars as pl
 
-from traceattr.cpus import usable_cpus
-from traceattr.errors import TraceError
+from traceattr.core.cpus import usable_cpus
+from traceattr.core.errors import TraceError
 
 try:  # optional fast path; the low-level API, not adbc's DB-API module, which imports pyarrow (~0.3 s)
     import adbc_driver_manager as _adbc

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceattr.errors import TraceError
+from traceattr.core.errors import TraceError
 from traceattr.trace import schema as S
 
 # Beyond this, interval arithmetic (end + 1, differences, sums) can overflow Int64: nsys's

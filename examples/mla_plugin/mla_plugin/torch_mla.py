@@ -30,7 +30,7 @@ from typing import Any
 
 from traceattr.backends.base import SM_SCALE, CallPlan, Capabilities, TensorSpec
 from traceattr.backends.layout import KvLayout
-from traceattr.shapes import HEAD_DIM, LATENT_DIM, Shape
+from traceattr.core.shapes import HEAD_DIM, LATENT_DIM, Shape
 
 CAPS = Capabilities(
     name="torch-mla",

@@ -35,11 +35,11 @@ from traceattr.analysis.roofline import peak_bandwidth
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution, Mode, RangeFilter, attribute
 from traceattr.attribution.intervals import union_length
 from traceattr.attribution.roles import ROLES, RoleRules
-from traceattr.cpus import usable_cpus
-from traceattr.errors import TraceattrError
-from traceattr.output import FileFormat, write_table
-from traceattr.runfolder import ACROSS_REPORTS, CALLS, KERNELS, RANGES, REPORTS
-from traceattr.runfolder import TRACE as RUN_TRACE
+from traceattr.core.cpus import usable_cpus
+from traceattr.core.errors import TraceattrError
+from traceattr.core.output import FileFormat, write_table
+from traceattr.core.runfolder import ACROSS_REPORTS, CALLS, KERNELS, RANGES, REPORTS
+from traceattr.core.runfolder import TRACE as RUN_TRACE
 from traceattr.trace.inputs import resolve_trace
 from traceattr.trace.loader import load_trace
 
@@ -67,7 +67,7 @@ class Settings:
     rules: str | None = None  # a user rules file, loaded by each worker
     engine: str = "auto"
     calls: bool = False  # also the per-call table (`compare`)
-    group: str | None = None  # how call names read as backend + shape (traceattr.callnames)
+    group: str | None = None  # how call names read as backend + shape (traceattr.core.callnames)
 
 
 @dataclass(frozen=True)

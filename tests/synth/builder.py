@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
-from traceattr.synth.writer import write_export
+from tests.synth.writer import write_export
 from traceattr.trace import schema as S
 
 _HW_VM = 1 << 48  # VM id 1, as real captures show

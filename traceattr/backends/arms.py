@@ -21,7 +21,7 @@ into 4 requests per request, then flashinfer's separate merge kernel). So
 written back sorted (``fa3[graphs,splits=4]``), so equal arms get equal labels.
 
 The label names the arm everywhere after the plan: the ``backend=`` word of
-each call's NVTX name (:mod:`traceattr.callnames`), runner.json, summaries and
+each call's NVTX name (:mod:`traceattr.core.callnames`), runner.json, summaries and
 reports. ``program`` identifies what the arm computes: the backend and its
 options except those that do not change the numbers (``graphs``); two arms
 with the same program must produce bitwise-equal outputs.
@@ -35,10 +35,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from traceattr.backends import Backend, CallPlan, Device, OptionSpec, get_backend, registry
+from traceattr.backends import BACKENDS, Backend, CallPlan, Device, OptionSpec, get_backend, registry
 from traceattr.backends.base import rejection_reason
-from traceattr.errors import BackendUnsupported, TraceattrError
-from traceattr.shapes import Shape
+from traceattr.core.errors import BackendUnsupported, TraceattrError
+from traceattr.core.shapes import Shape, ShapeError, parse_shape
 
 GRAPHS = OptionSpec("graphs", "replay the call as a captured CUDA graph", kind="flag", program=False)
 PAGE = OptionSpec("page", "KV page size in tokens (the same tokens, re-paged into a separate cache)", minimum=1)
@@ -225,3 +225,32 @@ def check_arm(arm: Arm, shape: Shape, device: Device | None, *, packages: bool =
 
 def labels(arms: Sequence[Arm]) -> tuple[str, ...]:
     return tuple(a.label for a in arms)
+
+
+def same_program(arm_a: str, arm_b: str, shape: Shape | str) -> bool:
+    """Whether two arms run the same GPU program on *shape*, so that no timing difference between them means anything.
+
+    An arm is the same program as itself (an A/A comparison); otherwise a backend declares it
+    (``Capabilities.same_program_as``), in either direction, and arms ``backend[options]`` need the
+    same options. Arms or shapes traceattr does not know are different programs.
+    """
+    if arm_a == arm_b:
+        return True
+    # arms with the same options on backends that declare it (fa3[splits=4] and fa3-per-token[splits=4] at q = 1)
+    split_a, split_b = split_spec(arm_a), split_spec(arm_b)
+    if split_a is None or split_b is None:
+        return False
+    (arm_a, opts_a), (arm_b, opts_b) = split_a, split_b
+    if opts_a != opts_b:
+        return False
+    if isinstance(shape, str):
+        try:
+            shape = parse_shape(shape)
+        except ShapeError:
+            return False
+    for a, b in ((arm_a, arm_b), (arm_b, arm_a)):
+        backend = BACKENDS.get(a)
+        when = backend.caps.same_program_as.get(b) if backend is not None else None
+        if when is not None and when(shape):
+            return True
+    return False

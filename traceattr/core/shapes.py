@@ -43,7 +43,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from traceattr.errors import TraceattrError
+from traceattr.core.errors import TraceattrError
 
 KvDtype = Literal["bf16", "fp8"]
 QueryPattern = Literal["uniform", "ragged", "row"]
@@ -247,7 +247,7 @@ HEAD_PRESETS = {
     "deepseek-tp8": 16,
 }
 # A run of shape parts inside a longer name (``fa3_pertoken_q8_ctx900k_3`` holds ``q8_ctx900k``), for
-# call-name grouping (:mod:`traceattr.callnames`). The prefix word is left out: inside a name it could
+# call-name grouping (:mod:`traceattr.core.callnames`). The prefix word is left out: inside a name it could
 # not be told from the end of a backend's name. Case-insensitive, as parse_shape; no look-arounds,
 # so Python's re and polars' (Rust) regex read it alike.
 SHAPE_PATTERN = "(?i:{part}(?:_{part})*)".format(

@@ -21,20 +21,21 @@ from typing import Any
 
 import polars as pl
 
-from traceattr import __version__, runfolder
+from traceattr import __version__
 from traceattr.analysis.pipeline import analyse
-from traceattr.arms import Arm, check_arm, default_arms, parse_arm, parse_arms
 from traceattr.attribution.engine import Attribution, attribute
 from traceattr.backends import current_device
+from traceattr.backends.arms import Arm, check_arm, default_arms, parse_arm, parse_arms, same_program
 from traceattr.backends.base import Device
 from traceattr.backends.layout import KvLayout
-from traceattr.capture import capture, profile_command
-from traceattr.errors import BackendUnsupported, TraceattrError
-from traceattr.nsys import find_nsys
-from traceattr.output import ResultSet
+from traceattr.core import runfolder
+from traceattr.core.errors import BackendUnsupported, TraceattrError
+from traceattr.core.output import ResultSet
+from traceattr.core.shapes import Shape
+from traceattr.jobs.capture import capture, profile_command
 from traceattr.runner.plan import ORDERS, RunPlan, between_arm, check_timing
-from traceattr.shapes import Shape
 from traceattr.trace.loader import load_trace
+from traceattr.trace.nsys import find_nsys
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def make_plan(
     order: str = "abba",
     out_root: Path = Path("reports"),
 ) -> ProfilePlan:
-    """The plan of a profile run: *arms* (texts of :mod:`traceattr.arms` or parsed arms; default one per
+    """The plan of a profile run: *arms* (texts of :mod:`traceattr.backends.arms` or parsed arms; default one per
     registered backend) on *shapes*, and what runs between calls (*between*) in which *order*.
 
     *max_noise* (a fraction) makes *iters* a minimum: rounds are added, up to *max_iters*,
@@ -211,7 +212,7 @@ def execute(plan: ProfilePlan, on_line: Callable[[str], None] | None = None, *, 
         )
         raise TraceattrError(f"{folder}: nothing was timed ({reasons})")
     att = attribute(load_trace(result.sqlite))  # type: ignore[arg-type]
-    analysis = analyse(att, events=runner.get("events", []))
+    analysis = analyse(att, events=runner.get("events", []), same_program=same_program)
     calls, summary = analysis.calls, analysis.summary
     bandwidth, source = analysis.peak_bytes_per_s, analysis.peak_source
     # the analysis outputs go in as one set, run.json last: a run folder with run.json is complete,
@@ -248,8 +249,8 @@ def _write_report(
     bandwidth: float | None,
     events: list[dict[str, Any]],
 ) -> Path:
-    from traceattr.report import write_report
+    from traceattr.present.report import write_report
 
     write_report(att, outputs.path(runfolder.REPORT), title=f"traceattr profile {outputs.folder.name}", run=run_info,
-                 peak_bytes_per_s=bandwidth, events=events)  # fmt: skip
+                 peak_bytes_per_s=bandwidth, events=events, same_program=same_program)  # fmt: skip
     return outputs.folder / runfolder.REPORT

@@ -8,8 +8,8 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
-from traceattr.report.data import ReportData
-from traceattr.report.style import (
+from traceattr.present.report.data import ReportData
+from traceattr.present.report.style import (
     GAPS,
     OVERLAP,
     ROLE_COLORS,
@@ -29,7 +29,7 @@ def attribution_figure(summary: pl.DataFrame) -> go.Figure:
 
     The parts partition each call's span (:mod:`traceattr.attribution.calltime`); the bars are the
     median call's (one real call: its parts add up to its span, the black tick in µs, 100% in
-    shares; see :func:`traceattr.report.data.collect`); the hover adds the part's share of all
+    shares; see :func:`traceattr.present.report.data.collect`); the hover adds the part's share of all
     calls' time. Shares first: a 5% combine kernel is a visible band even next to
     shapes ten times slower, which a shared µs axis would flatten. Each trace's ``meta`` says which
     view it belongs to ("share" or "us").

@@ -264,7 +264,7 @@ def render_plan(plan: Any, console: Console) -> None:
 
 def _shape_order(name: str) -> tuple[str, int, str]:
     """Shapes of one family together, by context length."""
-    from traceattr.shapes import ShapeError, parse_shape
+    from traceattr.core.shapes import ShapeError, parse_shape
 
     try:
         shape = parse_shape(name)

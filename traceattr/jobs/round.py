@@ -22,13 +22,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from traceattr import __version__, runfolder
+from traceattr import __version__
 from traceattr.analysis.rounds import Capture, Gates, Receipt, Row, round_rows
-from traceattr.arms import parse_arm
-from traceattr.errors import TraceattrError
-from traceattr.output import write_manifest, write_table, write_text
+from traceattr.backends.arms import parse_arm, same_program
+from traceattr.core import runfolder
+from traceattr.core.errors import TraceattrError
+from traceattr.core.output import write_manifest, write_table, write_text
+from traceattr.core.shapes import PUBLISHED_ROWS, ShapeError, parse_shape
 from traceattr.runner.plan import between_arm, check_timing
-from traceattr.shapes import PUBLISHED_ROWS, ShapeError, parse_shape
 
 # Named row sets (--rows NAME); a file of shapes, one a line, works too.
 ROW_SETS: dict[str, tuple[str, ...]] = {
@@ -170,7 +171,7 @@ Executor = Callable[[CaptureRequest, RoundPlan, Callable[[str], None]], Capture]
 
 def profile_executor(request: CaptureRequest, plan: RoundPlan, on_line: Callable[[str], None]) -> Capture:
     """One capture through ``traceattr profile`` (needs a CUDA GPU and nsys)."""
-    from traceattr.profile import execute, make_plan
+    from traceattr.jobs.profile import execute, make_plan
 
     profile_plan = make_plan(
         [parse_shape(s) for s in request.shapes], request.arms, iters=plan.iters, warmup=plan.warmup,
@@ -287,7 +288,7 @@ def write_round_report(
 ) -> Path | None:
     """report.html of a round: the receipt, then the first capture's figures (None: no capture has a trace)."""
     from traceattr.attribution.engine import attribute
-    from traceattr.report import write_report
+    from traceattr.present.report import write_report
     from traceattr.trace.loader import load_trace
 
     first = next(iter(capture_folders(receipt, folder)), None)
@@ -296,7 +297,7 @@ def write_round_report(
     att = attribute(load_trace(first / runfolder.TRACE))
     events = runfolder.runner_events(first)
     info = write_report(att, target or folder / runfolder.REPORT, title=title or f"traceattr round {folder.name}",
-                        run=runfolder.read_json(first, runfolder.RUN), receipt=receipt, events=events)  # fmt: skip
+                        run=runfolder.read_json(first, runfolder.RUN), receipt=receipt, events=events, same_program=same_program)  # fmt: skip
     return info.path
 
 

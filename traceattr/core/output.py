@@ -28,7 +28,7 @@ from typing import Any, Literal, get_args
 
 import polars as pl
 
-from traceattr.errors import TraceattrError
+from traceattr.core.errors import TraceattrError
 
 FileFormat = Literal["csv", "json", "parquet"]
 FILE_FORMATS: tuple[str, ...] = get_args(FileFormat)

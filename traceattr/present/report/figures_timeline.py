@@ -17,9 +17,9 @@ import plotly.graph_objects as go
 import polars as pl
 
 from traceattr.attribution.roles import ROLES
-from traceattr.report.data import TimelineData
-from traceattr.report.style import NVTX_COLOR, ROLE_COLORS, esc, new_figure, wrap_name
-from traceattr.terminal import display_name
+from traceattr.present.report.data import TimelineData
+from traceattr.present.report.style import NVTX_COLOR, ROLE_COLORS, esc, new_figure, wrap_name
+from traceattr.present.terminal import display_name
 
 LANE_PX = 30
 BAR_WIDTH = 0.76  # of a lane

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from traceattr.errors import TraceError
+from traceattr.core.errors import TraceError
 
 TRACE_STEM = "trace"  # nsys --output: trace.nsys-rep, exported to trace.sqlite
 TRACE = f"{TRACE_STEM}.sqlite"
@@ -38,7 +38,7 @@ def round_capture(index: int) -> str:
     return f"round-{index + 1}"
 
 
-# many reports at once (traceattr.multi, the nsys recipe): one row per report; per range/series across reports
+# many reports at once (traceattr.jobs.many, the nsys recipe): one row per report; per range/series across reports
 REPORTS = "reports"
 ACROSS_REPORTS = "across_reports"
 

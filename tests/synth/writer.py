@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
 
 import polars as pl
@@ -20,7 +19,7 @@ DDL_FILE = "nsys_3_20_3.sql"
 
 
 def ddl() -> str:
-    return resources.files("traceattr.synth").joinpath(DDL_FILE).read_text(encoding="utf-8")
+    return (Path(__file__).parent / DDL_FILE).read_text(encoding="utf-8")
 
 
 def table_columns() -> dict[str, list[tuple[str, bool]]]:

@@ -5,7 +5,7 @@ One range per call, domain ``traceattr``, message of ``key=value`` words::
     backend=fa3 shape=q8_ctx900k_h16_b1_bf16_p64 arm=A iter=12
 
 nsys shows it as ``traceattr:backend=fa3 shape=… arm=A iter=12``. The
-``backend`` word is the arm's label (:mod:`traceattr.arms`: ``fa3``,
+``backend`` word is the arm's label (:mod:`traceattr.backends.arms`: ``fa3``,
 ``fa3[splits=4]``, ``cand``; never whitespace). The L2 flush before each call
 runs in its own ``traceattr:flush`` range (outside the call's), the
 ``--between flush+ARM`` predecessor call in a ``traceattr:between`` range,
@@ -19,7 +19,7 @@ with named groups ``backend`` and ``shape`` (required), ``iter`` and ``arm``
 (optional), matched against each range's message (its text without the
 ``domain:`` prefix); the presets in :data:`GROUP_PRESETS` cover common
 conventions. Their shape is a run of parts of the shape grammar
-(:data:`traceattr.shapes.SHAPE_PATTERN`), so ``fa3_pertoken_q8_ctx900k_3`` is
+(:data:`traceattr.core.shapes.SHAPE_PATTERN`), so ``fa3_pertoken_q8_ctx900k_3`` is
 backend ``fa3_pertoken``, shape ``q8_ctx900k``, iteration 3, and
 ``fa2/q8_ctx32768`` has no iteration (the ctx digits stay in the shape).
 Pure string code: both the GPU runner and the CPU-only analysis import it.
@@ -30,8 +30,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from traceattr.errors import TraceattrError
-from traceattr.shapes import SHAPE_PATTERN
+from traceattr.core.errors import TraceattrError
+from traceattr.core.shapes import SHAPE_PATTERN
 
 DOMAIN = "traceattr"
 FLUSH = "flush"

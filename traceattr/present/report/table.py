@@ -16,7 +16,7 @@ import polars as pl
 from traceattr.analysis.rounds import Receipt
 from traceattr.analysis.verdicts import tie_text
 from traceattr.attribution.roles import ROLES
-from traceattr.report.style import us
+from traceattr.present.report.style import us
 
 
 @dataclass(frozen=True)

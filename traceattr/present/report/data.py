@@ -16,9 +16,10 @@ import polars as pl
 from traceattr.analysis.crossover import with_family
 from traceattr.analysis.pipeline import analyse
 from traceattr.analysis.summary import PART_COLUMNS, PARTS
+from traceattr.analysis.verdicts import SameProgram, same_label
 from traceattr.attribution.calltime import subtrees
 from traceattr.attribution.engine import Attribution
-from traceattr.errors import NoDataError
+from traceattr.core.errors import NoDataError
 
 GROUP = ("shape", "backend")
 
@@ -95,13 +96,14 @@ def collect(
     limits: Limits | None = None,
     group: str | None = None,
     events: list[dict[str, Any]] | None = None,
+    same_program: SameProgram = same_label,
 ) -> ReportData:
     """Every frame of the report for *att*; raises :class:`NoDataError` when no range launched GPU work.
 
     *events*: a runner.json's CUDA-event times, for the table's cross-check columns.
     """
     limits = limits or Limits()
-    analysis = analyse(att, peak_bytes_per_s=peak_bytes_per_s, group=group, events=events)
+    analysis = analyse(att, peak_bytes_per_s=peak_bytes_per_s, group=group, events=events, same_program=same_program)
     c = analysis.calls
     if c.height == 0:
         why = "the --domain/--match filter chose no range that" if att.selected else "no NVTX range"

@@ -7,7 +7,7 @@ makes no network request. Layers: :mod:`.data` computes the frames (pure
 polars), :mod:`.figures_compare` / :mod:`.figures_timeline` / :mod:`.table`
 draw them, :mod:`.html` assembles the page.
 
-    from traceattr.report import write_report
+    from traceattr.present.report import write_report
     info = write_report(traceattr.open("run.sqlite").attribute(), Path("report.html"))
 """
 
@@ -23,15 +23,16 @@ from plotly.offline import get_plotlyjs
 
 from traceattr import __version__
 from traceattr.analysis.rounds import Receipt
+from traceattr.analysis.verdicts import SameProgram, same_label
 from traceattr.attribution.engine import Attribution
-from traceattr.output import write_text
-from traceattr.report.data import Limits, ReportData, collect
-from traceattr.report.figures_compare import attribution_figure, distributions_figure
-from traceattr.report.figures_decision import context_figure, context_notes
-from traceattr.report.figures_timeline import picker_html, timeline_figure
-from traceattr.report.html import Section, facts_html, notes_html, page, run_html
-from traceattr.report.style import backend_colors, figure_html
-from traceattr.report.table import numbers_table, receipt_table
+from traceattr.core.output import write_text
+from traceattr.present.report.data import Limits, ReportData, collect
+from traceattr.present.report.figures_compare import attribution_figure, distributions_figure
+from traceattr.present.report.figures_decision import context_figure, context_notes
+from traceattr.present.report.figures_timeline import picker_html, timeline_figure
+from traceattr.present.report.html import Section, facts_html, notes_html, page, run_html
+from traceattr.present.report.style import backend_colors, figure_html
+from traceattr.present.report.table import numbers_table, receipt_table
 
 __all__ = ["Limits", "ReportInfo", "build_report", "write_report"]
 
@@ -63,10 +64,12 @@ def build_report(
     receipt: Receipt | None = None,
     group: str | None = None,
     events: list[dict[str, Any]] | None = None,
+    same_program: SameProgram = same_label,
 ) -> str:
     """The report of *att* as one HTML document (see the module doc); *group*: how call names group
-    (:mod:`traceattr.callnames`); *events*: a runner.json's CUDA-event times (the cross-check column)."""
-    return _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events)).html
+    (:mod:`traceattr.core.callnames`); *events*: a runner.json's CUDA-event times (the cross-check column);
+    *same_program*: which arms run one program (the commands pass the backends' declarations)."""
+    return _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program)).html
 
 
 def write_report(
@@ -80,12 +83,13 @@ def write_report(
     receipt: Receipt | None = None,
     group: str | None = None,
     events: list[dict[str, Any]] | None = None,
+    same_program: SameProgram = same_label,
 ) -> ReportInfo:
     """Write the report of *att* to *path* atomically (temp file, then rename).
 
     *run* is a run.json's content, *events* a runner.json's CUDA-event times (the cross-check column).
     """
-    built = _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events))
+    built = _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program))
     path = write_text(Path(path), built.html)
     return ReportInfo(path=path, size_bytes=path.stat().st_size, figures=built.sections, notes=built.notes)
 
@@ -101,10 +105,11 @@ class _Options:
     receipt: Receipt | None
     group: str | None
     events: list[dict[str, Any]] | None
+    same_program: SameProgram
 
 
 def _build(att: Attribution, o: _Options) -> _Built:
-    d = collect(att, o.peak_bytes_per_s, o.limits, group=o.group, events=o.events)
+    d = collect(att, o.peak_bytes_per_s, o.limits, group=o.group, events=o.events, same_program=o.same_program)
     colors = backend_colors(d.table["backend"])
     title = o.title or f"traceattr report: {att.meta.path.name}"
     sections = _sections(d, colors)

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from traceattr.errors import NsysError
-from traceattr.nsys import export_command, run
+from traceattr.core.errors import NsysError
+from traceattr.trace.nsys import export_command, run
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ from plotly.subplots import make_subplots
 
 from traceattr.analysis.crossover import rule_text
 from traceattr.analysis.verdicts import best_everywhere, tie_text
-from traceattr.report.data import ReportData
-from traceattr.report.style import ROLE_COLORS, SEGMENTS, TEMPLATE, esc, segment_part, segment_pattern
-from traceattr.shapes import fmt_ctx
+from traceattr.core.shapes import fmt_ctx
+from traceattr.present.report.data import ReportData
+from traceattr.present.report.style import ROLE_COLORS, SEGMENTS, TEMPLATE, esc, segment_part, segment_pattern
 
 MAX_COLS = 6  # role panels per row; a family with more context lengths wraps onto more rows
 RATIO_PX, BARS_PX, GAP_PX = 330, 200, 96  # heights: ratio panel, role panel row, space between rows

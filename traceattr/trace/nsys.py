@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from traceattr.errors import NsysError
+from traceattr.core.errors import NsysError
 
 ENV_VAR = "TRACEATTR_NSYS"
 _STANDARD_GLOBS = (
@@ -73,12 +73,12 @@ def export_sqlite(report: Path, sqlite: Path | None = None) -> Path:
 
     The raw report is only read, and no existing file is overwritten: an
     ``X.sqlite`` older than ``X.nsys-rep`` stays as it is and the export goes to
-    ``X.<report time>.sqlite`` beside it (said in a :class:`~traceattr.errors.TraceNote` warning). nsys writes into a
+    ``X.<report time>.sqlite`` beside it (said in a :class:`~traceattr.core.errors.TraceNote` warning). nsys writes into a
     private temporary folder, so concurrent exports never share a half-written
     file; the finished file is linked into place only if that name is still free.
     When the report's folder is not writable the export goes to ``~/.cache/traceattr``.
     """
-    from traceattr.errors import TraceError
+    from traceattr.core.errors import TraceError
 
     if not report.is_file():
         raise TraceError(report, "no such file")
@@ -105,7 +105,7 @@ def export_sqlite(report: Path, sqlite: Path | None = None) -> Path:
             f"is an nsys report and no nsys was found to export it; set {ENV_VAR}, or run "
             f"`nsys export --type sqlite {report}` and pass the .sqlite",
         )
-    from traceattr.output import interrupts_deferred
+    from traceattr.core.output import interrupts_deferred
 
     try:
         private = Path(tempfile.mkdtemp(prefix=f".{target.stem}.", suffix=".partial", dir=target.parent))
@@ -126,7 +126,7 @@ def export_sqlite(report: Path, sqlite: Path | None = None) -> Path:
         with interrupts_deferred():
             shutil.rmtree(private, ignore_errors=True)
     if target != first:
-        from traceattr.errors import TraceNote
+        from traceattr.core.errors import TraceNote
 
         why = "is older than the report and was left as it is" if first.exists() else "cannot be written there"
         warnings.warn(TraceNote(f"{first} {why}; exported to {target}"), stacklevel=2)
@@ -145,7 +145,7 @@ def _reusable(candidates: Sequence[Path], report: Path) -> Path | None:
 
 
 def _cache_folder(report: Path) -> Path:
-    from traceattr.errors import TraceError
+    from traceattr.core.errors import TraceError
 
     try:
         cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "traceattr"

@@ -3,7 +3,7 @@
 Each rank (:mod:`traceattr.runner.ranks`) runs under its own ``nsys profile``
 (one report per rank, as a TP/DCP job is profiled), on GPU ``LOCAL_RANK``,
 joined over NCCL by torch.distributed on this host. Afterwards every report is
-exported and attributed together (:mod:`traceattr.multi`): per rank the
+exported and attributed together (:mod:`traceattr.jobs.many`): per rank the
 ``dcp attention``, ``dcp all-gather`` and ``dcp merge`` ranges, side by side,
 and across ranks the slowest one. The plan (commands, environments) is built
 anywhere; ``--dry-run`` prints it. NVLink multicast stays off in every rank
@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from traceattr import runfolder
-from traceattr.arms import parse_arm
-from traceattr.capture import profile_command
-from traceattr.errors import NsysError, TraceattrError
-from traceattr.nsys import export_command, find_nsys, run
-from traceattr.shapes import Shape
+from traceattr.backends.arms import parse_arm
+from traceattr.core import runfolder
+from traceattr.core.errors import NsysError, TraceattrError
+from traceattr.core.shapes import Shape
+from traceattr.jobs.capture import profile_command
+from traceattr.trace.nsys import export_command, find_nsys, run
 
 RANK_STEM = "rank{}"  # rank<r>.nsys-rep / .sqlite / .json in the run folder
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
