@@ -7,6 +7,7 @@ side (backends ← runner) beside it, which jobs may drive and nothing below job
 from __future__ import annotations
 
 import ast
+import itertools
 from pathlib import Path
 
 import pytest
@@ -125,8 +126,8 @@ def test_no_import_cycle_between_modules() -> None:
             if dep.startswith(node + "."):
                 continue
             if state.get(dep) == 1:
-                cycle = stack[stack.index(dep) :] + [dep]
-                if not all(b.startswith(a + ".") or a.startswith(b + ".") for a, b in zip(cycle, cycle[1:])):
+                cycle = [*stack[stack.index(dep) :], dep]
+                if not all(b.startswith(a + ".") or a.startswith(b + ".") for a, b in itertools.pairwise(cycle)):
                     raise AssertionError("import cycle: " + " -> ".join(cycle))
             elif dep not in state:
                 visit(dep)
