@@ -11,14 +11,15 @@ import pytest
 
 import traceattr
 from traceattr.analysis.calls import CALL_COLUMNS
-from traceattr.analysis.crossover import crossovers, rule_text
-from traceattr.analysis.dispatch import backend_for, dispatch_rules
+from traceattr.analysis.crossover import crossovers
 from traceattr.analysis.pipeline import analyse
 from traceattr.analysis.summary import summarize
 from traceattr.attribution.calltime import EVENT_COLUMNS, EXPOSED_COLUMNS
 from traceattr.attribution.engine import ROLE_COLUMNS
 from traceattr.backends.arms import same_program
 from traceattr.cli import main
+from traceattr.present.dispatch import backend_for, dispatch_rules
+from traceattr.present.formats import rule_text
 
 CALLS = 20
 SWEEP = Path(__file__).parents[1] / "examples" / "traces" / "h200_mla_sweep.sqlite"

@@ -21,10 +21,10 @@ import pytest
 
 import traceattr
 from tests.synth.builder import TraceBuilder
-from traceattr.analysis.crossover import rule_text
 from traceattr.analysis.pipeline import analyse
 from traceattr.attribution.engine import Attribution
 from traceattr.cli import main
+from traceattr.present.formats import rule_text
 from traceattr.present.report import Limits, build_report, write_report
 from traceattr.present.report.data import _evenly_in_time, collect
 from traceattr.present.report.figures_compare import attribution_figure

@@ -19,11 +19,22 @@ import contextlib
 
 import polars as pl
 
+from traceattr.analysis.verdicts import comparable_shapes
 from traceattr.attribution.calltime import EXPOSED_COLUMNS, QUEUE_COLUMNS, call_times
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution
-from traceattr.core.callnames import AUTO, BETWEEN, FLUSH, HOLD, WARMUP, group_fields, group_pattern
+from traceattr.core.callnames import (
+    AUTO,
+    BETWEEN,
+    FLUSH,
+    HOLD,
+    WARMUP,
+    checked_group,
+    group_fields,
+    series_and_iteration,
+    shape_runs,
+)  # fmt: skip
 from traceattr.core.errors import TraceattrError
-from traceattr.core.shapes import SHAPE_PATTERN, ShapeError, parse_shape
+from traceattr.core.shapes import ShapeError, parse_shape
 
 UNNAMED = "[unnamed range]"
 CALL_COLUMNS = (
@@ -31,8 +42,6 @@ CALL_COLUMNS = (
     "gpu_start_ns", "gpu_span_ns", "busy_ns", "gap_ns", *EXPOSED_COLUMNS, "kernel_sum_ns", "gpu_sum_ns",
     "launch_latency_ns", *QUEUE_COLUMNS, "kernels", "gpu_ops", *ROLE_COLUMNS,
 )  # fmt: skip
-# every run of shape parts in a message, with what delimits it (for grouping_note's "mixes shapes")
-_SHAPE_RUNS = rf"(?:^|[^A-Za-z0-9-])({SHAPE_PATTERN})(?:$|[^A-Za-z0-9-])"
 
 
 def calls(att: Attribution, group: str | None = None) -> pl.DataFrame:
@@ -42,7 +51,7 @@ def calls(att: Attribution, group: str | None = None) -> pl.DataFrame:
     )
     ranges = ranges.with_columns(pl.coalesce("message", "name").alias("_text"))
     for preset in (group,) if group is not None else AUTO:
-        pattern = group_pattern(preset)
+        pattern = checked_group(preset)
         picked = _grouped(ranges, pattern, keep_shape=preset == "traceattr")
         if picked.height:
             break
@@ -62,10 +71,7 @@ def calls(att: Attribution, group: str | None = None) -> pl.DataFrame:
 
 def _grouped(ranges: pl.DataFrame, pattern: str, *, keep_shape: bool) -> pl.DataFrame:
     fields = group_fields(pattern)
-    try:
-        parts = ranges.select(pl.col("_text").str.extract_groups(pattern).alias("_g"))
-    except pl.exceptions.PolarsError as err:
-        raise TraceattrError(f"--group: invalid regular expression {pattern!r} ({str(err).splitlines()[0]})") from None
+    parts = ranges.select(pl.col("_text").str.extract_groups(pattern).alias("_g"))
     g = pl.col("_g").struct
     picked = ranges.with_columns(parts["_g"]).filter(
         g.field("backend").is_not_null() & (g.field("backend") != "") & g.field("shape").is_not_null()
@@ -96,7 +102,7 @@ def _series(ranges: pl.DataFrame) -> pl.DataFrame:
     """Top-level ranges as series of their own, an iteration split off only after a separator."""
     skip = pl.col("message").is_in([FLUSH, BETWEEN, HOLD]) | pl.col("message").str.starts_with(WARMUP)
     top = ranges.filter((pl.col("level") == 0) & ~skip.fill_null(False))
-    parts = pl.col("name").str.extract_groups(r"^(?P<series>.+?)[:#_ ](?P<iter>\d+)$")
+    parts = series_and_iteration(pl.col("name"))
     return top.with_columns(
         parts.struct.field("series").fill_null(pl.col("name")).alias("series"),
         parts.struct.field("iter").cast(pl.Int64).alias("iter"),
@@ -120,7 +126,7 @@ def grouping_note(calls: pl.DataFrame) -> str | None:
     if named.height == 0:
         examples = ", ".join(repr(s) for s in calls["series"].unique(maintain_order=True).head(2).to_list())
         return f"no range name reads as a backend and a shape (e.g. {examples}): nothing to compare; {hint}"
-    runs = named.select("shape", "backend", pl.col("name").str.extract_all(_SHAPE_RUNS).list.join(" ").alias("_runs"))
+    runs = named.select("shape", "backend", shape_runs(pl.col("name")).alias("_runs"))
     mixed = (
         runs.group_by("shape", "backend")
         .agg(pl.col("_runs").unique().sort().alias("_seen"))
@@ -134,16 +140,9 @@ def grouping_note(calls: pl.DataFrame) -> str | None:
             f"calls grouped as {row['backend']} · {row['shape']} carry different shapes in their names ({seen}): "
             f"the grouping's shape takes too little of the name; nothing compared; {hint}"
         )
-    per_shape = named.group_by("shape").agg(pl.col("backend").n_unique().alias("n"))
-    if per_shape["n"].max() < 2:  # type: ignore[operator]
+    if not comparable_shapes(named):
         return (
-            f"no shape was measured by two or more backends ({per_shape.height} shape(s), one backend each): "
+            f"no shape was measured by two or more backends ({named['shape'].n_unique()} shape(s), one backend each): "
             f"nothing to compare; {hint}"
         )
     return None
-
-
-def compared_shapes(calls: pl.DataFrame) -> list[str]:
-    """Shapes measured by two or more backends: the only ones with a winner."""
-    per_shape = calls.filter(pl.col("shape").is_not_null()).group_by("shape").agg(pl.col("backend").n_unique())
-    return sorted(per_shape.filter(pl.col("backend") >= 2)["shape"].to_list())

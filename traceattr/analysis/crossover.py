@@ -28,8 +28,8 @@ from collections.abc import Callable
 
 import polars as pl
 
-from traceattr.analysis.verdicts import SameProgram, Samples, call_samples, compare_arms, same_label, tie_text
-from traceattr.core.shapes import ShapeError, fmt_ctx, parse_shape
+from traceattr.analysis.verdicts import SameProgram, Samples, call_samples, compare_arms, same_label
+from traceattr.core.shapes import ShapeError, parse_shape
 
 CROSSOVER_SCHEMA = {
     "family": pl.String,
@@ -153,14 +153,3 @@ def _judge(samples: Samples, s0: str, s1: str, below: str, above: str) -> tuple:
     undecided = [c.noise for c, want in ((lo, "slower"), (hi, "faster")) if c.verdict != want]
     noise = None if decided else 100 * max(undecided)
     return (decided, lo.ratio, lo.low, lo.high, hi.ratio, hi.low, hi.high, noise)
-
-
-def rule_text(row: dict) -> str:
-    """One crossing (a row of :func:`crossovers`) as the sentence every view prints, without its family."""
-    measured = f"{fmt_ctx(row['ctx_low'])} and {fmt_ctx(row['ctx_high'])}"
-    if row["decided"]:
-        return (
-            f"{row['faster_below']} below ≈{fmt_ctx(row['crossover_ctx'])} ctx, {row['faster_above']} above "
-            f"(measured at {measured})"
-        )
-    return f"{row['faster_below']} vs {row['faster_above']}: {tie_text(row['noise_pct'])} between {measured}, no rule"

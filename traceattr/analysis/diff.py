@@ -18,6 +18,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceattr.attribution.engine import Attribution
+from traceattr.core.callnames import without_counters
 
 DIFF_SCHEMA = {
     "level": pl.String, "name": pl.String,
@@ -26,8 +27,6 @@ DIFF_SCHEMA = {
 }  # fmt: skip
 LEVELS = ("total", "kernel", "role", "range")
 TOTAL = "GPU kernel time"  # the headline: sum of kernel durations
-# per-instance counters in range names: PyTorch's emit_nvtx (", seq = 12", ", op_id = 34"), traceattr's " iter=5"
-_COUNTERS = r", (?:seq|op_id) = \d+| iter=\d+"
 
 
 def _ops(att: Attribution) -> pl.DataFrame:
@@ -53,7 +52,7 @@ def tally(att: Attribution) -> pl.DataFrame:
         pl.len().alias("n"), pl.col("duration_ns").sum().alias("ns")
     )
     ranges = att.ranges.filter(pl.col("range_id").is_not_null())
-    per_range = ranges.group_by(pl.col("name").str.replace_all(_COUNTERS, "").alias("name")).agg(
+    per_range = ranges.group_by(without_counters(pl.col("name")).alias("name")).agg(
         pl.len().alias("n"), pl.col("gpu_sum_ns").fill_null(0).sum().alias("ns")
     )
     parts = [per_kernel.with_columns(pl.lit("kernel").alias("level")), per_role.with_columns(pl.lit("role").alias("level")),

@@ -44,15 +44,24 @@ VERDICT_SCHEMA = {
 }
 
 
+def comparable() -> pl.Expr:
+    """True on the rows (calls or summary rows) of a shape measured with two or more backends: the only shapes
+    compared, so the only ones with a winner, a tie or a rule."""
+    return pl.col("backend").n_unique().over("shape") > 1
+
+
+def comparable_shapes(frame: pl.DataFrame) -> list[str]:
+    """The shapes of *frame* (calls or summary rows) that are :func:`comparable`, sorted."""
+    return sorted(frame.filter(pl.col("shape").is_not_null() & comparable())["shape"].unique().to_list())
+
+
 def call_samples(calls: pl.DataFrame) -> Samples:
     """Per-call GPU spans (ns) of each (shape, backend) of *calls* (shape and backend filled).
 
     Only shapes measured with two or more backends: the others are never compared.
     """
     per = (
-        calls.filter(pl.col("backend").n_unique().over("shape") > 1)
-        .group_by("shape", "backend")
-        .agg(pl.col("gpu_span_ns").drop_nulls().cast(pl.Float64))
+        calls.filter(comparable()).group_by("shape", "backend").agg(pl.col("gpu_span_ns").drop_nulls().cast(pl.Float64))
     )
     return {(s, b): np.asarray(v, dtype=float) for s, b, v in per.iter_rows()}
 
@@ -68,7 +77,7 @@ def shape_verdicts(summary: pl.DataFrame, samples: Samples, same_program: SamePr
     ordered = summary.select("shape", "backend", "median_us").sort("shape", "median_us", "backend")
     # a shape measured with one backend only is "alone" (no comparison): done in one step, as foreign
     # traces may have thousands of such series
-    several = pl.col("backend").n_unique().over("shape") > 1
+    several = comparable()
     alone = ordered.filter(~several).select(
         "shape", "backend", pl.lit(None, pl.Float64).alias("vs_best_low"), pl.lit(None, pl.Float64).alias("vs_best_high"),
         pl.lit("alone").alias("verdict"), pl.lit(None, pl.String).alias("same_program_as"), pl.lit(False).alias("winner"),
@@ -95,13 +104,6 @@ def shape_verdicts(summary: pl.DataFrame, samples: Samples, same_program: SamePr
         tie_pct = 100 * noise if tied else None
         rows += [(shape, *m, m[3] == "winner", tie_pct) for m in mine]
     return pl.concat([pl.DataFrame(rows, schema=VERDICT_SCHEMA, orient="row"), alone.cast(VERDICT_SCHEMA)])  # type: ignore[arg-type]
-
-
-def tie_text(noise_pct: float | None) -> str:
-    """How a tie reads everywhere: "tie within noise (±0.8%)"."""
-    if noise_pct is None or not math.isfinite(noise_pct):
-        return "tie (too few calls to tell)"
-    return f"tie within noise (±{noise_pct:.1f}%)"
 
 
 def best_everywhere(rows: pl.DataFrame) -> str | None:

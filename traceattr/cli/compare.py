@@ -13,9 +13,8 @@ import typer
 from rich.markup import escape
 
 from traceattr import __version__
-from traceattr.analysis.calls import compared_shapes
-from traceattr.analysis.dispatch import dispatch_rules
 from traceattr.analysis.pipeline import Analysis, analyse, analyse_calls
+from traceattr.analysis.verdicts import comparable_shapes
 from traceattr.backends.arms import same_program
 from traceattr.cli import app
 from traceattr.cli.many import attribute_many, exit_status
@@ -24,6 +23,7 @@ from traceattr.core import runfolder
 from traceattr.core.errors import NoDataError, TraceattrError
 from traceattr.core.output import ResultSet, check_file_target, check_out_folder, write_text
 from traceattr.jobs.many import Settings, across_reports, expand_inputs, rounds_per_report
+from traceattr.present.dispatch import dispatch_rules
 from traceattr.session import Session
 
 MANIFEST = "compare.json"  # names the set in --out DIR; see traceattr.core.output.ResultSet
@@ -123,21 +123,14 @@ def _show_and_write(
     inputs: Sequence[Path] = (),
     notes: Sequence[str] = (),
 ) -> None:
-    from traceattr.present.terminal import (
-        console,
-        render_across,
-        render_fit,
-        render_notes,
-        render_reports,
-        render_rules,
-        render_summary,
-    )
+    from traceattr.present.comparison import render_fit, render_rules, render_summary
+    from traceattr.present.terminal import console, render_across, render_notes, render_reports
 
     con = console()
     if analysis.note is not None:  # no winner to print: say why, in one line
         render_notes([analysis.note], con)
     else:
-        compared = compared_shapes(analysis.calls)
+        compared = comparable_shapes(analysis.calls)
         summary = analysis.summary
         alone = summary.filter(~pl.col("shape").is_in(compared))["shape"].unique().sort().to_list()
         render_summary(summary.filter(pl.col("shape").is_in(compared)), con, [])

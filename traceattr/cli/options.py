@@ -6,12 +6,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
-import polars as pl
 import typer
 
 from traceattr.attribution.engine import MODES
-from traceattr.core.callnames import group_pattern
-from traceattr.core.errors import TraceattrError
+from traceattr.core.callnames import check_regex as check_regex  # with the options it checks; defined in core
+from traceattr.core.callnames import checked_group
 
 ModeChoice = Enum("ModeChoice", {m: m for m in MODES}, type=str)  # type: ignore[misc]
 
@@ -50,17 +49,7 @@ GroupOpt = Annotated[
 RulesOpt = Annotated[Optional[Path], typer.Option(help="TOML kernel-role rules tried before the built-in ones.")]
 
 
-def check_regex(pattern: str | None, option: str = "--match") -> None:
-    """A regex polars accepts, or a one-line error naming the option."""
-    if pattern is None:
-        return
-    try:
-        pl.Series([""]).str.contains(pattern)
-    except pl.exceptions.PolarsError as err:
-        raise TraceattrError(f"{option}: invalid regular expression {pattern!r} ({str(err).splitlines()[0]})") from None
-
-
 def check_group(group: str | None) -> None:
     """A grouping preset, or a regex polars accepts with the named groups grouping needs; else one line."""
     if group is not None:
-        check_regex(group_pattern(group), "--group")
+        checked_group(group)

@@ -26,7 +26,8 @@ from traceattr.cli.options import (
 from traceattr.core import runfolder
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import check_file_target
-from traceattr.present.terminal import printable
+from traceattr.present.formats import size
+from traceattr.present.names import printable
 from traceattr.trace.inputs import resolve_trace
 from traceattr.trace.loader import load_trace
 
@@ -70,7 +71,7 @@ def report_command(
     )
     for note in info.notes:
         print(f"note: {printable(note)}", file=sys.stderr)
-    print(f"wrote {info.path} ({_size(info.size_bytes)})")
+    print(f"wrote {info.path} ({size(info.size_bytes, 1)})")
 
 
 def _round_report(folder: Path, out: Path | None, title: str | None, chosen: tuple[Any, ...]) -> None:
@@ -86,7 +87,7 @@ def _round_report(folder: Path, out: Path | None, title: str | None, chosen: tup
     written = write_round_report(receipt, folder, target, title)
     if written is None:
         raise TraceattrError(f"{folder}: none of the receipt's captures has a {runfolder.TRACE} (moved or deleted)")
-    print(f"wrote {written} ({_size(written.stat().st_size)})")
+    print(f"wrote {written} ({size(written.stat().st_size, 1)})")
 
 
 def _target(trace: Path, out: Path | None) -> Path:
@@ -106,10 +107,3 @@ def _is_report(head: bytes) -> bool:
 def _run_info(trace: Path) -> dict[str, Any] | None:
     """A run folder's run.json (GPU, driver, versions, commands), shown in the report's header."""
     return runfolder.read_json(trace, runfolder.RUN)
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"

@@ -29,9 +29,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from traceattr.core.errors import TraceattrError
 from traceattr.core.shapes import SHAPE_PATTERN
+
+if TYPE_CHECKING:  # the runner imports this module too: it never needs polars for it
+    import polars as pl
 
 DOMAIN = "traceattr"
 FLUSH = "flush"
@@ -122,3 +126,47 @@ def group_fields(pattern: str) -> list[str]:
     """The grouping fields a regex names (backend, shape, and iter/arm where present)."""
     names = set(_NAMED_GROUP.findall(pattern))
     return [g for g in GROUP_NAMES if g in names]
+
+
+def check_regex(pattern: str | None, option: str = "--match") -> None:
+    """A regex polars accepts (its Rust engine is the one that runs it), or a one-line error naming *option*."""
+    if pattern is None:
+        return
+    import polars as pl  # here, not at the top: the GPU runner imports this module without needing it
+
+    try:
+        pl.Series([""]).str.contains(pattern)
+    except pl.exceptions.PolarsError as err:
+        raise TraceattrError(f"{option}: invalid regular expression {pattern!r} ({str(err).splitlines()[0]})") from None
+
+
+def checked_group(group: str) -> str:
+    """The regex of *group* (a preset or a user regex), checked: the named groups grouping needs, and valid."""
+    pattern = group_pattern(group)
+    check_regex(pattern, "--group")
+    return pattern
+
+
+# Names of ranges other tools repeat, with a per-instance counter the name carries:
+# PyTorch's emit_nvtx (", seq = 12", ", op_id = 34") and traceattr's own " iter=5".
+_INSTANCE_COUNTERS = rf", (?:seq|op_id) = \d+| iter={_VALUES['iter']}"
+# A series name and its iteration after a separator: "decode:3", "step#3", "probe_3", "warm 3".
+_SERIES_ITERATION = r"^(?P<series>.+?)[:#_ ](?P<iter>\d+)$"
+# Every run of shape parts in a name, with what delimits it.
+_SHAPE_RUNS = rf"(?:^|[^A-Za-z0-9-])({SHAPE_PATTERN})(?:$|[^A-Za-z0-9-])"
+
+
+def without_counters(names: pl.Expr) -> pl.Expr:
+    """Range names without their per-instance counters, so that repeated ranges add up under one name."""
+    return names.str.replace_all(_INSTANCE_COUNTERS, "")
+
+
+def series_and_iteration(names: pl.Expr) -> pl.Expr:
+    """A struct of ``series`` (the name before a trailing ``:3``/``#3``/``_3``/`` 3``) and ``iter`` (its digits,
+    as text); both null where the name ends in no such iteration."""
+    return names.str.extract_groups(_SERIES_ITERATION)
+
+
+def shape_runs(names: pl.Expr) -> pl.Expr:
+    """The runs of shape-grammar parts in each name, joined by spaces (``fa3_q8_ctx900k_3`` -> ``_q8_ctx900k_``)."""
+    return names.str.extract_all(_SHAPE_RUNS).list.join(" ")

@@ -26,6 +26,7 @@ from traceattr.analysis.rounds import Receipt
 from traceattr.analysis.verdicts import SameProgram, same_label
 from traceattr.attribution.engine import Attribution
 from traceattr.core.output import write_text
+from traceattr.present.formats import bandwidth, count, gigabytes
 from traceattr.present.report.data import Limits, ReportData, collect
 from traceattr.present.report.figures_compare import attribution_figure, distributions_figure
 from traceattr.present.report.figures_decision import context_figure, context_notes
@@ -128,8 +129,8 @@ def _facts(att: Attribution, d: ReportData) -> list[tuple[str, str]]:
     meta = att.meta
     gpus = [
         f"{r['name'] or '?'} (device {r['device_id']}, {r['sm_count'] or '?'} SMs"
-        + (f", {r['memory_bytes'] / 1e9:.0f} GB" if r.get("memory_bytes") else "")
-        + (f", {r['memory_bandwidth'] / 1e12:.2f} TB/s" if r.get("memory_bandwidth") else "")
+        + (f", {gigabytes(r['memory_bytes'])}" if r.get("memory_bytes") else "")
+        + (f", {bandwidth(r['memory_bandwidth'])}" if r.get("memory_bandwidth") else "")
         + ")"
         for r in att.trace.devices.iter_rows(named=True)
     ]
@@ -137,7 +138,7 @@ def _facts(att: Attribution, d: ReportData) -> list[tuple[str, str]]:
         f"{k} {v!r}" for k, v in (("domain", att.select.domain), ("match", att.select.match)) if v is not None
     )
     peak = (
-        f"{d.peak_bytes_per_s / 1e12:.2f} TB/s ({d.peak_source})"
+        f"{bandwidth(d.peak_bytes_per_s)} ({d.peak_source})"
         if d.peak_bytes_per_s
         else f"unknown ({d.peak_source}): no roofline share"
     )
@@ -146,7 +147,10 @@ def _facts(att: Attribution, d: ReportData) -> list[tuple[str, str]]:
         ("GPU", "; ".join(gpus) or "not recorded"),
         ("Nsight Systems", f"{meta.nsys_version or '?'} (export schema {meta.schema_version or '?'})"),
         ("attribution", f"mode {att.mode}" + (f"; ranges: {selected}" if selected else "")),
-        ("measured", f"{d.totals.calls:,} calls · {d.totals.backends:,} backends · {d.totals.shapes:,} shapes"),
+        (
+            "measured",
+            f"{count(d.totals.calls)} calls · {count(d.totals.backends)} backends · {count(d.totals.shapes)} shapes",
+        ),
         ("roofline peak", peak),
         ("generated", f"traceattr {__version__}, {time.strftime('%Y-%m-%d %H:%M:%S %z')}"),
     ]
@@ -165,7 +169,7 @@ def _has_events(d: ReportData) -> bool:
 
 
 def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
-    peak_note = f"peak {d.peak_bytes_per_s / 1e12:.2f} TB/s ({d.peak_source})" if d.peak_bytes_per_s else "peak unknown"
+    peak_note = f"peak {bandwidth(d.peak_bytes_per_s)} ({d.peak_source})" if d.peak_bytes_per_s else "peak unknown"
     out = [
         Section(
             "numbers",

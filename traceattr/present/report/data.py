@@ -16,10 +16,11 @@ import polars as pl
 from traceattr.analysis.crossover import with_family
 from traceattr.analysis.pipeline import analyse
 from traceattr.analysis.summary import PART_COLUMNS, PARTS
-from traceattr.analysis.verdicts import SameProgram, same_label
+from traceattr.analysis.verdicts import SameProgram, comparable_shapes, same_label
 from traceattr.attribution.calltime import subtrees
 from traceattr.attribution.engine import Attribution
 from traceattr.core.errors import NoDataError
+from traceattr.present.formats import us_from_ns
 
 GROUP = ("shape", "backend")
 
@@ -271,8 +272,7 @@ def _timeline(
         .agg(pl.len().alias("_ops"))
     )
     c = c.join(counts, on="call_id", how="left").with_columns(pl.col("_ops").fill_null(0)).sort("gpu_start_ns")
-    by_shape = c.filter(pl.col("is_median")).group_by("shape").agg(pl.col("backend").n_unique().alias("_b"))
-    compare_shapes = set(by_shape.filter(pl.col("_b") > 1)["shape"].to_list())
+    compare_shapes = set(comparable_shapes(c))
     chosen, per_call, notes = _choose_calls(c, compare_shapes, limits)
     picked = sub.join(chosen.select("call_id"), on="call_id", how="semi")
     op_rows, range_rows, op_notes = _timeline_rows(att, ranges, picked, per_call)
@@ -408,7 +408,7 @@ def _views(chosen: pl.DataFrame, summary: pl.DataFrame, compare_shapes: set[str]
         star = "★ median · " if row["is_median"] else ""
         views.append(
             TimelineView(
-                label=f"{star}{what} · {row['gpu_span_ns'] / 1e3:,.1f} µs",
+                label=f"{star}{what} · {us_from_ns(row['gpu_span_ns'])} µs",
                 group=row["shape"] if row["shape"] == row["backend"] else f"{row['shape']} · {row['backend']}",
                 calls=((row["call_id"], ""),),
             )

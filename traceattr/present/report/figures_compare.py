@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
+from traceattr.present.formats import pct, us
 from traceattr.present.report.data import ReportData
 from traceattr.present.report.style import (
     GAPS,
@@ -47,8 +48,8 @@ def attribution_figure(summary: pl.DataFrame) -> go.Figure:
             overall = s[f"{segment_part(seg)}_share"].fill_null(0)
             what = {GAPS: "nothing running", OVERLAP: "two or more roles at once"}.get(seg, f"only {seg} running")
             hover = [
-                f"<b>{esc(b)}</b> · {esc(sh)}<br>{seg} ({what}): <b>{v:,.2f} µs</b> = {100 * p:.1f}% of the median "
-                f"call ({m:,.2f} µs)<br>{100 * a:.1f}% of all its calls' time · median of this part {med:,.2f} µs"
+                f"<b>{esc(b)}</b> · {esc(sh)}<br>{seg} ({what}): <b>{us(v, 2)} µs</b> = {pct(p)} of the median "
+                f"call ({us(m, 2)} µs)<br>{pct(a)} of all its calls' time · median of this part {us(med, 2)} µs"
                 f"<br>{k:g} kernels per call"
                 for b, sh, v, p, m, a, med, k in zip(s["backend"], s["shape"], values, share, s["call_span_us"],
                                                      overall, s[f"{segment_part(seg)}_us"].fill_null(0),
@@ -132,7 +133,7 @@ def distributions_figure(d: ReportData, colors: dict[str, str]) -> go.Figure:
                     row=row, col=col,
                 )  # fmt: skip
                 hover = [
-                    f"<b>{esc(backend)}</b> · {esc(shape)}<br>{esc(name)}<br>{t:,.2f} µs ({t * 100 / b['median'] - 100:+.2f}%)"
+                    f"<b>{esc(backend)}</b> · {esc(shape)}<br>{esc(name)}<br>{us(t, 2)} µs ({t * 100 / b['median'] - 100:+.2f}%)"
                     for name, t in zip(p["name"], p["t_us"], strict=True)
                 ]
                 fig.add_trace(

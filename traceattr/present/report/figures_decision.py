@@ -21,9 +21,9 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
-from traceattr.analysis.crossover import rule_text
-from traceattr.analysis.verdicts import best_everywhere, tie_text
+from traceattr.analysis.verdicts import best_everywhere
 from traceattr.core.shapes import fmt_ctx
+from traceattr.present.formats import interval, rule_text, tie_text, times, us
 from traceattr.present.report.data import ReportData
 from traceattr.present.report.style import ROLE_COLORS, SEGMENTS, TEMPLATE, esc, segment_part, segment_pattern
 
@@ -99,13 +99,13 @@ def _ratio_panel(fig: go.Figure, d: ReportData, family: str, row: int, colors: d
     for backend in sorted(part["backend"].unique().to_list()):
         line = part.filter(pl.col("backend") == backend).sort("ctx")
         worst = float(line["ratio_to_best"].max())  # type: ignore[arg-type]
-        name = esc(backend) + (f" (to {worst:.2f}×, off scale)" if worst > top else "")
+        name = esc(backend) + (f" (to {times(worst)}, off scale)" if worst > top else "")
         low = line["vs_best_low"].fill_null(line["ratio_to_best"])
         high = line["vs_best_high"].fill_null(line["ratio_to_best"])
         tie = (line["verdict"] == "tie").to_list()
         hover = [
-            f"<b>{esc(backend)}</b> · {esc(s)}<br>median {m:,.2f} µs = {r:.3f}× the fastest"
-            f" (95% interval {lo:.3f}–{hi:.3f})<br>{esc(_verdict_words(v, p, same))}"
+            f"<b>{esc(backend)}</b> · {esc(s)}<br>median {us(m, 2)} µs = {times(r, 3)} the fastest"
+            f" (95% interval {interval(lo, hi)})<br>{esc(_verdict_words(v, p, same))}"
             for s, m, r, lo, hi, v, p, same in zip(
                 line["shape"], line["median_us"], line["ratio_to_best"], low, high, line["verdict"],
                 line["tie_pct"], line["same_program_as"], strict=True,
@@ -195,8 +195,8 @@ def _role_panels(fig: go.Figure, d: ReportData, family: str, row: int, cols: int
                 go.Bar(
                     x=[esc(b) for b in bars["backend"]], y=values.to_list(), name=seg, legendgroup=f"role-{seg}",
                     showlegend=first and seg not in legend_done, marker=marker, meta="roles",
-                    hovertext=[f"<b>{esc(b)}</b> · {esc(shape)}<br>{seg}: {v:,.2f} µs of the median call"
-                               f" ({m:,.2f} µs)" for b, v, m in zip(bars["backend"], values,
+                    hovertext=[f"<b>{esc(b)}</b> · {esc(shape)}<br>{seg}: {us(v, 2)} µs of the median call"
+                               f" ({us(m, 2)} µs)" for b, v, m in zip(bars["backend"], values,
                                                                     bars["call_span_us"], strict=True)],
                     hovertemplate="%{hovertext}<extra></extra>",
                 ),

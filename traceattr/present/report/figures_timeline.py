@@ -17,9 +17,10 @@ import plotly.graph_objects as go
 import polars as pl
 
 from traceattr.attribution.roles import ROLES
+from traceattr.present.formats import us
+from traceattr.present.names import display_name
 from traceattr.present.report.data import TimelineData
 from traceattr.present.report.style import NVTX_COLOR, ROLE_COLORS, esc, new_figure, wrap_name
-from traceattr.present.terminal import display_name
 
 LANE_PX = 30
 BAR_WIDTH = 0.76  # of a lane
@@ -153,8 +154,8 @@ def _op_hover(part: pl.DataFrame) -> list[str]:
     for r in part.iter_rows(named=True):  # the drawn ops of one view: capped by Limits
         short, full = names.get(r["name"], ("?", ""))
         lines = [f"<b>{short}</b>", full, f"role <b>{r['role']}</b> · {esc(r['family'] or r['kind'])}",
-                 f"{r['dur_us']:,.2f} µs, from +{r['x0_us']:,.2f} µs"
-                 + (f" · overlaps the op before by {r['overlap_us']:,.2f} µs" if r["overlap_us"] else "")]  # fmt: skip
+                 f"{us(r['dur_us'], 2)} µs, from +{us(r['x0_us'], 2)} µs"
+                 + (f" · overlaps the op before by {us(r['overlap_us'], 2)} µs" if r["overlap_us"] else "")]  # fmt: skip
         if r["kind"] == "kernel":
             smem = (r["static_smem"] or 0) + (r["dynamic_smem"] or 0)
             lines.append(
@@ -170,8 +171,8 @@ def _op_hover(part: pl.DataFrame) -> list[str]:
 
 def _range_hover(part: pl.DataFrame) -> list[str]:
     return [
-        f"<b>{wrap_name(r['name'])}</b><br>GPU projection {r['dur_us']:,.2f} µs from +{r['x0_us']:,.2f} µs"
-        f"<br>CPU range {r['cpu_us']:,.2f} µs · launch latency {r['launch_us'] or 0:,.2f} µs{_launch_split(r)}"
+        f"<b>{wrap_name(r['name'])}</b><br>GPU projection {us(r['dur_us'], 2)} µs from +{us(r['x0_us'], 2)} µs"
+        f"<br>CPU range {us(r['cpu_us'], 2)} µs · launch latency {us(r['launch_us'] or 0, 2)} µs{_launch_split(r)}"
         f" · {r['gpu_ops']} GPU ops"
         for r in part.iter_rows(named=True)
     ]
@@ -181,7 +182,7 @@ def _launch_split(r: dict) -> str:
     """`` (overhead x + queue wait y)`` for a call's own range; empty for its nested ranges."""
     if r.get("launch_overhead_us") is None or r.get("queue_wait_us") is None:
         return ""
-    return f" (launch overhead {r['launch_overhead_us']:,.2f} + queue wait {r['queue_wait_us']:,.2f})"
+    return f" (launch overhead {us(r['launch_overhead_us'], 2)} + queue wait {us(r['queue_wait_us'], 2)})"
 
 
 def _clip(text: str | None, width: int) -> str:

@@ -94,11 +94,6 @@ def backend_colors(backends: Iterable[str]) -> dict[str, str]:
     return {b: BACKEND_PALETTE[i % len(BACKEND_PALETTE)] for i, b in enumerate(names)}
 
 
-def us(value: float | None, digits: int = 1) -> str:
-    """Microseconds for display; empty for missing values."""
-    return "" if value is None else f"{value:,.{digits}f}"
-
-
 def new_figure(height: int, **layout: Any) -> go.Figure:
     """An empty figure on the report's template."""
     return go.Figure(layout={"template": TEMPLATE, "height": height, **layout})

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceattr.analysis.rounds import Receipt
-from traceattr.analysis.verdicts import tie_text
 from traceattr.attribution.roles import ROLES
-from traceattr.present.report.style import us
+from traceattr.present.formats import count, decimals, interval, pct, signed_pct, tie_text, times, us
 
 
 @dataclass(frozen=True)
@@ -28,10 +27,6 @@ class Column:
     value: Callable[[dict], float | str | None]
 
 
-def _pct(v: float | None) -> str:
-    return "" if v is None else f"{100 * v:.1f}%"
-
-
 def _num(key: str, head: str, tip: str, col: str) -> Column:
     return Column(key, head, tip, lambda r: us(r[col]), lambda r: r[col])
 
@@ -39,7 +34,7 @@ def _num(key: str, head: str, tip: str, col: str) -> Column:
 def _events(r: dict) -> str:
     if r["event_us"] is None:
         return ""
-    return f"{us(r['event_us'])} ({100 * r['event_vs_span']:+.0f}%)"
+    return f"{us(r['event_us'])} ({signed_pct(r['event_vs_span'], 0)})"
 
 
 def _event_parts(r: dict) -> str:
@@ -52,16 +47,16 @@ def _columns(summary: pl.DataFrame, peak_note: str) -> list[Column]:
     cols = [
         Column("shape", "shape", "the call's shape (q, ctx, heads, …)", lambda r: html.escape(r["shape"]), lambda r: r["shape"]),
         Column("backend", "backend", "", lambda r: html.escape(r["backend"]), lambda r: r["backend"]),
-        Column("calls", "calls", "measured calls", lambda r: f"{r['calls']:,}", lambda r: r["calls"]),
+        Column("calls", "calls", "measured calls", lambda r: count(r["calls"]), lambda r: r["calls"]),
         Column("median", "median µs", "median GPU span per call: first kernel start to last kernel end",
                lambda r: f"<b>{us(r['median_us'], 2)}</b>", lambda r: r["median_us"]),
         Column("spread", "p10–p90 µs", "10th to 90th percentile of the span",
                lambda r: f"{us(r['p10_us'])}–{us(r['p90_us'])}", lambda r: r["p90_us"] - r["p10_us"]),
-        Column("cv", "cv", "coefficient of variation of the span (std / mean)", lambda r: _pct(r["cv"]), lambda r: r["cv"]),
+        Column("cv", "cv", "coefficient of variation of the span (std / mean)", lambda r: pct(r["cv"]), lambda r: r["cv"]),
         Column("ratio", "× best", "median / the fastest backend's median at this shape",
-               lambda r: f"{r['ratio_to_best']:.2f}×", lambda r: r["ratio_to_best"]),
+               lambda r: times(r["ratio_to_best"]), lambda r: r["ratio_to_best"]),
         Column("roofline", "roofline", f"share of peak HBM bandwidth reached for the bytes the shape must move; {peak_note}",
-               lambda r: _pct(r["roofline"]), lambda r: r["roofline"]),
+               lambda r: pct(r["roofline"]), lambda r: r["roofline"]),
         Column("busy", "busy µs", "GPU busy time inside the span (union of ops)", lambda r: us(r["busy_us"]), lambda r: r["busy_us"]),
         Column("kernels", "kernels", "kernels per call (median)", lambda r: f"{r['kernels']:g}", lambda r: r["kernels"]),
     ]  # fmt: skip
@@ -139,21 +134,20 @@ def receipt_table(receipt: Receipt) -> str:
             "parity", "sensitivity", "status")  # fmt: skip
     rows = []
     for r in receipt.rows.iter_rows(named=True):
-        interval = "" if r["low"] is None or r["high"] is None else f"{r['low']:.3f}–{r['high']:.3f}"
         cells = [
             html.escape(r["row"]), str(r["attempt"]), us(r["baseline_us"], 2), us(r["candidate_us"], 2),
-            "" if r["ratio"] is None else f"{r['ratio']:.3f}", interval,
+            decimals(r["ratio"], 3), interval(r["low"], r["high"]),
             html.escape(r["verdict"] + (" ⚑" if r["flagged"] else "")),
-            _gate(r["directional_gate"], None if r["directional"] is None else f"{r['directional']:.4f}"),
-            _gate(r["clock_gate"], None if r["clock_fraction"] is None else f"{r['clock_fraction']:.2f}"),
+            _gate(r["directional_gate"], None if r["directional"] is None else decimals(r["directional"], 4)),
+            _gate(r["clock_gate"], None if r["clock_fraction"] is None else decimals(r["clock_fraction"], 2)),
             _gate(r["parity_gate"], f"{r['parity']}: {r['parity_value']}"),
-            "" if r["sensitivity"] is None else f"{r['sensitivity']:.3f}",
+            decimals(r["sensitivity"], 3),
             "pass" if r["status"] == "pass" else "<b>refused</b>: " + html.escape(r["refused_by"]),
         ]  # fmt: skip
         cls = ' class="win"' if r["status"] == "pass" else ""
         rows.append(f"<tr{cls}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     s = receipt.summary()
-    gm = "n/a" if s["geomean"] is None else f"{s['geomean']:.4f}"
+    gm = "n/a" if s["geomean"] is None else decimals(s["geomean"], 4)
     foot = f"<p>geomean candidate/baseline over passing rows: <b>{gm}</b> · <b>{s['passing']} / {s['rows']} rows pass</b></p>"
     return (
         '<div class="table-wrap"><table class="numbers">'

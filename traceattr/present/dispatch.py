@@ -8,27 +8,23 @@ the README; :func:`backend_for` is the reference reader.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import polars as pl
 
-from traceattr.analysis.crossover import rule_text, with_family
+from traceattr.analysis.crossover import with_family
 from traceattr.analysis.stats import SAME_WITHIN
 from traceattr.analysis.verdicts import best_everywhere
+from traceattr.core.jsonable import finite
 from traceattr.core.precision import CONFIDENCE
 from traceattr.core.shapes import ShapeError, parse_shape
+from traceattr.present.formats import rule_text
 
 SCHEMA = "traceattr.dispatch/1"
 
 
-def _num(v: float | None) -> float | None:
-    """JSON has no NaN: an undefined interval end is null."""
-    return None if v is None or not math.isfinite(v) else v
-
-
 def _ratio(value: float, lo: float, hi: float) -> dict[str, Any]:
-    return {"ratio": _num(value), "ci": [_num(lo), _num(hi)]}
+    return {"ratio": finite(value), "ci": [finite(lo), finite(hi)]}
 
 
 def dispatch_rules(summary: pl.DataFrame, crossings: pl.DataFrame, source: str) -> dict[str, Any]:
@@ -47,7 +43,7 @@ def dispatch_rules(summary: pl.DataFrame, crossings: pl.DataFrame, source: str) 
                 "fastest": at["backend"][0],  # lowest median
                 "winner": winner["backend"][0] if winner.height else None,  # declared (95% interval)
                 "tied": tied["backend"].to_list(),
-                "tie_pct": _num(tied["tie_pct"][0]) if tied.height else None,
+                "tie_pct": finite(tied["tie_pct"][0]) if tied.height else None,
                 "median_us": dict(zip(at["backend"], at["median_us"], strict=True)),
             })  # fmt: skip
         cross = crossings.filter(pl.col("family") == family).sort("crossover_ctx")
@@ -65,7 +61,7 @@ def dispatch_rules(summary: pl.DataFrame, crossings: pl.DataFrame, source: str) 
             if r["decided"]:
                 rules.append(entry)
             else:
-                ties.append({**entry, "noise_pct": _num(r["noise_pct"])})
+                ties.append({**entry, "noise_pct": finite(r["noise_pct"])})
         families.append({
             "family": family,
             "measured_ctx": [p["ctx"] for p in points],
