@@ -16,21 +16,25 @@ import warnings
 from collections.abc import Iterable
 
 
-def _interrupted_while_starting(_signum: int, _frame: object) -> None:
-    # Ctrl-C while the libraries load: nothing is open yet, so leave at once, in one line
-    os.write(2, b"traceattr: interrupted\n")
-    os._exit(130)
+def _interrupted_while_starting(signum: int, _frame: object) -> None:
+    # Ctrl-C (or SIGTERM, SIGHUP) while the libraries load: nothing is open yet, so leave at once, in one line
+    os.write(2, b"traceattr: interrupted\n" if signum == signal.SIGINT else b"traceattr: stopped by a signal\n")
+    os._exit(128 + signum)
 
 
 # only when this process is the `traceattr` program, not a library user importing the CLI
 _AS_PROGRAM = os.path.basename(sys.argv[0]) == "traceattr" or sys.argv[0].endswith(
     os.path.join("traceattr", "__main__.py")
 )
-if _AS_PROGRAM and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-    signal.signal(signal.SIGINT, _interrupted_while_starting)
+if _AS_PROGRAM:
+    for _signum, _default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL),
+                              (getattr(signal, "SIGHUP", None), signal.SIG_DFL)):  # fmt: skip
+        if _signum is not None and signal.getsignal(_signum) is _default:  # an ignored signal stays ignored
+            signal.signal(_signum, _interrupted_while_starting)
 
 import typer  # noqa: E402
 
+from traceattr.core import stopping  # noqa: E402
 from traceattr.core.errors import TraceattrError, TraceNote  # noqa: E402
 
 try:  # typer ≥ 0.20 carries its own copy of click
@@ -114,9 +118,10 @@ def _show_warning(message, category, *_args, **_kwargs) -> None:  # type: ignore
 
 
 def _interrupted() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not turn this into a traceback
-    print("traceattr: interrupted", file=sys.stderr)
-    sys.exit(130)
+    stopping.ignore_all()  # a second Ctrl-C or SIGTERM must not turn this into a traceback
+    name = stopping.signal_name()
+    print(f"traceattr: stopped by {name}" if name else "traceattr: interrupted", file=sys.stderr)
+    sys.exit(stopping.exit_status())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -128,13 +133,13 @@ def main(argv: list[str] | None = None) -> None:
         code = 0
     except SystemExit as done:
         code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-    except KeyboardInterrupt:  # a second Ctrl-C before the first one's message
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except KeyboardInterrupt:  # a second Ctrl-C (or SIGTERM) before the first one's message
+        stopping.ignore_all()
         os.write(2, b"traceattr: interrupted\n")
-        code = 130
+        code = stopping.exit_status()
     # The work is done (or refused) and every output closed: leave now, so a late Ctrl-C cannot land in
     # the interpreter's shutdown (which restores the default handler) and kill us with a signal instead.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stopping.ignore_all()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
@@ -144,6 +149,11 @@ def main(argv: list[str] | None = None) -> None:
 def _main(argv: list[str] | None) -> None:
     if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on, KeyboardInterrupt as usual
+    for signum in stopping.STOP_SIGNALS:
+        if signum != signal.SIGINT and signal.getsignal(signum) is _interrupted_while_starting:
+            signal.signal(signum, signal.SIG_DFL)
+    if _AS_PROGRAM:
+        stopping.install()  # SIGTERM and SIGHUP clean up as Ctrl-C does
     warnings.showwarning = _show_warning
     try:
         _register(argv)

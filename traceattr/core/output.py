@@ -6,8 +6,11 @@ manifest) is written into a fresh temporary folder beside DIR and swapped in
 with one rename, so DIR always holds one whole set: the previous one until the
 new one is complete, never a mix (not after a full disk, a Ctrl-C, nor when
 two runs write to the same DIR). A folder holding files traceattr did not
-write is never replaced. Cleanup and the swap ignore a second Ctrl-C, so an
-interrupt leaves no ``.partial`` behind.
+write is never replaced, nor a file a manifest lists that is not a table the
+command writes. Cleanup and the swap hold every stop signal (Ctrl-C, SIGTERM,
+SIGHUP), so a stopped run leaves no ``.partial`` behind; one killed outright
+(SIGKILL, power loss) leaves its partials named with its process id, and the
+next run writing there removes them once that process is gone.
 """
 
 from __future__ import annotations
@@ -19,20 +22,28 @@ import errno
 import json
 import os
 import shutil
-import signal
 import tempfile
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 import polars as pl
 
+from traceattr.core import runfolder
 from traceattr.core.errors import TraceattrError
+from traceattr.core.stopping import deferred as interrupts_deferred
 
 FileFormat = Literal["csv", "json", "parquet"]
 FILE_FORMATS: tuple[str, ...] = get_args(FileFormat)
 PARTIAL = ".partial"  # suffix of everything written but not yet in place
+# What each command's result set (--out DIR) holds besides its manifest: <stem>.<format>. A manifest that
+# lists any other name is not ours (a forged or edited one), so nothing it lists is replaced.
+RESULT_STEMS: dict[str, frozenset[str]] = {
+    "attribute": frozenset({runfolder.RANGES, runfolder.KERNELS, runfolder.REPORTS, runfolder.ACROSS_REPORTS}),
+    "compare": frozenset({runfolder.CALLS, runfolder.SUMMARY, runfolder.CROSSOVERS, runfolder.FIT,
+                          runfolder.REPORTS, runfolder.ACROSS_REPORTS}),
+    "diff": frozenset({"diff"}),
+}  # fmt: skip
 
 
 class OutputError(TraceattrError):
@@ -40,26 +51,47 @@ class OutputError(TraceattrError):
 
     def __init__(self, path: str | Path, problem: str) -> None:
         self.path = Path(path)
+        self.problem = problem
         super().__init__(f"{self.path}: {problem}")
 
 
-@contextlib.contextmanager
-def interrupts_deferred() -> Iterator[None]:
-    """Hold Ctrl-C while the body runs (cleanup, the final rename); raise it afterwards.
+def partial_prefix(name: str) -> str:
+    """How a temporary copy of output *name* starts: the process id in it tells a stale one from a live one."""
+    return f".{name}.{os.getpid()}."
 
-    Only the main thread receives signals; elsewhere this does nothing.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+
+def _alive(pid: int) -> bool:
     try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if caught:
-        raise KeyboardInterrupt
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # someone else's process: leave its files alone
+    return True
+
+
+def remove_stale_partials(folder: Path, name: str) -> None:
+    """Remove ``.name.<pid>.*.partial`` files/folders in *folder* whose process is gone (a run killed outright).
+
+    A partial of a live process (a run writing there at this moment) stays; so does anything not named so.
+    """
+    try:
+        entries = list(folder.glob(f".{glob_escape(name)}.*{PARTIAL}"))
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry.name[len(name) + 2 :].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
+
+def glob_escape(text: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in text)
 
 
 @contextlib.contextmanager
@@ -71,6 +103,18 @@ def _translated(path: Path) -> Iterator[None]:
         raise
     except OSError as err:
         raise OutputError(path, f"cannot be written ({err.strerror or err})") from None
+    except pl.exceptions.PolarsError as err:  # polars' writers report a full disk as e.g. "Invalid thrift"
+        reason = _disk_full(path) or (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise OutputError(path, f"cannot be written ({reason})") from None
+
+
+def _disk_full(path: Path) -> str | None:
+    folder = next((p for p in (path, *path.parents) if p.is_dir()), None)
+    try:
+        free = shutil.disk_usage(folder).free if folder is not None else None
+    except OSError:
+        return None
+    return "no space left on the device" if free is not None and free < (1 << 20) else None
 
 
 def _csv_ready(frame: pl.LazyFrame) -> pl.LazyFrame:
@@ -85,7 +129,8 @@ def _atomic_file(target: Path) -> Iterator[Path]:
     try:
         with _translated(target), interrupts_deferred():  # no Ctrl-C between creating it and owning it
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=PARTIAL, dir=target.parent)
+            remove_stale_partials(target.parent, target.name)
+            fd, tmp_name = tempfile.mkstemp(prefix=partial_prefix(target.name), suffix=PARTIAL, dir=target.parent)
             os.close(fd)
             tmp = Path(tmp_name)
         with _translated(target):
@@ -169,7 +214,11 @@ def check_file_target(target: Path, inputs: Sequence[Path], *, ours: Callable[[b
 
 
 def _manifest_outputs(folder: Path, manifest: str, command: str) -> set[str] | None:
-    """The files a previous set of *command* in *folder* says it wrote, or None when it is no such set."""
+    """The files a previous set of *command* in *folder* says it wrote, or None when it is no such set.
+
+    Only names the command writes count (:data:`RESULT_STEMS`): a manifest listing anything else was not
+    written by us, and nothing in the folder is replaced on its word.
+    """
     try:
         content = json.loads((folder / manifest).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
@@ -177,14 +226,22 @@ def _manifest_outputs(folder: Path, manifest: str, command: str) -> set[str] | N
     if not isinstance(content, dict) or content.get("tool") != "traceattr" or content.get("command") != command:
         return None
     outputs = content.get("outputs")
-    if not isinstance(outputs, list):
+    if not isinstance(outputs, list) or not all(isinstance(o, str) for o in outputs):
+        return None
+    stems = RESULT_STEMS.get(command)
+    if stems is not None and not all(_is_result_name(o, stems) for o in outputs if o != manifest):
         return None
     return {str(o) for o in outputs} | {manifest}
 
 
+def _is_result_name(name: str, stems: frozenset[str]) -> bool:
+    stem, dot, fmt = name.rpartition(".")
+    return bool(dot) and stem in stems and fmt in FILE_FORMATS
+
+
 def check_out_folder(folder: Path, *, command: str, manifest: str, inputs: Sequence[Path] = ()) -> None:
     """Refuse a result folder that is a file, holds an input, or holds files that are not a previous set."""
-    folder = Path(os.path.abspath(folder))
+    folder = out_folder(folder)
     if folder.exists() and not folder.is_dir():
         raise OutputError(folder, "exists and is not a folder (--out takes a folder)")
     for source in inputs:
@@ -240,11 +297,17 @@ def _swap_in(staging: Path, folder: Path) -> None:
         if ctypes.get_errno() not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
             raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), str(folder))
     # no atomic exchange here: for an instant DIR is absent (never mixed)
-    old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", suffix=PARTIAL, dir=folder.parent))
+    old = Path(tempfile.mkdtemp(prefix=partial_prefix(folder.name) + "old.", suffix=PARTIAL, dir=folder.parent))
     old.rmdir()
     folder.rename(old)
     staging.rename(folder)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def out_folder(folder: Path) -> Path:
+    """The absolute folder results go to; a symlink to a folder stands for that folder (the swap renames folders)."""
+    folder = Path(os.path.abspath(folder))
+    return _resolved(folder) if folder.is_symlink() and folder.is_dir() else folder
 
 
 class ResultSet:
@@ -260,7 +323,7 @@ class ResultSet:
     def __init__(
         self, folder: Path, *, command: str, manifest: str, inputs: Sequence[Path] = (), replace: bool = True
     ) -> None:
-        self.folder = Path(os.path.abspath(folder))
+        self.folder = out_folder(folder) if replace else Path(os.path.abspath(folder))
         self.command = command
         self.manifest = manifest
         self.replace = replace
@@ -281,20 +344,30 @@ class ResultSet:
         return self.staging / name
 
     def table(self, frame: pl.DataFrame | pl.LazyFrame, stem: str, fmt: FileFormat) -> Path:
-        with _translated(self.folder / f"{stem}.{fmt}"):
-            written = write_table(frame, self.staging, stem, fmt)
+        final = self.folder / f"{stem}.{fmt}"
+        try:
+            with _translated(final):
+                written = write_table(frame, self.staging, stem, fmt)
+        except OutputError as err:  # name the output asked for, not the hidden staging folder
+            raise OutputError(final, err.problem) from None
         self.files.append(written.name)
         return self.folder / written.name
 
     def text(self, name: str, text: str) -> Path:
-        write_text(self.path(name), text)
+        try:
+            write_text(self.path(name), text)
+        except OutputError as err:
+            raise OutputError(self.folder / name, err.problem) from None
         return self.folder / name
 
     def write_manifest(self, content: Mapping[str, Any]) -> Path:
         """The manifest, with ``tool``, ``command`` and ``outputs`` (what this set wrote) filled in."""
         body = {"tool": "traceattr", "command": self.command, **content}
         body["outputs"] = [*dict.fromkeys([*content.get("outputs", []), *self.files])]
-        write_manifest(self.staging, self.manifest, body)
+        try:
+            write_manifest(self.staging, self.manifest, body)
+        except OutputError as err:
+            raise OutputError(self.folder / self.manifest, err.problem) from None
         return self.folder / self.manifest
 
     def commit(self) -> None:
@@ -318,7 +391,10 @@ class ResultSet:
         try:
             with _translated(self.folder), interrupts_deferred():  # no Ctrl-C between creating it and owning it
                 parent.mkdir(parents=True, exist_ok=True)
-                self._staging = Path(tempfile.mkdtemp(prefix=f".{self.folder.name}.", suffix=PARTIAL, dir=parent))
+                remove_stale_partials(parent, self.folder.name)
+                self._staging = Path(
+                    tempfile.mkdtemp(prefix=partial_prefix(self.folder.name), suffix=PARTIAL, dir=parent)
+                )
                 self._staging.chmod(0o755)
         except BaseException:
             self.discard()

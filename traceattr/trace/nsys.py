@@ -64,6 +64,29 @@ def run(argv: Sequence[str], *, what: str, timeout: float | None = None, cwd: st
     return proc.stdout
 
 
+# tables every nsys SQLite export has, whatever its version (2022.2 → 2026.2)
+_EXPORT_TABLES = ("StringIds", "TARGET_INFO_SESSION_START_TIME")
+
+
+def _not_an_export(path: Path) -> str | None:
+    """Why *path* is not an nsys SQLite export, or None when it is one."""
+    import sqlite3
+
+    try:
+        with path.open("rb") as fh:
+            if fh.read(16) != b"SQLite format 3\x00":
+                return f"wrote no SQLite file ({path.name})"
+        con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        try:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            con.close()
+    except (OSError, sqlite3.Error) as err:
+        return f"its output cannot be read as SQLite ({err})"
+    missing = [t for t in _EXPORT_TABLES if t not in names]
+    return f"its output lacks the tables of an nsys export ({', '.join(missing)})" if missing else None
+
+
 def export_command(nsys: Path, report: Path, sqlite: Path) -> list[str]:
     return [str(nsys), "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(sqlite), str(report)]
 
@@ -105,10 +128,11 @@ def export_sqlite(report: Path, sqlite: Path | None = None) -> Path:
             f"is an nsys report and no nsys was found to export it; set {ENV_VAR}, or run "
             f"`nsys export --type sqlite {report}` and pass the .sqlite",
         )
-    from traceattr.core.output import interrupts_deferred
+    from traceattr.core.output import PARTIAL, interrupts_deferred, partial_prefix, remove_stale_partials
 
     try:
-        private = Path(tempfile.mkdtemp(prefix=f".{target.stem}.", suffix=".partial", dir=target.parent))
+        remove_stale_partials(target.parent, target.stem)
+        private = Path(tempfile.mkdtemp(prefix=partial_prefix(target.stem), suffix=PARTIAL, dir=target.parent))
     except OSError as err:
         raise TraceError(report, f"cannot export into {target.parent} ({err.strerror})") from None
     try:
@@ -117,6 +141,9 @@ def export_sqlite(report: Path, sqlite: Path | None = None) -> Path:
             run(export_command(nsys, report, tmp), what=f"nsys export of {report}", timeout=3600)
         except NsysError as err:
             raise TraceError(report, str(err)) from None
+        problem = _not_an_export(tmp)
+        if problem:  # never publish it: a later run would reuse it as the report's export
+            raise TraceError(report, f"nsys export exited 0 but {problem}")
         with interrupts_deferred():
             try:
                 target = _publish(tmp, target, report)

@@ -1,0 +1,201 @@
+"""Stops other than Ctrl-C, leftovers of runs killed outright, and result folders we must not trust (issue 19).
+
+Built at test time from the example traces: SIGTERM and SIGHUP end a command as Ctrl-C does (no
+``.partial`` left, workers gone, exit 128 + signal); partials of a killed run are removed by the next
+one; a forged manifest replaces nothing; a full disk while writing parquet, an export that is no
+export, and ``--out`` given as a symlink each end in one line or work as asked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).parent.parent / "examples" / "traces"
+SWEEP = EXAMPLES / "h200_mla_sweep.sqlite"
+OTHER = EXAMPLES / "h200_mla_fa2_fa3.sqlite"
+
+
+def _traceattr(*args: object, **kw: object) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "traceattr", *map(str, args)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, **kw)  # type: ignore[call-overload]  # fmt: skip
+
+
+def _run(*args: object, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "traceattr", *map(str, args)], capture_output=True, text=True,
+                          timeout=120, check=False, **kw)  # type: ignore[call-overload]  # fmt: skip
+
+
+def _partials(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if ".partial" in p.name]
+
+
+def _wait_for(cond, timeout: float = 60) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def _one_line(rc: int, err: str, *needles: str) -> None:
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert all(n in lines[0] for n in needles), lines[0]
+
+
+COMMANDS = {
+    "attribute": lambda out: ("attribute", SWEEP, "--out", out, "-f", "parquet"),
+    "compare": lambda out: ("compare", SWEEP, "--out", out),
+    "report": lambda out: ("report", SWEEP, "-o", out.with_suffix(".html")),
+}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_sigterm_and_sighup_leave_no_partial(tmp_path: Path, command: str, signum: int) -> None:
+    out = tmp_path / "res"
+    proc = _traceattr(*COMMANDS[command](out))
+    # the signal lands while the output is being written: its temporary copy exists
+    _wait_for(lambda: bool(_partials(tmp_path)) or proc.poll() is not None)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=120)
+    if proc.returncode != 0:  # it may have finished just before the signal
+        assert proc.returncode == 128 + signum, err
+        assert err.strip().splitlines()[-1] == f"traceattr: stopped by {signal.Signals(signum).name}", err
+        assert "Traceback" not in err
+    assert not _partials(tmp_path)
+
+
+def _children(pid: int) -> set[int]:
+    """Every live descendant of *pid* (from /proc)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {c for c, p in parents.items() if p in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (ProcessLookupError, OSError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is gone, only not yet reaped
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_sigterm_stops_the_worker_processes(tmp_path: Path) -> None:
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    for i in range(6):
+        shutil.copy(SWEEP if i % 2 else OTHER, folder / f"r{i}.sqlite")
+    proc = _traceattr("attribute", folder, "-j", "2", "--out", tmp_path / "res", "-f", "csv")
+    workers: set[int] = set()
+
+    def started() -> bool:
+        workers.update(_children(proc.pid))
+        return len(workers) >= 2 or proc.poll() is not None
+
+    assert _wait_for(started)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)  # would hang if a worker still held our stderr
+    assert proc.returncode in (0, 143), err
+    assert _wait_for(lambda: not any(_alive(p) for p in workers), timeout=5), [p for p in workers if _alive(p)]
+    assert not _partials(tmp_path)
+
+
+def test_partials_of_a_killed_run_are_removed_by_the_next(tmp_path: Path) -> None:
+    out = tmp_path / "res"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)  # a process that has exited: its partials are stale
+    stale_set = tmp_path / f".res.{dead_pid}.x1y2.partial"
+    stale_set.mkdir()
+    (stale_set / "ranges.parquet").write_bytes(b"half")
+    live = tmp_path / f".res.{os.getpid()}.a1b2.partial"  # a run writing here right now (this process)
+    live.mkdir()
+    unrelated = tmp_path / ".res.notapid.partial"  # not named by traceattr's scheme: never touched
+    unrelated.mkdir()
+    report_stale = tmp_path / f".r.html.{dead_pid}.k3.partial"
+    report_stale.write_text("half a report")
+    assert _run("attribute", OTHER, "--out", out, "-f", "parquet").returncode == 0
+    assert _run("report", OTHER, "-o", tmp_path / "r.html").returncode == 0
+    assert not stale_set.exists() and not report_stale.exists()
+    assert live.exists() and unrelated.exists()
+
+
+def test_a_forged_manifest_replaces_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "res"
+    out.mkdir()
+    (out / "precious.txt").write_text("my notes")
+    forged = {"tool": "traceattr", "command": "attribute", "outputs": ["precious.txt", "ranges.csv"]}
+    (out / "attribution.json").write_text(json.dumps(forged))
+    result = _run("attribute", OTHER, "--out", out, "-f", "csv")
+    _one_line(result.returncode, result.stderr, str(out), "did not write")
+    assert (out / "precious.txt").read_text() == "my notes"
+    assert sorted(p.name for p in out.iterdir()) == ["attribution.json", "precious.txt"]
+    # a real earlier set is still replaced
+    real = tmp_path / "real"
+    assert _run("attribute", OTHER, "--out", real, "-f", "csv").returncode == 0
+    assert _run("attribute", SWEEP, "--out", real, "-f", "json").returncode == 0
+    assert sorted(p.name for p in real.iterdir()) == ["attribution.json", "kernels.json", "ranges.json"]
+
+
+def test_full_disk_while_writing_parquet_is_one_line_naming_the_output(tmp_path: Path) -> None:
+    import resource
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead of killing the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+    out = tmp_path / "res"
+    result = _run("attribute", SWEEP, "--out", out, "-f", "parquet", preexec_fn=limit)
+    _one_line(result.returncode, result.stderr, "cannot be written", str(out / "ranges.parquet"))
+    assert ".partial" not in result.stderr  # the output asked for, not the hidden staging folder
+    assert not out.exists() and not _partials(tmp_path)
+
+
+def test_out_may_be_a_symlink_to_a_folder(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    for trace in (OTHER, SWEEP):  # a new set, then one replacing it
+        result = _run("attribute", trace, "--out", link, "-f", "csv")
+        assert result.returncode == 0, result.stderr
+    assert link.is_symlink() and link.resolve() == real
+    assert json.loads((real / "attribution.json").read_text())["input"].endswith(SWEEP.name)
+    assert not _partials(tmp_path)
+
+
+def test_an_export_that_is_no_export_is_never_kept(tmp_path: Path) -> None:
+    script = tmp_path / "nsys"
+    script.write_text(f"#!{sys.executable}\nimport sys\n"
+                      "open(sys.argv[sys.argv.index('--output') + 1], 'w').write('junk, exit 0')\n")  # fmt: skip
+    script.chmod(0o755)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    rep = folder / "x.nsys-rep"
+    rep.write_bytes(b"raw capture")
+    env = {**os.environ, "TRACEATTR_NSYS": str(script)}
+    for _ in range(2):  # the second run must not reuse anything the first one left
+        result = _run("attribute", rep, env=env)
+        _one_line(result.returncode, result.stderr, "no SQLite")
+    assert sorted(p.name for p in folder.iterdir()) == ["x.nsys-rep"]
