@@ -15,6 +15,11 @@ timer, so a call that synchronizes inside the group (it would wait for the
 held stream forever) costs one timeout, which the hold reports, not a hang.
 It also writes back how long it spun: how long the GPU waited for the host.
 
+A kernel launched for the first time in the process loads its module (CUDA's
+lazy loading), and that waits for the device to go idle, i.e. for the hold's
+timeout: every kernel of a held group must have run once before (the runner
+validates and warms each arm first, and runs one untimed held group per shape).
+
 Why Triton: it ships with PyTorch on Linux (the device image has it), needs
 no nvcc and no build step (a ~1 s JIT on first use, cached by Triton), and a
 pinned CPU tensor's pointer is a valid device pointer under unified
