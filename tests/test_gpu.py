@@ -238,7 +238,84 @@ def test_noise_target_adds_rounds(tmp_path: Path, max_noise: float, max_iters: i
     assert sorted(calls["iter"].unique().to_list()) == list(range(expected))
     ranges = pl.read_parquet(folder / "ranges.parquet")
     assert ranges.filter(pl.col("message") == "hold").height == expected  # one GPU hold before each ABBA group
-    assert runner["protocol"]["hold_us"] == 100
+    assert runner["protocol"]["hold_us"] == 100 and runner["protocol"]["hold"] == "host"
+    hold = shape["hold"]  # the host released every group; the GPU waited for it and the host's times are recorded
+    assert hold["groups"] == expected and hold["timeouts"] == 0
+    assert 0 < hold["gpu_wait_us"]["median"] < 100_000 and hold["group_enqueue_us"]["median"] > 0
+    assert set(hold["call_enqueue_us"]) == {"fa3", "again"}
+
+
+# --- the hold that the host releases (nvbench's blocking kernel) -------------------------------
+
+
+def test_hold_blocks_the_stream_until_released() -> None:
+    import time
+
+    from traceattr.runner.hold import HostHold
+
+    hold = HostHold(timeout_s=5.0)
+    for _ in range(3):  # holds one after another with nothing between them (a stale flag would let one through)
+        hold.hold()
+        done = torch.cuda.Event()
+        done.record()
+        time.sleep(0.01)
+        assert not done.query()
+        hold.release()
+        torch.cuda.synchronize()
+    x = torch.zeros(1, device="cuda")
+    # a kernel's first launch loads its module (CUDA's lazy loading), which waits for the device to go idle:
+    # behind a hold that would wait for the timeout. The runner warms every arm before it holds; so does this.
+    x.add_(1)
+    torch.cuda.synchronize()
+    hold.hold()
+    x.add_(1)
+    done = torch.cuda.Event()
+    done.record()
+    time.sleep(0.05)
+    assert not done.query()  # the work behind the hold waits for the host
+    hold.release()
+    torch.cuda.synchronize()
+    result = hold.result()
+    assert not result.timed_out and x.item() == 2
+    assert 40e6 < result.gpu_wait_ns < 2e9 and result.enqueue_ns >= 45e6  # the GPU waited while the host slept
+
+
+def test_hold_holds_a_graph_replay() -> None:
+    import time
+
+    from traceattr.runner.hold import HostHold
+
+    hold = HostHold(timeout_s=5.0)
+    x = torch.zeros(1, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        x.add_(1)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        x.add_(1)
+    torch.cuda.synchronize()
+    hold.hold()
+    graph.replay()
+    done = torch.cuda.Event()
+    done.record()
+    time.sleep(0.02)
+    assert not done.query()
+    hold.release()
+    torch.cuda.synchronize()
+    assert x.item() == 2 and not hold.result().timed_out
+
+
+def test_hold_times_out_and_says_so() -> None:
+    from traceattr.runner.hold import HostHold
+
+    hold = HostHold(timeout_s=0.02)
+    hold.hold()
+    torch.cuda.synchronize()  # what a call that synchronizes inside the group does: no hang, a timeout
+    result = hold.result()
+    hold.release()
+    assert result.timed_out and 15e6 < result.gpu_wait_ns < 1e9
 
 
 def test_reference_lse_is_base_2_of_the_scores() -> None:

@@ -101,7 +101,7 @@ class RoundPlan:
     warmup: int = 3
     max_noise: float | None = None  # add ABBA iterations until each arm's median is this precise (fraction)
     max_iters: int | None = None
-    hold_us: float = 100.0  # GPU spin per call before each ABBA group: a slow host cannot delay a call
+    hold_us: float = 100.0  # > 0: the GPU is held before each ABBA group until the host has enqueued it (runner.hold)
     graphs: bool = False
     between: str = "flush"
     flush_bytes: int | None = None

@@ -13,13 +13,14 @@ precise: nvbench's stopping rule, which never looks at how the arms compare);
 ``blocked`` runs each arm's calls back to back (added rounds: one more block
 per arm, so the back-to-back medians are as precise as the interleaved ones).
 Before every call runs ``plan.between``: the L2 flush in its own
-``traceattr:flush`` range (``flush``), the flush and then another arm's call in
+``traceattr:flush`` range (``flush``; :mod:`traceattr.runner.flush`: a fill, then reads that evict), the flush and then another arm's call in
 a ``traceattr:between`` range (``flush+ARM``: every arm sees the same
-predecessor kernel), or nothing (``none``). With ``plan.hold_us``, each group
-starts with a GPU spin (``traceattr:hold``) long enough for the host to enqueue
-the whole group behind it, so no call's time includes the GPU waiting for its
-launch (a slow host otherwise shows up in the CUDA-event times, though not in
-the kernels' own spans). Each call is wrapped alone in a
+predecessor kernel), or nothing (``none``). With a hold (``plan.hold_us`` > 0),
+each group starts with a kernel (``traceattr:hold``) that spins until the host
+has enqueued the whole group behind it and sets a flag in pinned memory
+(:mod:`traceattr.runner.hold`, nvbench's blocking kernel), so no call's time
+includes the GPU waiting for its launch (a slow host otherwise shows up in the
+CUDA-event times and as gaps inside a multi-kernel call). Each call is wrapped alone in a
 ``traceattr`` range whose message names the arm label, shape, arm letter and
 iteration (:mod:`traceattr.core.callnames`). CUDA events around the call give a
 second, independent time per call. Only the timed calls are captured
@@ -29,7 +30,8 @@ runner.json — the protocol ``profile``, ``compare`` and ``round`` read::
 
     gpu, versions, plan            the GPU's facts (max_sm_clock_mhz from NVML), library versions, the RunPlan
     protocol: {between: "flush" | "flush+ARM" | "none", order: "abba" | "blocked", flush_bytes: int,
-               graphs: bool, hold_us: float}
+               flush_kind: "fill+evict" | "fill" (runner.flush: what the flush does),
+               graphs: bool, hold_us: float, hold: "host" | "none", hold_timeout_s: float}
     arms: {label: {backend: str, options: {name: value}, program: str}}
                                    equal program strings mean the same program: outputs must agree bitwise
     shapes: {canonical shape name: {
@@ -48,6 +50,12 @@ runner.json — the protocol ``profile``, ``compare`` and ``round`` read::
     shapes[shape].sampling: {iters, max_noise, noise: {label: fraction}}
                                     ABBA rounds run on the shape and each arm's median noise (half the
                                     95% interval of its CUDA-event median, relative) when they stopped
+    shapes[shape].hold: {groups, timeouts, gpu_wait_us: {median, max}, group_enqueue_us: {median, max},
+                         call_enqueue_us: {label: {median, max}}}
+                                    how long the GPU waited for the host per group (the hold kernel's spin,
+                                    GPU timer; groups 0 without a hold), the host's time to enqueue a group
+                                    and one call of each arm (flush and predecessor included); after a
+                                    second timeout in a row the shape's remaining groups run without it
 """
 
 from __future__ import annotations
@@ -71,11 +79,13 @@ from traceattr.backends.base import SM_SCALE
 from traceattr.backends.dcp import DcpCall, prepare_dcp
 from traceattr.backends.inputs import as_shape, build_inputs
 from traceattr.backends.reference import LSE_LIMIT, lse_error, merge_reference, mla_reference_lse, relative_error
-from traceattr.core.callnames import BETWEEN, DOMAIN, FLUSH, HOLD, CallName
+from traceattr.core.callnames import BETWEEN, DOMAIN, FLUSH, HOLD, WARMUP, CallName
 from traceattr.core.errors import BackendUnsupported
 from traceattr.core.precision import median_noise
 from traceattr.core.shapes import Shape, parse_shape
 from traceattr.runner.environment import ClockSampler, gpu_facts, versions
+from traceattr.runner.flush import Flush
+from traceattr.runner.hold import DEFAULT_TIMEOUT_S, HoldLog, HostHold
 from traceattr.runner.plan import RunPlan, arm_letters, between_arm, call_order, more_rounds
 
 
@@ -196,13 +206,16 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
             "between": plan.between,
             "order": plan.order,
             "flush_bytes": plan.flush_bytes,
+            "flush_kind": plan.flush_kind,
             "graphs": plan.graphs,
             "hold_us": plan.hold_us,
+            "hold": "host" if plan.hold_us > 0 else "none",
+            "hold_timeout_s": DEFAULT_TIMEOUT_S,
         },
         "arms": {a.label: a.identity() for a in arms},
         "shapes": {},
     }
-    flush = torch.empty(plan.flush_bytes, dtype=torch.uint8, device="cuda")
+    flush = Flush(plan.flush_bytes, plan.flush_kind) if plan.between != "none" else None
     letters = arm_letters(labels)
     events: list[dict[str, Any]] = []
     timed_shapes = []
@@ -268,7 +281,8 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
         results["timed"] = False
         return results
     max_sm = facts.get("max_sm_clock_mhz")
-    hold_cycles = round(plan.hold_us * (max_sm or 2000))  # at the max clock: a lower clock only holds longer
+    # released by the host once the group is enqueued; hold_us > 0 only turns it on (no fixed length any more)
+    holder = HostHold(DEFAULT_TIMEOUT_S) if plan.hold_us > 0 else None
     with ClockSampler() as clocks:
         if plan.capture_range:
             torch.cuda.profiler.start()
@@ -279,17 +293,29 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
             window_start = time.time()
             clocks.sample()  # inside the window: even a shape shorter than the period gets two samples
             times: dict[str, list[float]] = {name: [] for name in order_arms}
+            # one untimed group inside the capture first: the first launches under nsys can take the host ~1 s
+            # (seen on the H200: the first shape's first hold timed out), which must not land in a timed group
+            with nvtx.annotate(WARMUP, domain=DOMAIN):
+                for name in order_arms:
+                    if flush is not None:
+                        flush.run()
+                    if predecessor is not None:
+                        predecessor.launch()
+                    ready[name].launch()
+            torch.cuda.synchronize()
             done, todo = 0, plan.iters
+            log, held, last_timed_out = HoldLog.empty(), holder, False
             while todo:
                 for group in call_order(order_arms, todo, plan.order, start=done):
-                    if hold_cycles:  # the GPU spins while the host enqueues the group (nvbench's blocking kernel)
+                    if held is not None:  # the GPU spins until the host has enqueued the group (nvbench)
                         with nvtx.annotate(HOLD, domain=DOMAIN):
-                            torch.cuda._sleep(hold_cycles * len(group))
+                            held.hold()
                     timed = []
                     for name, r in group:
-                        if plan.between != "none":
+                        enqueue_start = time.perf_counter_ns()
+                        if flush is not None:
                             with nvtx.annotate(FLUSH, domain=DOMAIN):
-                                flush.zero_()
+                                flush.run()
                         if predecessor is not None:
                             with nvtx.annotate(BETWEEN, domain=DOMAIN):
                                 predecessor.launch()
@@ -299,8 +325,19 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
                             start.record()
                             ready[name].launch()
                             stop.record()
+                        log.add_call(name, time.perf_counter_ns() - enqueue_start)
                         timed.append((name, r, start, stop))
+                    if held is not None:
+                        held.release()
                     torch.cuda.synchronize()  # one group in flight at a time
+                    if held is not None:
+                        released = held.result()
+                        log.add(released)
+                        if released.timed_out and last_timed_out:  # twice running: a call synchronizes inside
+                            say(f"hold {shape.name}: timed out twice after {DEFAULT_TIMEOUT_S:g} s (a call "
+                                "synchronizes?); the shape's remaining groups run without it")  # fmt: skip
+                            held = None
+                        last_timed_out = released.timed_out
                     for name, r, start, stop in timed:  # read now: the stopping rule needs them
                         us = round(start.elapsed_time(stop) * 1000.0, 3)
                         times[name].append(us)
@@ -316,6 +353,7 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
             timed_report["clocks"] = clocks.window(window_start, time.time(), max_sm)
             timed_report["sampling"] = {"iters": done, "max_noise": plan.max_noise,
                                         "noise": {k: None if math.isnan(v) else round(v, 6) for k, v in noise.items()}}  # fmt: skip
+            timed_report["hold"] = log.summary()
         torch.cuda.synchronize()
         if plan.capture_range:
             torch.cuda.profiler.stop()

@@ -22,9 +22,12 @@ class RunPlan:
     max_iters: int | None = None  # ... but never more rounds than this
     warmup: int = 3  # untimed calls per arm after validation (the first also JIT-compiles)
     flush_bytes: int = 256 << 20  # L2 flush before each call; ≥ 2× L2 (H200: 60 MB, B200: 126 MB)
+    flush_kind: str = "fill+evict"  # runner.flush: a fill alone leaves a call's lines and pages warm
     between: str = "flush"  # before every timed call: "flush", "flush+ARM" (flush, then ARM's call) or "none"
     order: str = "abba"  # "abba": arms interleaved, reversed on odd rounds; "blocked": each arm's calls back to back
-    hold_us: float = 0.0  # GPU spin per call before each group, so no call waits for its own launch
+    # > 0: before each group the GPU spins until the host has enqueued the group and releases it (runner.hold),
+    # so no call waits for its own launch; the number no longer sets a length (kept so plans and --hold-us read)
+    hold_us: float = 0.0
     graphs: bool = False  # replay every arm's call as a captured CUDA graph (an arm's [graphs] does it for one)
     shuffle: bool = False  # scatter each request's KV pages over the cache
     seed: int = 0
