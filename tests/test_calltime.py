@@ -25,7 +25,7 @@ from traceattr.analysis.summary import PART_COLUMNS, summarize
 from traceattr.attribution.calltime import exposure
 from traceattr.attribution.engine import attribute
 from traceattr.attribution.roles import ROLES
-from traceattr.core.runfolder import runner_events
+from traceattr.core.records import runner_events
 from traceattr.trace.loader import load_trace
 
 from .conftest import DATA, FIXTURES

@@ -24,6 +24,7 @@ from tests.synth.builder import TraceBuilder
 from traceattr.analysis.pipeline import analyse
 from traceattr.attribution.engine import Attribution
 from traceattr.cli import main
+from traceattr.core.records import RunRecord
 from traceattr.present.formats import rule_text
 from traceattr.present.report import Limits, build_report, write_report
 from traceattr.present.report.data import _evenly_in_time, collect
@@ -405,7 +406,7 @@ def test_caps_leave_visible_notes(flashmla_att: Attribution, tmp_path: Path) -> 
 
 def test_write_report_info_and_run_header(flashmla_att: Attribution, tmp_path: Path) -> None:
     run = {"gpu": {"name": "NVIDIA H200", "driver": "575.57"}, "nsys": {"command": "nsys profile -o <out>"}}
-    info = write_report(flashmla_att, tmp_path / "sub" / "r.html", title="FlashMLA <vs> fa3", run=run)
+    info = write_report(flashmla_att, tmp_path / "sub" / "r.html", title="FlashMLA <vs> fa3", run=RunRecord(run))
     assert info.path.is_file() and info.size_bytes == info.path.stat().st_size
     assert info.figures == ["numbers", "context", "attribution", "distributions", "timeline"]
     page = info.path.read_text(encoding="utf-8")

@@ -20,8 +20,10 @@ from traceattr.cli import main
 from traceattr.core.callnames import DOMAIN, CallName
 from traceattr.core.errors import TraceattrError
 from traceattr.core.precision import median_noise
+from traceattr.core.records import RunnerRecord
 from traceattr.core.shapes import parse_shape
 from traceattr.jobs.round import RoundPlan, read_receipt, read_rows, retry_plan, run_round
+from traceattr.present.receipt import markdown
 from traceattr.runner.plan import arm_letters, round_order
 from traceattr.trace.loader import load_trace
 
@@ -100,9 +102,10 @@ def synth_capture(
                      gpu_end=now + 1_000 + dur)  # fmt: skip
             now += dur + 20_000
     trace = b.write(path / (name or f"capture{index}_{order}.sqlite"), gpu_name="NVIDIA H200", cc=(9, 0))
-    calls = call_table(attribute(load_trace(trace)))
+    att = attribute(load_trace(trace))
     status = {a: "unavailable" for a in skip}
-    return Capture(index, calls, runner_json(arms, status=status, **runner), str(path), order)
+    runner_record = RunnerRecord.from_json(runner_json(arms, status=status, **runner))
+    return Capture(index, call_table(att), runner_record, str(path), order, attribution=att)
 
 
 def captures(path: Path, t: Timing, rounds: int = 3, **kw: Any) -> list[Capture]:
@@ -206,7 +209,7 @@ def test_sensitivity_flags_a_verdict_smaller_than_the_protocol_effect(tmp_path: 
         assert r["sensitivity"] == pytest.approx(0.97 * 0.08, abs=0.01)
         assert r["candidate_shift"] == pytest.approx(0.08, abs=0.01) and abs(r["baseline_shift"]) < 0.01
     receipt = Receipt({"baseline": BASE, "candidate": CAND}, pl.DataFrame(list(rows.values())))
-    assert "⚑" in receipt.markdown() and "protocol sensitivity 0.07" in receipt.markdown()
+    assert "⚑" in markdown(receipt) and "protocol sensitivity 0.07" in markdown(receipt)
 
 
 def test_receipt_discloses_the_sampling(tmp_path: Path) -> None:
@@ -226,12 +229,12 @@ def test_receipt_discloses_the_sampling(tmp_path: Path) -> None:
     header = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "r", max_noise=0.005,
                        max_iters=500).header()  # fmt: skip
     receipt = Receipt(header, round_rows(ROWS, caps, BASE, CAND))
-    md = receipt.markdown()
+    md = markdown(receipt)
     assert "3 rounds × 20–500 iterations (until each arm's median is within ±0.5%, 95%)" in md
     assert "GPU held 100 µs per call while each group is enqueued" in md
     assert len(re.findall(r"median noise ±\d\.\d\d% at 12 iterations", md)) == 2
     quiet = Receipt(header, round_rows(ROWS, [caps[0], caps[2]], BASE, CAND))
-    assert "median noise" not in quiet.markdown() and quiet.rows["noise"].max() < 0.005
+    assert "median noise" not in markdown(quiet) and quiet.rows["noise"].max() < 0.005
     assert receipt.csv_frame()["iters_rounds"].to_list()[0] == "8;12;8"
     assert Receipt.from_json(json.loads(json.dumps(receipt.to_json()))).rows.equals(receipt.rows)
 
@@ -300,7 +303,7 @@ def test_retry_remeasures_only_refused_rows_and_keeps_both(tmp_path: Path) -> No
     attempts = merged.rows.filter(pl.col("row") == ROWS[1].label)
     assert attempts["attempt"].to_list() == [1, 2] and attempts["status"].to_list() == ["refused", "pass"]
     assert merged.summary()["passing"] == 2 and merged.header["retry_rounds"] == [2]
-    md = merged.markdown()
+    md = markdown(merged)
     assert f"{ROWS[1].label} (attempt 1)" in md and f"{ROWS[1].label} (attempt 2)" in md and "**2 / 2 rows pass**" in md
     assert (tmp_path / "r0" / "receipt.json").read_bytes() == before  # inputs are never modified
     assert read_receipt(plan.folder).rows.height == 3
@@ -363,7 +366,7 @@ def test_markdown_escapes_and_geomean_over_passing_rows_only(tmp_path: Path) -> 
     )  # fmt: skip
     receipt = Receipt({"baseline": "x|y", "candidate": CAND, "protocol": {"rounds": 3}}, rows)
     assert receipt.geomean == pytest.approx(0.8, rel=0.01)  # the refused row's 0.5 is left out
-    md = receipt.markdown()
+    md = markdown(receipt)
     assert "x\\|y" in md and "**1 / 2 rows pass**" in md and "**refused**: clock 0.50 < 0.7" in md
 
 
@@ -458,7 +461,7 @@ def test_cli_round_through_profile_with_a_fake_capture(
         index = len(plans) - 1
         cap = synth_capture(plan.folder, index, plan.backends, timing(0.9, seed=index), order=plan.run.order,
                             name="trace.sqlite")  # fmt: skip
-        return profile.ProfileResult(plan.folder, None, cap.calls, pl.DataFrame(), cap.runner, ())  # type: ignore[arg-type]
+        return profile.ProfileResult(plan.folder, cap.attribution, cap.calls, pl.DataFrame(), cap.runner, ())  # type: ignore[arg-type]
 
     monkeypatch.setattr(profile, "execute", fake_execute)
     with pytest.raises(SystemExit) as exit_info:

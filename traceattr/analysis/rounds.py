@@ -4,11 +4,11 @@ A round measures every row in ``N`` separate captures (each one ``traceattr
 profile`` run: its calls and its runner.json), arm order alternating between
 captures and ABBA inside each. Per row:
 
-* each arm's median per capture, the median of those (the headline µs), and
-  ``ratio`` = candidate / baseline of the two;
-* the verdict and its interval from :func:`traceattr.analysis.stats.compare_samples`
-  over the paired calls (one pair per iteration per capture), grouped by
-  capture so the interval is for that same median-of-rounds ratio;
+* over the paired calls (one pair per iteration per capture: the samples
+  every number of the row comes from), each arm's median per capture, the
+  median of those (the headline µs), ``ratio`` = candidate / baseline of the
+  two, and its interval and verdict: all from one call of
+  :func:`traceattr.analysis.stats.compare_samples`, grouped by capture;
 * gates, each a status (``pass``, ``fail``, ``not measured``, ``off``) with
   its measured value, and a row is refused unless every gate passes or is off:
 
@@ -26,13 +26,15 @@ captures and ABBA inside each. Per row:
 ``iters_rounds`` and ``noise`` disclose the sampling: with a noise target the
 runner adds iterations until each arm's median is that precise, so short noisy
 rows get more calls than long steady ones; ``noise`` is the worst per-round,
-per-arm median noise of the spans themselves, and the markdown notes a row
-above the target (its interval is wider for it).
+per-arm median noise of the spans themselves, and the receipt's markdown
+(:mod:`traceattr.present.receipt`) notes a row above the target (its
+interval is wider for it).
 
 ``sensitivity`` (optional, from captures run back to back instead of
 interleaved): how far the ratio moves with the protocol; a faster/slower
-verdict smaller than that is ``flagged``. Pure polars over frames and dicts:
-the GPU side lives in :mod:`traceattr.jobs.round`.
+verdict smaller than that is ``flagged``. Pure polars over frames and the
+runner's records: the GPU side lives in :mod:`traceattr.jobs.round`, the
+receipt.json format in :class:`traceattr.core.records.ReceiptRecord`.
 """
 
 from __future__ import annotations
@@ -45,44 +47,18 @@ from typing import Any
 import polars as pl
 
 from traceattr.analysis.stats import SAME_WITHIN, compare_samples, geomean
+from traceattr.attribution.engine import Attribution
 from traceattr.core.precision import CONFIDENCE, median_noise
+from traceattr.core.records import RECEIPT_COLUMNS, ReceiptRecord, RunnerRecord, RunRecord
 
 PASS, FAIL, NOT_MEASURED, OFF = "pass", "fail", "not measured", "off"
 GATES = ("arms", "directional", "clock", "parity")
 
-RECEIPT_SCHEMA: dict[str, pl.DataType] = {
-    "row": pl.String(),
-    "shape": pl.String(),
-    "attempt": pl.Int64(),
-    "status": pl.String(),  # pass | refused
-    "refused_by": pl.String(),  # "; "-joined failing gates with their values, "" when it passes
-    "baseline_us": pl.Float64(),
-    "candidate_us": pl.Float64(),
-    "ratio": pl.Float64(),
-    "low": pl.Float64(),
-    "high": pl.Float64(),
-    "verdict": pl.String(),
-    "rounds": pl.Int64(),
-    "pairs": pl.Int64(),
-    "iters_rounds": pl.List(pl.Int64()),  # paired iterations per capture, in round order
-    "noise": pl.Float64(),  # worst median noise (half its 95% interval, relative) over arms and captures
-    "baseline_rounds_us": pl.List(pl.Float64()),
-    "candidate_rounds_us": pl.List(pl.Float64()),
-    "arms_gate": pl.String(),
-    "arms_note": pl.String(),
-    "directional": pl.Float64(),
-    "directional_gate": pl.String(),
-    "clock_fraction": pl.Float64(),
-    "clock_mhz": pl.Float64(),
-    "clock_gate": pl.String(),
-    "parity": pl.String(),  # bitwise | reference
-    "parity_value": pl.String(),
-    "parity_gate": pl.String(),
-    "sensitivity": pl.Float64(),
-    "baseline_shift": pl.Float64(),
-    "candidate_shift": pl.Float64(),
-    "flagged": pl.Boolean(),
-}
+_DTYPES: dict[str, pl.DataType] = {"str": pl.String(), "int": pl.Int64(), "float": pl.Float64(),
+                                   "bool": pl.Boolean(), "list[int]": pl.List(pl.Int64()),
+                                   "list[float]": pl.List(pl.Float64())}  # fmt: skip
+# the receipt's columns (core.records.RECEIPT_COLUMNS names them and their JSON types) as a frame schema
+RECEIPT_SCHEMA: dict[str, pl.DataType] = {name: _DTYPES[kind] for name, kind in RECEIPT_COLUMNS.items()}
 
 
 @dataclass(frozen=True)
@@ -96,21 +72,33 @@ class Gates:
     same_within: float = SAME_WITHIN
 
     def __post_init__(self) -> None:
-        if not self.directional_limit > 0:
-            raise ValueError("the directional-disagreement limit must be positive")
+        if not 0 < self.directional_limit < math.inf:
+            raise ValueError(
+                f"the directional-disagreement limit must be a positive number, got {self.directional_limit}"
+            )
         if not 0 <= self.min_clock <= 1:
             raise ValueError("the loaded-clock fraction must lie in [0, 1]")
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"the confidence level must lie in (0, 1), got {self.confidence}")
+        if not 0 <= self.same_within < math.inf:
+            raise ValueError(f"the 'same' tolerance must be a number ≥ 0, got {self.same_within}")
 
 
 @dataclass(frozen=True)
 class Capture:
-    """One capture of a round: its calls (analysis.calls) and the runner.json it wrote."""
+    """One capture of a round: its calls (analysis.calls) and the runner.json it wrote.
+
+    ``attribution`` and ``run`` (its run.json) travel along when the capture was just made, so the
+    round's report needs not read the trace again.
+    """
 
     round: int
     calls: pl.DataFrame
-    runner: Mapping[str, Any]
+    runner: RunnerRecord
     folder: str | None = None
     order: str = "abba"  # "blocked": back to back (the sensitivity captures)
+    attribution: Attribution | None = None
+    run: RunRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -176,26 +164,11 @@ def span_noise(s: pl.DataFrame) -> dict[str, float]:
     return worst
 
 
-def round_medians(s: pl.DataFrame) -> pl.DataFrame:
-    """``shape, backend, rounds_us`` (median per capture, in round order) and ``median_us`` (their median)."""
-    per = s.group_by("shape", "backend", "round").agg(pl.col("t_us").median()).sort("round")
-    return per.group_by("shape", "backend").agg(
-        pl.col("t_us").alias("rounds_us"), pl.col("t_us").median().alias("median_us")
+def round_medians(p: pl.DataFrame) -> pl.DataFrame:
+    """``shape, round, base_us, cand_us``: each arm's median per capture over the paired calls, in round order."""
+    return (
+        p.group_by("shape", "round").agg(pl.col("base_us").median(), pl.col("cand_us").median()).sort("shape", "round")
     )
-
-
-def _shape_entry(runner: Mapping[str, Any], shape: str) -> Mapping[str, Any]:
-    entry = (runner.get("shapes") or {}).get(shape)
-    return entry if isinstance(entry, Mapping) else {}
-
-
-def _arm_entry(runner: Mapping[str, Any], shape: str, arm: str) -> Mapping[str, Any]:
-    entry = (_shape_entry(runner, shape).get("backends") or {}).get(arm)
-    return entry if isinstance(entry, Mapping) else {}
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
 def clock_gate(captures: Sequence[Capture], shape: str, min_clock: float) -> tuple[str, float | None, float | None]:
@@ -203,17 +176,13 @@ def clock_gate(captures: Sequence[Capture], shape: str, min_clock: float) -> tup
     worst: tuple[float, float | None] | None = None
     missing = not captures
     for c in captures:
-        clocks = _shape_entry(c.runner, shape).get("clocks")
-        clocks = clocks if isinstance(clocks, Mapping) else {}
-        mhz, top = _number(clocks.get("sm_clock_mhz_median")), _number(clocks.get("sm_clock_max_mhz"))
-        fraction = _number(clocks.get("fraction"))
-        if fraction is None and mhz is not None and top:
-            fraction = mhz / top
+        clocks = c.runner.shape(shape).clocks
+        fraction = clocks.loaded_fraction
         if fraction is None:
             missing = True
             continue
         if worst is None or fraction < worst[0]:
-            worst = (fraction, mhz)
+            worst = (fraction, clocks.mhz)
     value, mhz = worst if worst else (None, None)
     if min_clock <= 0:
         return OFF, value, mhz
@@ -231,8 +200,8 @@ def arms_gate(
         for arm in arms:
             if (c.round, arm) in timed:
                 continue
-            entry = _arm_entry(c.runner, shape, arm)
-            why = entry.get("reason") or entry.get("status") or "no calls in the trace"
+            entry = c.runner.check(shape, arm)
+            why = entry.reason or entry.status or "no calls in the trace"
             problems.append(f"{arm} in round {c.round + 1}: {why}")
     return (FAIL, "; ".join(dict.fromkeys(problems))) if problems else (PASS, "")
 
@@ -243,10 +212,8 @@ def parity_gate(
     """(status, mode, value): bitwise for arms declared the same program, else the runner's reference check."""
     programs = []
     for c in captures:
-        arms = c.runner.get("arms") if isinstance(c.runner.get("arms"), Mapping) else {}
-        b, k = arms.get(baseline) or {}, arms.get(candidate) or {}
-        programs.append(isinstance(b, Mapping) and isinstance(k, Mapping) and b.get("program") is not None
-                        and b.get("program") == k.get("program"))  # fmt: skip
+        b, k = c.runner.arms.get(baseline), c.runner.arms.get(candidate)
+        programs.append(b is not None and k is not None and b.program is not None and b.program == k.program)
     bitwise = bool(captures) and all(programs)
     mode = "bitwise" if bitwise else "reference"
     if not enabled:
@@ -255,8 +222,8 @@ def parity_gate(
         return NOT_MEASURED, mode, "no capture"
     if bitwise:
         for c in captures:
-            sb = _arm_entry(c.runner, shape, baseline).get("output_sha256")
-            sc = _arm_entry(c.runner, shape, candidate).get("output_sha256")
+            sb = c.runner.check(shape, baseline).output_sha256
+            sc = c.runner.check(shape, candidate).output_sha256
             if not sb or not sc:
                 return NOT_MEASURED, mode, f"no output_sha256 in round {c.round + 1}"
             if sb != sc:
@@ -265,10 +232,14 @@ def parity_gate(
     worst = 0.0
     for c in captures:
         for arm in (baseline, candidate):
-            entry = _arm_entry(c.runner, shape, arm)
-            err = _number(entry.get("relative_error"))
-            if entry.get("status") == "wrong":
-                return FAIL, mode, f"{arm}: {entry.get('reason', 'wrong output')}"
+            entry = c.runner.check(shape, arm)
+            err = (
+                entry.relative_error
+                if entry.relative_error is not None and math.isfinite(entry.relative_error)
+                else None
+            )
+            if entry.status == "wrong":
+                return FAIL, mode, f"{arm}: {entry.reason if entry.reason is not None else 'wrong output'}"
             if err is None:
                 return NOT_MEASURED, mode, f"{arm} not checked against the reference in round {c.round + 1}"
             worst = max(worst, err)
@@ -300,7 +271,7 @@ def round_rows(
         raise ValueError("baseline and candidate must be distinct arm labels")
     s = samples(captures, baseline, candidate)
     p = pairs(s, baseline, candidate)
-    med = {(sh, b): (r, m) for sh, b, r, m in round_medians(s).iter_rows()}
+    per_round = round_medians(p)
     dirs = dict(directional(p, baseline, candidate).iter_rows())
     timed = {(r, b, sh) for r, b, sh in s.select("round", "backend", "shape").unique().iter_rows()}
     blocked = {sh: (b, c) for sh, b, c in _sensitivity(sensitivity, baseline, candidate).iter_rows()}
@@ -308,14 +279,14 @@ def round_rows(
     out = []
     for row in rows:
         sp = p.filter(pl.col("shape") == row.shape)
-        b_rounds, b_us = med.get((row.shape, baseline), ([], None))
-        c_rounds, c_us = med.get((row.shape, candidate), ([], None))
-        ratio = c_us / b_us if b_us and c_us else None
-        # the interval is for the headline itself: per-round medians, then their median
+        rounds_us = per_round.filter(pl.col("shape") == row.shape)
+        # one ratio of medians: the headline µs, their ratio and its interval, all over the paired calls
         cmp = compare_samples(sp["base_us"], sp["cand_us"], paired=True, groups=sp["round"],
                               confidence=gates.confidence, same_within=gates.same_within)  # fmt: skip
+        b_us, c_us = _finite(cmp.baseline), _finite(cmp.candidate)
+        ratio = _finite(cmp.ratio) if b_us and c_us else None
         seen = {(r, b) for r, b, sh in timed if sh == row.shape}
-        per_round = sp.group_by("round").len().sort("round")["len"].to_list()
+        iters_rounds = sp.group_by("round").len().sort("round")["len"].to_list()
         a_status, a_note = arms_gate(captures, row.shape, (baseline, candidate), seen)
         d = dirs.get(row.shape)
         d_status = NOT_MEASURED if d is None else (PASS if d <= gates.directional_limit else FAIL)
@@ -344,9 +315,9 @@ def round_rows(
             "status": "refused" if refused else "pass", "refused_by": "; ".join(refused),
             "baseline_us": b_us, "candidate_us": c_us, "ratio": ratio,
             "low": _finite(cmp.low), "high": _finite(cmp.high), "verdict": cmp.verdict,
-            "rounds": len({r for r, _ in seen}), "pairs": sp.height, "iters_rounds": per_round,
+            "rounds": len({r for r, _ in seen}), "pairs": sp.height, "iters_rounds": iters_rounds,
             "noise": _finite(noise.get(row.shape, math.nan)),
-            "baseline_rounds_us": list(b_rounds), "candidate_rounds_us": list(c_rounds),
+            "baseline_rounds_us": rounds_us["base_us"].to_list(), "candidate_rounds_us": rounds_us["cand_us"].to_list(),
             "arms_gate": a_status, "arms_note": a_note,
             "directional": d, "directional_gate": d_status,
             "clock_fraction": k_frac, "clock_mhz": k_mhz, "clock_gate": k_status,
@@ -416,18 +387,22 @@ class Receipt:
         merged = pl.concat([self.rows, rows.with_columns(pl.lit(attempt, pl.Int64).alias("attempt"))])
         return Receipt(self.header, merged, (*self.captures, *captures))
 
-    # -- serialisation -----------------------------------------------------------------------
+    # -- receipt.json (core.records.ReceiptRecord) ------------------------------------------
+    def to_record(self) -> ReceiptRecord:
+        return ReceiptRecord(self.header, tuple(self.rows.to_dicts()), self.captures, self.summary())
+
+    @classmethod
+    def from_record(cls, record: ReceiptRecord) -> Receipt:
+        rows = list(record.rows)
+        frame = pl.DataFrame(rows, schema=RECEIPT_SCHEMA, orient="row") if rows else pl.DataFrame(schema=RECEIPT_SCHEMA)
+        return cls(dict(record.header), frame, record.captures)
+
     def to_json(self) -> dict[str, Any]:
-        return {**self.header, "summary": self.summary(), "captures": list(self.captures), "rows": self.rows.to_dicts()}
+        return self.to_record().to_json()
 
     @classmethod
     def from_json(cls, content: Mapping[str, Any]) -> Receipt:
-        rows = content.get("rows")
-        if not isinstance(rows, list):
-            raise ValueError("no 'rows' list")
-        frame = pl.DataFrame(rows, schema=RECEIPT_SCHEMA, orient="row") if rows else pl.DataFrame(schema=RECEIPT_SCHEMA)
-        header = {k: v for k, v in content.items() if k not in ("summary", "captures", "rows")}
-        return cls(header, frame, tuple(content.get("captures") or ()))
+        return cls.from_record(ReceiptRecord.from_json(content))
 
     def csv_frame(self) -> pl.DataFrame:
         """The rows with per-round lists as ``;``-joined text (CSV has no lists)."""
@@ -435,79 +410,3 @@ class Receipt:
             pl.col(c).list.eval(pl.element().round(3).cast(pl.String)).list.join(";")
             for c in ("baseline_rounds_us", "candidate_rounds_us")
         ).with_columns(pl.col("iters_rounds").cast(pl.List(pl.String)).list.join(";"))
-
-    def markdown(self) -> str:
-        """A table to paste into a PR: row | baseline µs | candidate µs | ratio | verdict | gates; then the totals."""
-        h = self.header
-        lines = [
-            f"**{_md(h.get('candidate', '?'))} vs {_md(h.get('baseline', '?'))}** · {protocol_text(h)}",
-            "",
-            "| row | baseline µs | candidate µs | ratio | verdict | gates |",
-            "|---|--:|--:|--:|---|---|",
-        ]
-        retried = set(self.rows.filter(pl.col("attempt") > 1)["row"].to_list())
-        for r in (
-            self.rows.sort("attempt")
-            .join(self.rows.select("row").unique(maintain_order=True).with_row_index("_o"), on="row")
-            .sort("_o", "attempt")
-            .iter_rows(named=True)
-        ):
-            label = _md(r["row"]) + (f" (attempt {r['attempt']})" if r["row"] in retried else "")
-            ratio = _num(r["ratio"], 3)
-            if r["low"] is not None and r["high"] is not None:
-                ratio += f" [{r['low']:.3f}, {r['high']:.3f}]"
-            verdict = r["verdict"] + (" ⚑" if r["flagged"] else "")
-            gates = "ok" if r["status"] == "pass" else "**refused**: " + _md(r["refused_by"])
-            if r["sensitivity"] is not None:
-                gates += f" · protocol sensitivity {r['sensitivity']:.3f}"
-            target = (h.get("protocol") or {}).get("max_noise")
-            if target and r["noise"] is not None and r["noise"] > target:
-                gates += f" · median noise ±{r['noise']:.2%} at {max(r['iters_rounds'] or [0])} iterations"
-            lines.append(
-                f"| {label} | {_num(r['baseline_us'], 2)} | {_num(r['candidate_us'], 2)} | {ratio} | {verdict} | {gates} |"
-            )
-        s = self.summary()
-        gm = "n/a" if s["geomean"] is None else f"{s['geomean']:.4f}"
-        lines += [
-            "",
-            f"geomean candidate/baseline over passing rows: **{gm}** · **{s['passing']} / {s['rows']} rows pass**",
-        ]
-        if any(self.rows["flagged"].fill_null(False)):
-            lines.append("⚑ the verdict is smaller than the protocol sensitivity (back to back vs interleaved)")
-        return "\n".join(lines) + "\n"
-
-
-def protocol_text(h: Mapping[str, Any]) -> str:
-    """The receipt's one-line protocol: sampling, order, what runs between calls, graphs, hold, gates."""
-    p = h.get("protocol") or {}
-    g = h.get("gates") or {}
-    flush = p.get("flush_bytes")
-    parts = [
-        _sampling(p),
-        f"{p.get('order', 'abba').upper()} inside, arm order alternating between rounds",
-        f"between calls: {p.get('between', '?')}" + (f" ({flush / 2**20:.0f} MiB L2 flush)" if flush else ""),
-        "CUDA graphs" if p.get("graphs") else "eager",
-        *([f"GPU held {p['hold_us']:g} µs per call while each group is enqueued"] if p.get("hold_us") else []),
-        f"gates: directional ≤ {g.get('directional_limit')}, loaded SM clock ≥ {g.get('min_clock')}, parity "
-        + ("on" if g.get("parity", True) else "off"),
-    ]
-    return " · ".join(parts)
-
-
-def _sampling(p: Mapping[str, Any]) -> str:
-    """``3 rounds × 20 iterations``, or with a noise target ``3 rounds × 20–500 iterations until …``."""
-    rounds, iters, noise = p.get("rounds", "?"), p.get("iters", "?"), p.get("max_noise")
-    if not noise:
-        return f"{rounds} rounds × {iters} iterations"
-    return (
-        f"{rounds} rounds × {iters}–{p.get('max_iters') or '?'} iterations "
-        f"(until each arm's median is within ±{noise:.1%}, 95%)"
-    )
-
-
-def _md(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _num(x: float | None, digits: int) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"{x:,.{digits}f}"

@@ -48,6 +48,8 @@ class Comparison:
     n_baseline: int
     n_candidate: int
     confidence: float
+    baseline: float = math.nan  # the medians whose ratio is ``ratio`` (grouped: median of per-group medians)
+    candidate: float = math.nan
 
     @property
     def half_width(self) -> float:
@@ -88,8 +90,10 @@ def compare_samples(
 
     ``groups`` (paired samples only) labels each pair with its capture (a
     round of ``traceattr round``): each arm is then the median over groups of
-    its per-group medians, as a round receipt reports it, and the interval is
-    for that ratio (pairs resampled with their labels).
+    its per-group medians, as a round receipt reports it (``baseline`` and
+    ``candidate`` hold the two medians, ``ratio`` their ratio: headline and
+    interval come from the same pairs), and the interval is for that ratio
+    (pairs resampled with their labels).
     """
     if groups is not None:
         return _compare_grouped(baseline, candidate, groups, confidence, same_within, n_resamples, seed)
@@ -120,13 +124,19 @@ def compare_samples(
     return Comparison(ratio, low, high, classify(low, high, same_within), len(b), len(c), confidence)
 
 
-def _ratio_of_group_medians(b: np.ndarray, c: np.ndarray, g: np.ndarray, axis: int = -1) -> np.ndarray:
-    """median over groups of per-group medians, candidate over baseline; along *axis* (one row per resample)."""
+def _group_medians(b: np.ndarray, c: np.ndarray, g: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
+    """Each side's median over groups of its per-group medians; along *axis* (one row per resample)."""
     keys = np.unique(g)
     with warnings.catch_warnings():  # a group absent from a resample is a NaN the outer median skips
         warnings.simplefilter("ignore", RuntimeWarning)
         mb = np.nanmedian(np.stack([np.nanmedian(np.where(g == k, b, np.nan), axis=axis) for k in keys]), axis=0)
         mc = np.nanmedian(np.stack([np.nanmedian(np.where(g == k, c, np.nan), axis=axis) for k in keys]), axis=0)
+    return mb, mc
+
+
+def _ratio_of_group_medians(b: np.ndarray, c: np.ndarray, g: np.ndarray, axis: int = -1) -> np.ndarray:
+    """median over groups of per-group medians, candidate over baseline (the statistic the bootstrap resamples)."""
+    mb, mc = _group_medians(b, c, g, axis)
     return mc / mb
 
 
@@ -145,10 +155,11 @@ def _compare_grouped(
         raise ValueError(f"grouped pairs need equal lengths, got {len(b)}, {len(c)} and {len(g)}")
     keep = np.isfinite(b) & np.isfinite(c)
     b, c, g = b[keep], c[keep], g[keep]
+    mb, mc = (float(m) for m in _group_medians(b, c, g)) if len(b) else (math.nan, math.nan)
     if len(b) < 2 or np.median(b) <= 0 or np.median(c) <= 0:
-        ratio = float(_ratio_of_group_medians(b, c, g)) if len(b) and np.median(b) > 0 else math.nan
-        return Comparison(ratio, math.nan, math.nan, "ambiguous", len(b), len(c), confidence)
-    ratio = float(_ratio_of_group_medians(b, c, g))
+        ratio = mc / mb if len(b) and np.median(b) > 0 else math.nan
+        return Comparison(ratio, math.nan, math.nan, "ambiguous", len(b), len(c), confidence, mb, mc)
+    ratio = mc / mb
     if np.ptp(b) == 0 and np.ptp(c) == 0:
         low = high = ratio
     else:
@@ -164,7 +175,7 @@ def _compare_grouped(
             rng=np.random.default_rng(seed),
         )
         low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return Comparison(ratio, low, high, classify(low, high, same_within), len(b), len(c), confidence)
+    return Comparison(ratio, low, high, classify(low, high, same_within), len(b), len(c), confidence, mb, mc)
 
 
 def classify(low: float, high: float, same_within: float = SAME_WITHIN) -> Verdict:

@@ -22,6 +22,7 @@ from traceattr.cli.options import DaskOpt, GroupOpt, MatchOpt, TracesArg, Worker
 from traceattr.core import runfolder
 from traceattr.core.errors import NoDataError, TraceattrError
 from traceattr.core.output import ResultSet, check_file_target, check_out_folder, write_text
+from traceattr.core.records import runner_events
 from traceattr.jobs.many import Settings, across_reports, expand_inputs, rounds_per_report
 from traceattr.present.dispatch import dispatch_rules
 from traceattr.session import Session
@@ -75,9 +76,7 @@ def compare_command(
     trace = paths[0]
     att = Session(trace).attribute(match=match)
     # a profile run folder: add the CUDA-event cross-check
-    analysis = analyse(
-        att, peak_bytes_per_s=peak, events=runfolder.runner_events(trace), group=group, same_program=same_program
-    )
+    analysis = analyse(att, peak_bytes_per_s=peak, events=runner_events(trace), group=group, same_program=same_program)
     if analysis.calls.height == 0:
         raise NoDataError(trace, "has no NVTX ranges with GPU work to compare")
     _show_and_write(analysis, out, json_out, str(trace), inputs=paths, notes=att.notes)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -15,7 +16,7 @@ from traceattr.cli import app, options_given
 from traceattr.core.callnames import AUTO, GROUP_PRESETS
 from traceattr.core.errors import TraceattrError
 from traceattr.core.shapes import DEFAULTS, HEAD_PRESETS, PUBLISHED_ROWS, parse_shape
-from traceattr.jobs.profile import execute, make_plan, require_runnable
+from traceattr.jobs.profile import ProfilePlan, ProfileResult, execute, make_plan, require_runnable
 from traceattr.present.terminal import console, plain_text, render_plan, render_summary
 
 
@@ -123,15 +124,19 @@ def profile_command(
                 con.print(line, style="dim", highlight=False, markup=False)
 
         result = execute(plan, on_line=show)
+    _show_result(plan, result, con)
+
+
+def _show_result(plan: ProfilePlan, result: ProfileResult, con: Console) -> None:
+    """The summary table, every arm that did not run and why, a low-clock note, the run folder."""
     unavailable = [(a.shape, a.backend, a.reason) for a in plan.availability if a.reason]
-    for shape_name, report in result.runner["shapes"].items():
-        for name, entry in report["backends"].items():
-            if entry.get("status") in ("wrong", "failed"):
-                unavailable.append((shape_name, name, f"{entry['status']}: {entry.get('reason')}"))
+    for shape_name, report in result.runner.shapes.items():
+        for name, entry in report.backends.items():
+            if entry.status in ("wrong", "failed"):
+                unavailable.append((shape_name, name, f"{entry.status}: {entry.reason}"))
     render_summary(result.summary, con, unavailable)
-    clocks = result.runner.get("clocks") or {}
-    if clocks.get("low_clock"):
-        con.print(f"[yellow]note:[/yellow] median SM clock {clocks['sm_clock_mhz_median']} MHz is below 90% of max")
+    if result.runner.low_clock_mhz is not None:
+        con.print(f"[yellow]note:[/yellow] median SM clock {result.runner.low_clock_mhz} MHz is below 90% of max")
     con.print(f"run folder: {result.folder}", markup=False, highlight=False)
 
 

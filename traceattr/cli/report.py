@@ -26,6 +26,7 @@ from traceattr.cli.options import (
 from traceattr.core import runfolder
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import check_file_target
+from traceattr.core.records import RunRecord, read_run, runner_events
 from traceattr.present.formats import size
 from traceattr.present.names import printable
 from traceattr.trace.inputs import resolve_trace
@@ -63,7 +64,7 @@ def report_command(
     from traceattr.present.report import write_report  # imports plotly: after the cheap checks, so errors come fast
 
     target = _target(trace, out)
-    events = runfolder.runner_events(trace)
+    events = runner_events(trace)
     check_file_target(target, (trace, path), ours=_is_report)
     att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
     info = write_report(
@@ -104,6 +105,6 @@ def _is_report(head: bytes) -> bool:
     return head.startswith(b"<!DOCTYPE html>") and b"traceattr" in head
 
 
-def _run_info(trace: Path) -> dict[str, Any] | None:
+def _run_info(trace: Path) -> RunRecord | None:
     """A run folder's run.json (GPU, driver, versions, commands), shown in the report's header."""
-    return runfolder.read_json(trace, runfolder.RUN)
+    return read_run(trace)

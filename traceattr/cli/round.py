@@ -6,21 +6,23 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from traceattr.analysis.rounds import Gates, protocol_text
+from traceattr.analysis.rounds import Gates, Receipt
 from traceattr.cli import app, options_given
 from traceattr.core.errors import TraceattrError
 from traceattr.jobs.round import (
     ROW_SETS,
+    CaptureRequest,
     RoundPlan,
-    check_between,
     folder_name,
     read_receipt,
     read_rows,
     retry_plan,
     run_round,
 )
+from traceattr.present.receipt import markdown, protocol_text
 from traceattr.present.terminal import console
 
 _RETRY_MAY_SET = {"retry", "rounds", "out_root", "dry_run"}
@@ -95,33 +97,13 @@ def round_command(
     """
     previous = None
     if retry is not None:
-        # a retry measures as the round did, or its attempts could not sit in one receipt
-        given = options_given(ctx, (name for name in ctx.params if name not in _RETRY_MAY_SET))
-        if given:
-            raise TraceattrError(
-                f"--retry takes rows, arms, protocol and gates from the receipt; drop {', '.join(given)} "
-                "(--rounds and --out-root may change)"
-            )
-        previous = read_receipt(retry)
-        plan = retry_plan(previous, out_root, rounds=rounds)
+        previous, plan = _retry(ctx, retry, rounds, out_root)
     else:
-        missing = [
-            name for name, v in (("--rows", rows), ("--baseline", baseline), ("--candidate", candidate)) if not v
-        ]
-        if missing:
-            raise TraceattrError(f"missing {', '.join(missing)} (or --retry RECEIPT)")
-        assert rows and baseline and candidate
-        check_between(between)
-        try:
-            gates = Gates(directional_limit, min_clock, parity, confidence, same_within)
-        except ValueError as err:
-            raise TraceattrError(str(err)) from None
-        plan = RoundPlan(
-            rows=read_rows(rows), baseline=baseline, candidate=candidate,
-            folder=folder_name(out_root, baseline, candidate), rounds=3 if rounds is None else rounds, iters=iters,
-            max_noise=max_noise or None, max_iters=max_iters if max_noise else None, hold_us=hold_us,
-            warmup=warmup, graphs=graphs, between=between, flush_bytes=flush_mb * (1 << 20) if flush_mb else None,
-            sensitivity=sensitivity, seed=seed, gates=gates, rows_source=rows,
+        plan = _new_plan(
+            rows, baseline, candidate, out_root, rounds=rounds, iters=iters, max_noise=max_noise, max_iters=max_iters,
+            hold_us=hold_us, warmup=warmup, graphs=graphs, between=between, flush_mb=flush_mb,
+            sensitivity=sensitivity, seed=seed,
+            gates=(directional_limit, min_clock, parity, confidence, same_within),
         )  # fmt: skip
     con = console()
     requests = plan.requests()
@@ -131,16 +113,65 @@ def round_command(
         markup=False,
     )
     if dry_run:
-        con.print(f"  {protocol_text(plan.header())}", highlight=False, markup=False, soft_wrap=True)
-        for r in requests:
-            what = "back to back" if r.order == "blocked" else f"round {r.round + 1}, ABBA"
-            con.print(f"  {r.folder.name}: {what}, first arm {r.arms[0]}", highlight=False, markup=False)
-        for row in plan.rows:
-            con.print(f"  row {row.label} = {row.shape}", highlight=False, markup=False)
+        _show_dry_run(plan, requests, con)
         return
+    receipt = _run_with_progress(plan, len(requests), previous, con)
+    con.print(markdown(receipt), highlight=False, markup=False)
+    con.print(
+        f"receipts: {plan.folder}/receipt.md, receipt.csv, receipt.json, report.html", highlight=False, markup=False
+    )
+
+
+def _retry(ctx: typer.Context, retry: Path, rounds: int | None, out_root: Path) -> tuple[Receipt, RoundPlan]:
+    """The receipt to retry and the plan that re-measures its refused rows."""
+    # a retry measures as the round did, or its attempts could not sit in one receipt
+    given = options_given(ctx, (name for name in ctx.params if name not in _RETRY_MAY_SET))
+    if given:
+        raise TraceattrError(
+            f"--retry takes rows, arms, protocol and gates from the receipt; drop {', '.join(given)} "
+            "(--rounds and --out-root may change)"
+        )
+    previous = read_receipt(retry)
+    return previous, retry_plan(previous, out_root, rounds=rounds)
+
+
+def _new_plan(
+    rows: str | None, baseline: str | None, candidate: str | None, out_root: Path, *, rounds: int | None, iters: int,
+    max_noise: float, max_iters: int, hold_us: float, warmup: int, graphs: bool, between: str, flush_mb: int | None,
+    sensitivity: bool, seed: int, gates: tuple[float, float, bool, float, float],
+) -> RoundPlan:  # fmt: skip
+    """The plan of a new round from the options; every range is checked here, before any capture."""
+    missing = [name for name, v in (("--rows", rows), ("--baseline", baseline), ("--candidate", candidate)) if not v]
+    if missing:
+        raise TraceattrError(f"missing {', '.join(missing)} (or --retry RECEIPT)")
+    assert rows and baseline and candidate
+    try:
+        checked = Gates(*gates)
+    except ValueError as err:
+        raise TraceattrError(str(err)) from None
+    return RoundPlan(
+        rows=read_rows(rows), baseline=baseline, candidate=candidate,
+        folder=folder_name(out_root, baseline, candidate), rounds=3 if rounds is None else rounds, iters=iters,
+        max_noise=max_noise or None, max_iters=max_iters if max_noise else None, hold_us=hold_us,
+        warmup=warmup, graphs=graphs, between=between, flush_bytes=flush_mb * (1 << 20) if flush_mb else None,
+        sensitivity=sensitivity, seed=seed, gates=checked, rows_source=rows,
+    )  # fmt: skip
+
+
+def _show_dry_run(plan: RoundPlan, requests: list[CaptureRequest], con: Console) -> None:
+    con.print(f"  {protocol_text(plan.header())}", highlight=False, markup=False, soft_wrap=True)
+    for r in requests:
+        what = "back to back" if r.order == "blocked" else f"round {r.round + 1}, ABBA"
+        con.print(f"  {r.folder.name}: {what}, first arm {r.arms[0]}", highlight=False, markup=False)
+    for row in plan.rows:
+        con.print(f"  row {row.label} = {row.shape}", highlight=False, markup=False)
+
+
+def _run_with_progress(plan: RoundPlan, captures: int, previous: Receipt | None, con: Console) -> Receipt:
+    """Run the round with a progress bar: one step per row and capture, nsys's own lines dimmed above it."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=con, transient=False) as progress:
-        task = progress.add_task("starting nsys …", total=len(plan.rows) * len(requests))
+        task = progress.add_task("starting nsys …", total=len(plan.rows) * captures)
 
         def on_line(line: str) -> None:
             if line.startswith("[traceattr] "):
@@ -150,8 +181,5 @@ def round_command(
             progress.update(task, advance=1, description=what)
 
         receipt = run_round(plan, on_line=on_line, on_progress=on_progress, previous=previous, report=True)
-        progress.update(task, completed=len(plan.rows) * len(requests), description="done")
-    con.print(receipt.markdown(), highlight=False, markup=False)
-    con.print(
-        f"receipts: {plan.folder}/receipt.md, receipt.csv, receipt.json, report.html", highlight=False, markup=False
-    )
+        progress.update(task, completed=len(plan.rows) * captures, description="done")
+    return receipt

@@ -9,7 +9,6 @@ run folder ``reports/<time>_<shape>/``.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import sys
@@ -25,15 +24,16 @@ from traceattr import __version__
 from traceattr.analysis.pipeline import analyse
 from traceattr.attribution.engine import Attribution, attribute
 from traceattr.backends import current_device
-from traceattr.backends.arms import Arm, check_arm, default_arms, parse_arm, parse_arms, same_program
+from traceattr.backends.arms import Arm, check_arm, default_arms, parse_arms, same_program
 from traceattr.backends.base import Device
 from traceattr.backends.layout import KvLayout
 from traceattr.core import runfolder
 from traceattr.core.errors import BackendUnsupported, TraceattrError
 from traceattr.core.output import ResultSet
+from traceattr.core.records import RunnerRecord, RunRecord
 from traceattr.core.shapes import Shape
 from traceattr.jobs.capture import capture, profile_command
-from traceattr.runner.plan import ORDERS, RunPlan, between_arm, check_timing
+from traceattr.runner.plan import ORDERS, RunPlan, check_between, check_timing
 from traceattr.trace.loader import load_trace
 from traceattr.trace.nsys import find_nsys
 
@@ -112,12 +112,7 @@ def make_plan(
     if order not in ORDERS:
         raise TraceattrError(f"--order must be one of {', '.join(ORDERS)}, got {order!r}")
     check_timing(iters, max_noise, max_iters, hold_us)
-    try:
-        predecessor = between_arm(between)
-    except ValueError as err:
-        raise TraceattrError(str(err)) from None
-    if predecessor is not None:
-        between = f"flush+{parse_arm(predecessor).text}"
+    between = check_between(between)
     device, problem = current_device()
     availability = []
     for shape in shapes:
@@ -179,8 +174,9 @@ class ProfileResult:
     attribution: Attribution
     calls: pl.DataFrame
     summary: pl.DataFrame
-    runner: dict[str, Any]
+    runner: RunnerRecord
     files: tuple[Path, ...]
+    run: RunRecord | None = None  # run.json as written
 
 
 def execute(plan: ProfilePlan, on_line: Callable[[str], None] | None = None, *, report: bool = True) -> ProfileResult:
@@ -203,16 +199,15 @@ def execute(plan: ProfilePlan, on_line: Callable[[str], None] | None = None, *, 
     runner_file = folder / plan.run.results
     if not runner_file.exists():
         raise TraceattrError(f"{folder}: the runner wrote no {plan.run.results}; see the output above")
-    runner = json.loads(runner_file.read_text(encoding="utf-8"))
-    if not runner.get("timed"):
+    runner = RunnerRecord.read(runner_file)
+    if not runner.timed:
         reasons = "; ".join(
-            f"{name}: {entry.get('reason')}"
-            for shape in runner["shapes"].values()
-            for name, entry in shape["backends"].items()
+            f"{name}: {entry.reason}" for shape in runner.shapes.values() for name, entry in shape.backends.items()
         )
         raise TraceattrError(f"{folder}: nothing was timed ({reasons})")
     att = attribute(load_trace(result.sqlite))  # type: ignore[arg-type]
-    analysis = analyse(att, events=runner.get("events", []), same_program=same_program)
+    events = list(runner.events)
+    analysis = analyse(att, events=events, same_program=same_program)
     calls, summary = analysis.calls, analysis.summary
     bandwidth, source = analysis.peak_bytes_per_s, analysis.peak_source
     # the analysis outputs go in as one set, run.json last: a run folder with run.json is complete,
@@ -227,30 +222,31 @@ def execute(plan: ProfilePlan, on_line: Callable[[str], None] | None = None, *, 
         ]
         run_info = {
             "version": __version__, "argv": sys.argv, "nsys_command": shlex.join(result.command),
-            "nsys_version": att.meta.nsys_version, "plan": asdict(plan.run), "gpu": runner.get("gpu"),
-            "versions": runner.get("versions"), "clocks": runner.get("clocks"), "arms": runner.get("arms"),
-            "protocol": runner.get("protocol"), "backends": runner.get("shapes"), "peak_bandwidth": bandwidth,
+            "nsys_version": att.meta.nsys_version, "plan": asdict(plan.run), "gpu": runner.facts("gpu"),
+            "versions": runner.facts("versions"), "clocks": runner.facts("clocks"), "arms": runner.facts("arms"),
+            "protocol": runner.facts("protocol"), "backends": runner.facts("shapes"), "peak_bandwidth": bandwidth,
             "peak_bandwidth_source": source, "capture_seconds": round(captured - started, 1),
             "analysis_seconds": round(time.time() - captured, 1), "notes": list(att.notes),
             "outputs": [f.name for f in files] + [runfolder.TRACE_REPORT, runfolder.TRACE]
             + ([runfolder.REPORT] if report else []),
         }  # fmt: skip
+        # the record as the manifest writes it: tool and command first, outputs as listed
+        run = RunRecord.of({"tool": "traceattr", "command": "profile", **run_info})
         if report:
-            report_info = {"tool": "traceattr", "command": "profile", **run_info}
-            files.append(_write_report(att, outputs, report_info, bandwidth, runner.get("events", [])))
-        files.append(outputs.write_manifest(run_info))
-    return ProfileResult(folder, att, calls, summary, runner, tuple(files))
+            files.append(_write_report(att, outputs, run, bandwidth, events))
+        files.append(outputs.write_manifest(run.to_json()))
+    return ProfileResult(folder, att, calls, summary, runner, tuple(files), run)
 
 
 def _write_report(
     att: Attribution,
     outputs: ResultSet,
-    run_info: dict[str, Any],
+    run: RunRecord,
     bandwidth: float | None,
     events: list[dict[str, Any]],
 ) -> Path:
     from traceattr.present.report import write_report
 
-    write_report(att, outputs.path(runfolder.REPORT), title=f"traceattr profile {outputs.folder.name}", run=run_info,
+    write_report(att, outputs.path(runfolder.REPORT), title=f"traceattr profile {outputs.folder.name}", run=run,
                  peak_bytes_per_s=bandwidth, events=events, same_program=same_program)  # fmt: skip
     return outputs.folder / runfolder.REPORT

@@ -28,8 +28,10 @@ from traceattr.backends.arms import parse_arm, same_program
 from traceattr.core import runfolder
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import write_manifest, write_table, write_text
+from traceattr.core.records import MAX_ROUNDS, ReceiptRecord, read_object, read_run, read_runner
 from traceattr.core.shapes import PUBLISHED_ROWS, ShapeError, parse_shape
-from traceattr.runner.plan import between_arm, check_timing
+from traceattr.present.receipt import markdown
+from traceattr.runner.plan import check_between, check_timing
 
 # Named row sets (--rows NAME); a file of shapes, one a line, works too.
 ROW_SETS: dict[str, tuple[str, ...]] = {
@@ -79,17 +81,6 @@ def arm_label(text: str) -> str:
     return parse_arm(text).label
 
 
-def check_between(between: str) -> str:
-    """``flush``, ``none`` or ``flush+ARM`` (the runner's vocabulary); a one-line error otherwise."""
-    try:
-        arm = between_arm(between)
-    except ValueError as err:
-        raise TraceattrError(str(err)) from None
-    if arm is not None:
-        parse_arm(arm)  # an unknown predecessor fails here, before any capture
-    return between
-
-
 @dataclass(frozen=True)
 class RoundPlan:
     rows: tuple[Row, ...]
@@ -112,6 +103,7 @@ class RoundPlan:
     first_round: int = 0  # a retry continues the numbering (and the alternation) of the round it retries
 
     def __post_init__(self) -> None:
+        check_between(self.between)  # the user's text stays in the receipt; each capture's plan canonicalises it
         if self.labels[0] == self.labels[1]:
             raise TraceattrError(
                 f"--baseline and --candidate are both {self.labels[0]!r}: an A/A round needs two labels for the "
@@ -119,6 +111,14 @@ class RoundPlan:
             )
         if self.rounds < 1 or self.iters < 2:
             raise TraceattrError("--rounds must be at least 1 and --iters at least 2 (ABBA needs both orders)")
+        if self.rounds > MAX_ROUNDS:
+            raise TraceattrError(
+                f"--rounds must be at most {MAX_ROUNDS} (each round is a whole capture), got {self.rounds}"
+            )
+        if self.warmup < 1:
+            raise TraceattrError("--warmup must be at least 1 (warm-up compiles and validates)")
+        if self.flush_bytes is not None and self.flush_bytes <= 0:
+            raise TraceattrError(f"--flush-mb must be positive, got {self.flush_bytes / (1 << 20):g}")
         check_timing(self.iters, self.max_noise, self.max_iters, self.hold_us)
 
     @property
@@ -181,7 +181,8 @@ def profile_executor(request: CaptureRequest, plan: RoundPlan, on_line: Callable
     )  # fmt: skip
     # one report.html for the whole round (the receipt first), not one per capture
     result = execute(replace(profile_plan, folder=request.folder), on_line=on_line, report=False)
-    return Capture(request.round, result.calls, result.runner, str(request.folder), request.order)
+    return Capture(request.round, result.calls, result.runner, str(request.folder), request.order,
+                   attribution=result.attribution, run=result.run)  # fmt: skip
 
 
 _TIMING = re.compile(r"^\[traceattr\] timing (\S+?):")
@@ -229,7 +230,9 @@ def run_round(
         retries = [*previous.header.get("retry_rounds", []), plan.rounds]
         receipt = replace(merged, header={**previous.header, "retry_rounds": retries})
     if report:
-        write_round_report(receipt, plan.folder)
+        # a round's figures are its first capture's, just made; a retry's receipt starts with the earlier round's
+        first = captures[0] if previous is None and captures else None
+        write_round_report(receipt, plan.folder, first=first)
     write_receipt(receipt, plan.folder)
     return receipt
 
@@ -239,22 +242,20 @@ def _runner_facts(captures: Sequence[Capture]) -> dict[str, Any]:
     if not captures:
         return {}
     r = captures[0].runner
-    return {"gpu": r.get("gpu"), "protocol": r.get("protocol"), "arms": r.get("arms"),
-            "flush_bytes": (r.get("protocol") or {}).get("flush_bytes") or (r.get("plan") or {}).get("flush_bytes")}  # fmt: skip
+    return {"gpu": r.facts("gpu"), "protocol": r.facts("protocol"), "arms": r.facts("arms"),
+            "flush_bytes": r.flush_bytes}  # fmt: skip
 
 
 def write_receipt(receipt: Receipt, folder: Path) -> list[Path]:
     """receipt.md, receipt.csv and receipt.json in *folder* (each written whole or not at all; the JSON last)."""
-    md = write_text(folder / f"{runfolder.RECEIPT}.md", receipt.markdown())
+    md = write_text(folder / f"{runfolder.RECEIPT}.md", markdown(receipt))
     csv = write_table(receipt.csv_frame(), folder, runfolder.RECEIPT, "csv")
     js = write_manifest(folder, f"{runfolder.RECEIPT}.json", receipt.to_json())
     return [md, csv, js]
 
 
 def read_receipt(path: Path) -> Receipt:
-    """A receipt.json written by :func:`write_receipt` (a round folder names its receipt.json)."""
-    import json
-
+    """A receipt.json written by :func:`write_receipt` (a round folder names its receipt.json), checked as input."""
     if path.is_dir():
         if not (path / f"{runfolder.RECEIPT}.json").is_file():
             raise TraceattrError(
@@ -262,13 +263,7 @@ def read_receipt(path: Path) -> Receipt:
                 "(its captures are run folders of their own)"
             )
         path = path / f"{runfolder.RECEIPT}.json"
-    try:
-        content = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(content, dict) or content.get("command") != "round":
-            raise ValueError("not a traceattr round receipt")
-        return Receipt.from_json(content)
-    except (OSError, UnicodeDecodeError, ValueError, TypeError) as err:
-        raise TraceattrError(f"{path}: unreadable receipt ({err})") from None
+    return Receipt.from_record(ReceiptRecord.from_json(read_object(path, "receipt"), path))
 
 
 def capture_folders(receipt: Receipt, folder: Path) -> list[Path]:
@@ -284,20 +279,34 @@ def capture_folders(receipt: Receipt, folder: Path) -> list[Path]:
 
 
 def write_round_report(
-    receipt: Receipt, folder: Path, target: Path | None = None, title: str | None = None
+    receipt: Receipt,
+    folder: Path,
+    target: Path | None = None,
+    title: str | None = None,
+    *,
+    first: Capture | None = None,
 ) -> Path | None:
-    """report.html of a round: the receipt, then the first capture's figures (None: no capture has a trace)."""
-    from traceattr.attribution.engine import attribute
-    from traceattr.present.report import write_report
-    from traceattr.trace.loader import load_trace
+    """report.html of a round: the receipt, then the first capture's figures (None: no capture has a trace).
 
-    first = next(iter(capture_folders(receipt, folder)), None)
-    if first is None:
-        return None
-    att = attribute(load_trace(first / runfolder.TRACE))
-    events = runfolder.runner_events(first)
+    *first*: that capture as just made (its attribution and run record in memory); without it, or when it
+    kept no attribution, the receipt's first capture found on disk is read again (``traceattr report``).
+    """
+    from traceattr.present.report import write_report
+
+    if first is not None and first.attribution is not None:
+        att, run, events = first.attribution, first.run, list(first.runner.events)
+    else:
+        from traceattr.attribution.engine import attribute
+        from traceattr.trace.loader import load_trace
+
+        found = next(iter(capture_folders(receipt, folder)), None)
+        if found is None:
+            return None
+        att = attribute(load_trace(found / runfolder.TRACE))
+        runner = read_runner(found)
+        run, events = read_run(found), None if runner is None else list(runner.events)
     info = write_report(att, target or folder / runfolder.REPORT, title=title or f"traceattr round {folder.name}",
-                        run=runfolder.read_json(first, runfolder.RUN), receipt=receipt, events=events, same_program=same_program)  # fmt: skip
+                        run=run, receipt=receipt, events=events, same_program=same_program)  # fmt: skip
     return info.path
 
 
@@ -306,11 +315,9 @@ def retry_plan(previous: Receipt, out_root: Path, *, rounds: int | None = None) 
     rows = tuple(previous.retry_rows())
     if not rows:
         raise TraceattrError("nothing to retry: every row of the receipt passed")
-    h = previous.header
-    p, g = h.get("protocol") or {}, h.get("gates") or {}
-    done = int(p.get("rounds", 0)) + sum(int(x) for x in h.get("retry_rounds", []))
-    arms = h.get("arms") or {}
-    baseline, candidate = arms.get("baseline", h["baseline"]), arms.get("candidate", h["candidate"])
+    record = ReceiptRecord(previous.header, ())
+    p, g = record.protocol, record.gates
+    baseline, candidate = record.arms
     return RoundPlan(
         rows=rows, baseline=baseline, candidate=candidate, folder=folder_name(out_root, baseline, candidate, "retry"),
         rounds=rounds or int(p.get("rounds", 3)), iters=int(p.get("iters", 20)), warmup=int(p.get("warmup", 3)),
@@ -318,7 +325,7 @@ def retry_plan(previous: Receipt, out_root: Path, *, rounds: int | None = None) 
         graphs=bool(p.get("graphs")), between=p.get("between", "flush"), flush_bytes=p.get("flush_bytes"),
         sensitivity=bool(p.get("sensitivity")), seed=int(p.get("seed", 0)),
         gates=Gates(**{k: v for k, v in g.items() if k in Gates.__dataclass_fields__}),
-        rows_source=h.get("rows_source", ""), first_round=done,
+        rows_source=previous.header.get("rows_source", ""), first_round=record.rounds_done,
     )  # fmt: skip
 
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import torch
 
-FLUSH_KINDS = ("fill+evict", "fill")
+from traceattr.core.records import FLUSH_KINDS
+
 EVICT_STRIDE = 64 << 10  # one read per 64 KiB: every 2 MiB page many times over, every 64 KiB one too
 EVICT_BYTES = 16 << 30  # at most; never more than an eighth of the free memory
 

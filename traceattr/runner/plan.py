@@ -1,51 +1,18 @@
-"""What the runner process is asked to do: written by ``profile``, read by the runner.
+"""How the runner schedules its calls: the order of arms, what runs between calls, when to stop adding rounds.
 
-Plain data (JSON), so the process nsys launches needs nothing but this file.
+The plan itself (:class:`RunPlan`, plan.json) is a run-folder record of
+:mod:`traceattr.core.records`; it is imported here so the runner and the jobs
+find it beside the rules that read it.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-
-from traceattr.core import runfolder
+from traceattr.backends.arms import parse_arm
 from traceattr.core.errors import TraceattrError
+from traceattr.core.records import RunPlan
 
-
-@dataclass(frozen=True)
-class RunPlan:
-    shapes: tuple[str, ...]  # canonical shape names
-    arms: tuple[str, ...]  # arm texts (traceattr.backends.arms grammar, labels distinct), in A B … order
-    iters: int = 20  # rounds: every arm runs once per round (the minimum when max_noise is set)
-    max_noise: float | None = None  # add rounds until every arm's median is this precise (fraction)
-    max_iters: int | None = None  # ... but never more rounds than this
-    warmup: int = 3  # untimed calls per arm after validation (the first also JIT-compiles)
-    flush_bytes: int = 256 << 20  # L2 flush before each call; ≥ 2× L2 (H200: 60 MB, B200: 126 MB)
-    flush_kind: str = "fill+evict"  # runner.flush: a fill alone leaves a call's lines and pages warm
-    between: str = "flush"  # before every timed call: "flush", "flush+ARM" (flush, then ARM's call) or "none"
-    order: str = "abba"  # "abba": arms interleaved, reversed on odd rounds; "blocked": each arm's calls back to back
-    # > 0: before each group the GPU spins until the host has enqueued the group and releases it (runner.hold),
-    # so no call waits for its own launch; the number no longer sets a length (kept so plans and --hold-us read)
-    hold_us: float = 0.0
-    graphs: bool = False  # replay every arm's call as a captured CUDA graph (an arm's [graphs] does it for one)
-    shuffle: bool = False  # scatter each request's KV pages over the cache
-    seed: int = 0
-    validate: bool = True  # compare with the torch reference before timing; refuse wrong kernels
-    tolerance: dict[str, float] = field(default_factory=lambda: {"bf16": 0.02, "fp8": 0.08})
-    results: str = runfolder.RUNNER  # written into the run folder
-    capture_range: bool = True  # start/stop nsys capture around the timed loop (cudaProfilerApi)
-
-    def write(self, path: Path) -> Path:
-        path.write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
-        return path
-
-    @classmethod
-    def read(cls, path: Path) -> RunPlan:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        data["shapes"] = tuple(data["shapes"])
-        data["arms"] = tuple(data["arms"])
-        return cls(**data)
+__all__ = ["RunPlan", "arm_letters", "between_arm", "call_order", "check_between", "check_timing", "more_rounds",
+           "round_order"]  # fmt: skip
 
 
 BETWEEN = ("flush", "none")  # or "flush+ARM"
@@ -60,6 +27,19 @@ def between_arm(between: str) -> str | None:
     if head != "flush" or not plus or not arm:
         raise ValueError(f"--between must be flush, none or flush+ARM (e.g. flush+fa3), got {between!r}")
     return arm
+
+
+def check_between(between: str) -> str:
+    """*between* as the runner reads it: ``flush``, ``none`` or ``flush+ARM`` with ARM's canonical text.
+
+    The one check of ``--between`` (profile and round): an unknown predecessor fails here, before any
+    capture; a one-line TraceattrError otherwise.
+    """
+    try:
+        predecessor = between_arm(between)
+    except ValueError as err:
+        raise TraceattrError(str(err)) from None
+    return between if predecessor is None else f"flush+{parse_arm(predecessor).text}"
 
 
 def arm_letters(backends: tuple[str, ...]) -> dict[str, str]:

@@ -14,7 +14,6 @@ draw them, :mod:`.html` assembles the page.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from traceattr.analysis.rounds import Receipt
 from traceattr.analysis.verdicts import SameProgram, same_label
 from traceattr.attribution.engine import Attribution
 from traceattr.core.output import write_text
+from traceattr.core.records import RunRecord
 from traceattr.present.formats import bandwidth, count, gigabytes
 from traceattr.present.report.data import Limits, ReportData, collect
 from traceattr.present.report.figures_compare import attribution_figure, distributions_figure
@@ -59,7 +59,7 @@ def build_report(
     att: Attribution,
     *,
     title: str | None = None,
-    run: Mapping[str, Any] | None = None,
+    run: RunRecord | None = None,
     peak_bytes_per_s: float | None = None,
     limits: Limits | None = None,
     receipt: Receipt | None = None,
@@ -78,7 +78,7 @@ def write_report(
     path: Path,
     *,
     title: str | None = None,
-    run: Mapping[str, Any] | None = None,
+    run: RunRecord | None = None,
     peak_bytes_per_s: float | None = None,
     limits: Limits | None = None,
     receipt: Receipt | None = None,
@@ -88,7 +88,7 @@ def write_report(
 ) -> ReportInfo:
     """Write the report of *att* to *path* atomically (temp file, then rename).
 
-    *run* is a run.json's content, *events* a runner.json's CUDA-event times (the cross-check column).
+    *run* is a run folder's run.json, *events* a runner.json's CUDA-event times (the cross-check column).
     """
     built = _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program))
     path = write_text(Path(path), built.html)
@@ -100,7 +100,7 @@ class _Options:
     """build_report's and write_report's keyword options, in their order."""
 
     title: str | None
-    run: Mapping[str, Any] | None
+    run: RunRecord | None
     peak_bytes_per_s: float | None
     limits: Limits | None
     receipt: Receipt | None
@@ -119,8 +119,8 @@ def _build(att: Attribution, o: _Options) -> _Built:
     general = [*att.notes, *d.notes.get("report", ())]
     notes = [*general, *(n for s in sections for n in s.notes)]
     header = facts_html(_facts(att, d))
-    if o.run:
-        header += run_html(o.run)
+    if o.run is not None and o.run.facts:
+        header += run_html(o.run.facts)
     header += notes_html(general)
     return _Built(page(title, header, sections, get_plotlyjs()), [s.id for s in sections], notes)
 
