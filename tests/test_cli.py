@@ -27,14 +27,16 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 def test_terminal_table(exports: dict[str, Path]) -> None:
     out = run("attribute", str(exports["h200_torch_tiny"]))
     assert out.returncode == 0, out.stderr
-    assert "traceattr:call:0" in out.stdout and "[unattributed]" in out.stdout
+    # per call series: traceattr:call:0, :1, … add up under traceattr:call; --ranges lists each
+    assert "│ traceattr:call " in out.stdout and "traceattr:call:0" not in out.stdout and "[unattributed]" in out.stdout
     assert "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT" in out.stdout
+    assert "traceattr:call:0" in run("attribute", str(exports["h200_torch_tiny"]), "--ranges").stdout
 
 
 def test_terminal_summary_per_name_and_ranges_flag(exports: dict[str, Path]) -> None:
-    """Like nsys's nvtx_sum: one row per range name (count, total and median GPU span, kernel sum)."""
+    """Like nsys's nvtx_sum: one row per call series (count, total and median GPU span, kernel sum)."""
     out = run("attribute", str(exports["h200_torch_tiny"]))
-    assert "GPU time per NVTX range name" in out.stdout and "GPU time per NVTX range (µs)" not in out.stdout
+    assert "GPU time per call series" in out.stdout and "GPU time per NVTX range (µs)" not in out.stdout
     row = next(line for line in out.stdout.splitlines() if "traceattr:matmul_softmax" in line)
     cells = [c.strip() for c in row.split("│")[1:-1]]
     assert cells[:3] == ["traceattr:matmul_softmax", "5", "1,756.2"]  # 5 ranges of that name, their spans summed
@@ -46,7 +48,8 @@ def test_terminal_summary_per_name_and_ranges_flag(exports: dict[str, Path]) -> 
 def test_notes_are_not_markup(exports: dict[str, Path]) -> None:
     out = run("attribute", str(exports["nsysai_h100_2gpu_1s"]))
     assert out.returncode == 0, out.stderr
-    assert "(sliced capture): listed as [no launch record]" in out.stdout
+    assert "(sliced capture): listed as [no launch record]" in out.stderr  # notes on stderr, in every command
+    assert "note:" not in out.stdout
 
 
 @pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])

@@ -7,10 +7,17 @@ no grouping given, the presets of ``callnames.AUTO`` are tried in order
 A shape label the shape grammar parses is shown in its short form
 (``q8_ctx900k``), except traceattr's own, which are kept as the runner wrote them.
 
+A grouping given with ``--group`` is matched against each range's message
+(its text without the ``domain:`` prefix); when it reads no range that way, it
+is matched against the name as nsys shows it, ``domain:message``
+(``sweep:fa3|h16_q1_ctx32768|3``), so a regex written against either works.
+When it reads none either way, the error shows what a name here looks like.
+
 When no preset reads any range (a trace whose ranges are not a benchmark),
-each top-level range is its own *series* (its name without a trailing
-``:3``/``#3``/``_3`` iteration), with no backend or shape: the report can
-still draw it, and :func:`grouping_note` says there is nothing to compare.
+each top-level range is its own *series* (its name without per-instance
+counters, :func:`series_names`, and without a trailing ``:3``/``#3``/``_3``
+iteration), with no backend or shape: the report can still draw it, and
+:func:`grouping_note` says there is nothing to compare.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from traceattr.core.callnames import (
     group_fields,
     series_and_iteration,
     shape_runs,
+    without_counters,
 )  # fmt: skip
 from traceattr.core.errors import TraceattrError
 from traceattr.core.shapes import ShapeError, parse_shape
@@ -44,6 +52,25 @@ CALL_COLUMNS = (
 )  # fmt: skip
 
 
+# traceattr's own arm letter (``arm=B``): which slot of the ABBA order a call ran in, not which call it is
+_ARM_WORD = r" arm=\S+"
+
+
+def series_names(names: pl.Expr) -> pl.Expr:
+    """Range names as *call series*: without per-instance counters (``iter=``, PyTorch's ``, seq = N`` and
+    ``, op_id = N``) and traceattr's ``arm=`` word, so every instance of one call reads alike
+    (``traceattr:backend=fa3 shape=q8_ctx900k arm=A iter=3`` -> ``traceattr:backend=fa3 shape=q8_ctx900k``)."""
+    return without_counters(names).str.replace_all(_ARM_WORD, "")
+
+
+def call_series(names: pl.Expr) -> pl.Expr:
+    """The call series each range name belongs to: :func:`series_names`, then without a trailing iteration
+    after a separator (``probe:fa2_q8_ctx917504:3`` -> ``probe:fa2_q8_ctx917504``): every instance of one
+    call under one name, as ``attribute`` lists them and a non-benchmark trace's calls are grouped."""
+    bare = series_names(names)
+    return series_and_iteration(bare).struct.field("series").fill_null(bare)
+
+
 def calls(att: Attribution, group: str | None = None) -> pl.DataFrame:
     """Measured calls of *att* in time order; *group*: a preset name or regex (see module doc)."""
     ranges = att.ranges.filter(pl.col("range_id").is_not_null() & (pl.col("gpu_ops") > 0)).with_columns(
@@ -53,12 +80,15 @@ def calls(att: Attribution, group: str | None = None) -> pl.DataFrame:
     for preset in (group,) if group is not None else AUTO:
         pattern = checked_group(preset)
         picked = _grouped(ranges, pattern, keep_shape=preset == "traceattr")
+        if picked.height == 0 and group is not None:  # a regex written against the name nsys shows
+            picked = _grouped(ranges.with_columns(pl.col("name").alias("_text")), pattern, keep_shape=False)
         if picked.height:
             break
     else:
         if group is not None:
             raise TraceattrError(
-                f"{att.meta.path}: --group {group!r} read no range with GPU work as backend + shape"
+                f"{att.meta.path}: --group {group!r} read no range with GPU work as backend + shape, neither its "
+                f"message nor its domain:message{_example_name(ranges)}"
                 + (" (the --domain/--match filter applies first)" if att.selected else "")
             )
         picked = _series(ranges)
@@ -67,6 +97,16 @@ def calls(att: Attribution, group: str | None = None) -> pl.DataFrame:
     times = call_times(picked, trace.gpu_ops, att.placement, trace.ranges.join(att.ranges.select("range_id", "parent_id"),
                        on="range_id", how="left"), trace.api, trace.strings, nested=att.mode == "nsys")  # fmt: skip
     return picked.join(times, on="call_id", how="left").select(CALL_COLUMNS).sort("gpu_start_ns")
+
+
+def _example_name(ranges: pl.DataFrame) -> str:
+    """``; a name here reads 'sweep:fa3|q1|3' (message 'fa3|q1|3')``: what --group is matched against."""
+    if ranges.height == 0:
+        return "; no range here launched GPU work"
+    row = ranges.sort("gpu_ops", descending=True).row(0, named=True)  # a call, more likely than a wrapper
+    message = row["message"]
+    name = row["name"]
+    return f"; a name here reads {name!r}" + (f" (message {message!r})" if message and message != name else "")
 
 
 def _grouped(ranges: pl.DataFrame, pattern: str, *, keep_shape: bool) -> pl.DataFrame:
@@ -102,9 +142,9 @@ def _series(ranges: pl.DataFrame) -> pl.DataFrame:
     """Top-level ranges as series of their own, an iteration split off only after a separator."""
     skip = pl.col("message").is_in([FLUSH, BETWEEN, HOLD]) | pl.col("message").str.starts_with(WARMUP)
     top = ranges.filter((pl.col("level") == 0) & ~skip.fill_null(False))
-    parts = series_and_iteration(pl.col("name"))
+    parts = series_and_iteration(series_names(pl.col("name")))
     return top.with_columns(
-        parts.struct.field("series").fill_null(pl.col("name")).alias("series"),
+        call_series(pl.col("name")).alias("series"),
         parts.struct.field("iter").cast(pl.Int64).alias("iter"),
         pl.lit(None, pl.String).alias("backend"),
         pl.lit(None, pl.String).alias("shape"),

@@ -24,8 +24,10 @@ from traceattr.cli.options import (
     ModeOpt,
     RulesOpt,
     TracesArg,
+    WideOpt,
     WorkersOpt,
     check_regex,
+    check_selected,
 )
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import ResultSet
@@ -52,8 +54,14 @@ def attribute_command(
     rules: RulesOpt = None,
     limit: Annotated[int, typer.Option(help="Rows shown on the terminal (0: all).", min=0, max=1 << 31)] = 30,
     each_range: Annotated[
-        bool, typer.Option("--ranges", help="On the terminal, one row per range instead of one per range name.")
+        bool,
+        typer.Option(
+            "--ranges",
+            help="On the terminal, one row per range (every instance) instead of one per call series "
+            "(the name without iter=, arm=, PyTorch's seq=/op_id=).",
+        ),
     ] = False,
+    wide: WideOpt = False,
     workers: WorkersOpt = None,
     dask: DaskOpt = None,
 ) -> None:
@@ -73,7 +81,7 @@ def attribute_command(
     paths = expand_inputs(traces)
     if len(paths) > 1:
         settings = Settings(mode.value, domain, match, str(rules) if rules else None)
-        _attribute_many(paths, settings, out, fmt.value, limit, workers, dask, started)
+        _attribute_many(paths, settings, out, fmt.value, limit, workers, dask, started, wide)
         return
     path = resolve_trace(paths[0])
     fmt_value = fmt.value
@@ -81,8 +89,9 @@ def attribute_command(
         raise TraceattrError("--format parquet needs --out DIR")
     if out is None:
         att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
+        check_selected(att, domain, match)
         if fmt_value == "table":
-            _render(att, limit, each_range)
+            _render(att, limit, each_range, wide)
         elif fmt_value == "csv":
             sys.stdout.write(att.ranges.with_columns().write_csv())
         else:
@@ -92,6 +101,7 @@ def attribute_command(
     # opened before the work, so a --out that cannot be used is refused at once
     with ResultSet(out, command="attribute", manifest=MANIFEST, inputs=(paths[0], path)) as result:
         att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
+        check_selected(att, domain, match)
         ranges_file = result.table(att.ranges, "ranges", file_fmt)
         kernels_file = result.table(att.ops_lazy(), "kernels", file_fmt)
         result.write_manifest({
@@ -102,27 +112,27 @@ def attribute_command(
             "seconds": round(time.time() - started, 3),
         })  # fmt: skip
     if fmt_value == "table":
-        _render(att, limit, each_range)
+        _render(att, limit, each_range, wide)
     print(f"wrote {ranges_file}, {kernels_file}", file=sys.stderr)
 
 
-def _render(att: Attribution, limit: int, each_range: bool) -> None:
+def _render(att: Attribution, limit: int, each_range: bool, wide: bool) -> None:
     # rich's table machinery is imported only when a table is shown: `--out` never pays for it
     from traceattr.present.terminal import console, render_attribution
 
-    render_attribution(att, console(), limit, ranges=each_range)
+    render_attribution(att, console(wide), limit, ranges=each_range)
 
 
 def _attribute_many(
     paths: list[Path], settings: Settings, out: Path | None, fmt: str, limit: int,
-    workers: int | None, dask: str | None, started: float,
+    workers: int | None, dask: str | None, started: float, wide: bool,
 ) -> None:  # fmt: skip
     if out is None and fmt == "parquet":
         raise TraceattrError("--format parquet needs --out DIR")
     if out is None:
         with attribute_many(paths, settings, workers=workers, dask=dask, out=None) as combined:
             if fmt == "table":
-                _render_many(combined, limit)
+                _render_many(combined, limit, wide)
             elif fmt == "csv":
                 sys.stdout.write(combined.ranges.write_csv())
             else:
@@ -141,15 +151,15 @@ def _attribute_many(
             "seconds": round(time.time() - started, 3),
         })  # fmt: skip
     if fmt == "table":
-        _render_many(combined, limit)
+        _render_many(combined, limit, wide)
     print(f"wrote {', '.join(str(result.folder / w.name) for w in written)}", file=sys.stderr)
     raise typer.Exit(exit_status(combined))
 
 
-def _render_many(combined: Combined, limit: int) -> None:
+def _render_many(combined: Combined, limit: int, wide: bool) -> None:
     from traceattr.present.terminal import console, render_across, render_reports
 
-    con = console()
+    con = console(wide)
     render_reports(combined.reports, con)
     with_ops = combined.ranges.filter(pl.col("gpu_ops") > 0)
     if with_ops.height:

@@ -4,30 +4,49 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import polars as pl
 import typer
-from rich.markup import escape
+from rich.text import Text
 
 from traceattr import __version__
 from traceattr.analysis.pipeline import Analysis, analyse, analyse_calls
 from traceattr.analysis.verdicts import comparable_shapes
+from traceattr.attribution.roles import RoleRules
 from traceattr.backends.arms import same_program
 from traceattr.cli import app
 from traceattr.cli.many import attribute_many, exit_status
-from traceattr.cli.options import DaskOpt, GroupOpt, MatchOpt, TracesArg, WorkersOpt, check_group, check_regex
+from traceattr.cli.options import (
+    NOTHING_TO_COMPARE,
+    DaskOpt,
+    DomainOpt,
+    GroupOpt,
+    MatchOpt,
+    RulesOpt,
+    TracesArg,
+    WideOpt,
+    WorkersOpt,
+    check_group,
+    check_regex,
+    check_selected,
+)
 from traceattr.core import runfolder
 from traceattr.core.errors import NoDataError, TraceattrError
 from traceattr.core.output import ResultSet, check_file_target, check_out_folder, write_text
 from traceattr.core.records import runner_events
 from traceattr.jobs.many import Settings, across_reports, expand_inputs, rounds_per_report
 from traceattr.present.dispatch import dispatch_rules
+from traceattr.present.names import printable
 from traceattr.session import Session
 
 MANIFEST = "compare.json"  # names the set in --out DIR; see traceattr.core.output.ResultSet
+Format = Enum("Format", {f: f for f in ("table", "csv", "json")}, type=str)  # type: ignore[misc]
 
 
 @app.command("compare")
@@ -36,8 +55,20 @@ def compare_command(
     out: Annotated[
         Optional[Path], typer.Option("--out", "-o", help="Write calls.csv, summary.csv, crossovers.csv, fit.csv here.")
     ] = None,
+    fmt: Annotated[
+        Format,
+        typer.Option(
+            "--format",
+            "-f",
+            help="table (terminal: the verdict, then the tables), or csv / json: the summary "
+            "(one row per shape and backend) on stdout, as nsys stats prints its tables; notes go to stderr.",
+        ),
+    ] = Format.table,  # type: ignore[attr-defined]
+    domain: DomainOpt = None,
     match: MatchOpt = None,
     group: GroupOpt = None,
+    rules: RulesOpt = None,
+    wide: WideOpt = False,
     bandwidth: Annotated[
         Optional[float], typer.Option(help="Peak memory bandwidth in TB/s for the roofline share.")
     ] = None,
@@ -50,9 +81,12 @@ def compare_command(
         ),
     ] = None,
 ) -> None:
-    """Per shape: each backend's per-call time, where it goes, and the winner; crossovers and fixed vs per-token cost along ctx.
+    """The verdict first (per shape family the dispatch rule, per shape the winner and its margin), then per shape
+    each backend's per-call time and where it goes, and fixed vs per-token cost along ctx.
 
     Example: traceattr compare examples/traces/h200_mla_sweep.sqlite
+
+    Nothing to compare (no name reads as backend + shape, or no shape has two backends): one note, exit status 2.
 
     Many reports: the calls of all of them are pooled (calls.csv gets a `report` column; a round is
     one iteration of one report), reports.csv has one row per report and across_reports.csv lines
@@ -61,6 +95,7 @@ def compare_command(
     """
     check_regex(match)
     check_group(group)
+    role_rules = RoleRules.load(rules)
     if bandwidth is not None and not (math.isfinite(bandwidth) and bandwidth > 0):
         raise TraceattrError(f"--bandwidth must be a positive number of TB/s, got {bandwidth}")
     paths = expand_inputs(traces)
@@ -70,29 +105,46 @@ def compare_command(
     if json_out is not None:
         check_file_target(json_out, paths, ours=_is_dispatch)
     peak = bandwidth * 1e12 if bandwidth else None
+    shown = Shown(fmt.value, wide)
     if len(paths) > 1:
-        _compare_many(paths, match, group, out, json_out, peak, workers, dask)
+        settings = Settings(domain=domain, match=match, rules=str(rules) if rules else None, calls=True, group=group)
+        _compare_many(paths, settings, out, json_out, peak, workers, dask, shown)
         return
     trace = paths[0]
-    att = Session(trace).attribute(match=match)
-    # a profile run folder: add the CUDA-event cross-check
-    analysis = analyse(att, peak_bytes_per_s=peak, events=runner_events(trace), group=group, same_program=same_program)
+    from traceattr.present.terminal import working  # a spinner on stderr (a terminal only): big traces take a while
+
+    with working(f"reading {trace}") as step:
+        att = Session(trace).attribute(rules=role_rules, domain=domain, match=match)
+        check_selected(att, domain, match)
+        step("comparing the calls")
+        # a profile run folder: add the CUDA-event cross-check
+        events = runner_events(trace)
+        analysis = analyse(att, peak_bytes_per_s=peak, events=events, group=group, same_program=same_program)
     if analysis.calls.height == 0:
         raise NoDataError(trace, "has no NVTX ranges with GPU work to compare")
-    _show_and_write(analysis, out, json_out, str(trace), inputs=paths, notes=att.notes)
+    _show_and_write(analysis, out, json_out, str(trace), inputs=paths, notes=att.notes, shown=shown)
+    if analysis.note is not None:
+        raise typer.Exit(NOTHING_TO_COMPARE)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """How compare prints: *fmt* (table, csv, json) and, for a table, whether every column is shown (*wide*)."""
+
+    fmt: str
+    wide: bool
 
 
 def _compare_many(
     paths: list[Path],
-    match: str | None,
-    group: str | None,
+    settings: Settings,
     out: Path | None,
     json_out: Path | None,
     peak: float | None,
     workers: int | None,
     dask: str | None,
+    shown: Shown,
 ) -> None:
-    settings = Settings(match=match, calls=True, group=group)
     with attribute_many(paths, settings, workers=workers, dask=dask, out=None) as combined:
         table = combined.calls if combined.calls is not None else pl.DataFrame()
         if table.height == 0:
@@ -104,8 +156,8 @@ def _compare_many(
             rounds_per_report(table), peak, "given" if peak else "unknown device", same_program=same_program
         )
         extra = ((combined.reports, runfolder.REPORTS), (across_reports(table, "series"), runfolder.ACROSS_REPORTS))
-        _show_and_write(analysis, out, json_out, ", ".join(map(str, paths)), *extra, inputs=paths)
-        raise typer.Exit(exit_status(combined))
+        _show_and_write(analysis, out, json_out, ", ".join(map(str, paths)), *extra, inputs=paths, shown=shown)
+        raise typer.Exit(NOTHING_TO_COMPARE if analysis.note is not None else exit_status(combined))
 
 
 def _is_dispatch(head: bytes) -> bool:
@@ -121,33 +173,39 @@ def _show_and_write(
     *extra: tuple[pl.DataFrame, str],
     inputs: Sequence[Path] = (),
     notes: Sequence[str] = (),
+    shown: Shown,
 ) -> None:
-    from traceattr.present.comparison import render_fit, render_rules, render_summary
+    from traceattr.present.comparison import render_fit, render_summary, render_verdicts
     from traceattr.present.terminal import console, render_across, render_notes, render_reports
 
-    con = console()
+    con = console(shown.wide)
+    compared = comparable_shapes(analysis.calls) if analysis.note is None else []
+    summary = analysis.summary.filter(pl.col("shape").is_in(compared))
     if analysis.note is not None:  # no winner to print: say why, in one line
         render_notes([analysis.note], con)
-    else:
-        compared = comparable_shapes(analysis.calls)
-        summary = analysis.summary
-        alone = summary.filter(~pl.col("shape").is_in(compared))["shape"].unique().sort().to_list()
-        render_summary(summary.filter(pl.col("shape").is_in(compared)), con, [])
-        render_rules(analysis.crossovers, con)
+    if shown.fmt == "csv":
+        sys.stdout.write(summary.write_csv())
+    elif shown.fmt == "json":
+        sys.stdout.write(summary.write_json() + "\n")
+    elif analysis.note is None:
+        alone = analysis.summary.filter(~pl.col("shape").is_in(compared))["shape"].unique().sort().to_list()
+        render_verdicts(summary, analysis.crossovers, con)  # the answer first
+        render_summary(summary, con, [])
         if alone:
-            con.print(escape(f"not compared (one backend each): {', '.join(alone)}"), soft_wrap=True)
-    render_fit(analysis.fit, con)
-    for frame, stem in extra:
-        if stem == runfolder.REPORTS:
-            render_reports(frame, con)
-        elif stem == runfolder.ACROSS_REPORTS:
-            render_across(frame, con, "series")
+            con.print(Text(printable(f"not compared (one backend each): {', '.join(alone)}")))
+    if shown.fmt == "table":
+        render_fit(analysis.fit, con)
+        for frame, stem in extra:
+            if stem == runfolder.REPORTS:
+                render_reports(frame, con)
+            elif stem == runfolder.ACROSS_REPORTS:
+                render_across(frame, con, "series")
     render_notes(notes, con)  # what the loader and the attribution had to assume about this trace
     if json_out is not None:
         rules = analysis.crossovers if analysis.note is None else analysis.crossovers.head(0)  # nothing compared
         doc = dispatch_rules(analysis.summary, rules, source=source)
         write_text(json_out, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
-        con.print(escape(f"wrote {json_out}"))
+        print(f"wrote {json_out}", file=sys.stderr)
     if out is not None:
         tables = (
             (analysis.calls, runfolder.CALLS),
@@ -160,4 +218,5 @@ def _show_and_write(
             for frame, stem in tables:
                 result.table(frame, stem, "csv")
             result.write_manifest({"version": __version__, "inputs": [str(p) for p in inputs]})
-        con.print(escape(f"wrote {result.folder}/" + ", ".join([*(f"{stem}.csv" for _, stem in tables), MANIFEST])))
+        written = ", ".join([*(f"{stem}.csv" for _, stem in tables), MANIFEST])
+        print(printable(f"wrote {result.folder}/{written}"), file=sys.stderr)

@@ -8,9 +8,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from traceattr.attribution.engine import MODES
+from traceattr.attribution.engine import MODES, Attribution
 from traceattr.core.callnames import check_regex as check_regex  # with the options it checks; defined in core
 from traceattr.core.callnames import checked_group
+from traceattr.core.errors import TraceattrError
+
+# Exit statuses, one convention for every command (README: exit status): 0 the command answered;
+# 1 a bug (a traceback); 2 refused input, or nothing to answer (nothing matched, nothing to compare);
+# 128+N stopped by signal N (130: Ctrl-C).
+NOTHING_TO_COMPARE = 2
 
 ModeChoice = Enum("ModeChoice", {m: m for m in MODES}, type=str)  # type: ignore[misc]
 
@@ -43,7 +49,17 @@ GroupOpt = Annotated[
     typer.Option(
         help="How call names read as backend + shape: a preset (traceattr, keyvalue, slash, pipe, dot, underscore, "
         "separated) or a regex with named groups backend, shape and optionally iter, arm, matched against each "
-        "range's message. Default: the presets traceattr, keyvalue, separated in turn. `traceattr shapes` lists them."
+        "range's message, or, where that reads nothing, its name as nsys shows it (domain:message, e.g. "
+        "sweep:fa3|q1_ctx32768|3). Default: the presets traceattr, keyvalue, separated in turn. `traceattr shapes` "
+        "lists them."
+    ),
+]
+WideOpt = Annotated[
+    bool,
+    typer.Option(
+        "--wide",
+        help="Every table column, however wide the terminal (by default secondary columns give way, "
+        "and a line says which). Piped output with no COLUMNS is wide too.",
     ),
 ]
 RulesOpt = Annotated[Optional[Path], typer.Option(help="TOML kernel-role rules tried before the built-in ones.")]
@@ -53,3 +69,18 @@ def check_group(group: str | None) -> None:
     """A grouping preset, or a regex polars accepts with the named groups grouping needs; else one line."""
     if group is not None:
         checked_group(group)
+
+
+def check_selected(att: Attribution, domain: str | None, match: str | None) -> None:
+    """One line, exit 2, when --domain/--match chose no range: an empty table would read as an answer, while
+    ``[unattributed]`` holds every op."""
+    if not att.selected or att.ranges["range_id"].is_not_null().any():
+        return
+    asked = " and ".join(f"{flag} {value!r}" for flag, value in (("--domain", domain), ("--match", match)) if value)
+    every = att.trace.ranges
+    domains = sorted(d for d in every["domain"].drop_nulls().unique().to_list())
+    example = every["name"].drop_nulls().head(1).to_list()
+    seen = (f"; domains here: {', '.join(map(repr, domains[:5]))}" if domains else "; no range here has a domain") + (
+        f"; a name here reads {example[0][:120]!r}" if example else "; the trace has no NVTX ranges"
+    )
+    raise TraceattrError(f"{att.meta.path}: no NVTX range matches {asked}{seen}")

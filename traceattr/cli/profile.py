@@ -32,8 +32,9 @@ def profile_command(
             "--backend",
             "-b",
             "--arm",
-            help="Arm to time (repeatable): [label=]backend[options], e.g. fa3, 'fa3[splits=4]', "
-            f"'flashmla[graphs]', cand=my_pkg.my_mod:MyBackend; options every backend takes: "
+            # \\[ keeps typer's rich help from reading [label=] and [options] as markup (and dropping them)
+            help="Arm to time (repeatable): \\[label=]backend\\[options], e.g. fa3, 'fa3\\[splits=4]', "
+            f"'flashmla\\[graphs]', cand=my_pkg.my_mod:MyBackend; options every backend takes: "
             f"{', '.join(o.name for o in GENERIC_OPTIONS)}. Default: every registered backend.",
         ),
     ] = None,
@@ -158,6 +159,7 @@ def _profile_ranks(
     con.print(plan.describe(), markup=False, highlight=False)
     if dry_run:
         return
+    _require_gpu(plan.nsys is not None)
     with con.status(f"{ranks} ranks under nsys …"):
         exports = execute_ranks(plan)
     with parts_folder(plan.folder) as parts:
@@ -168,6 +170,18 @@ def _profile_ranks(
     render_reports(combined.reports, con)
     render_across(across_reports(combined.ranges, "name"), con, "name")
     con.print(f"run folder: {plan.folder} ({', '.join(w.name for w in written)})", markup=False, highlight=False)
+
+
+def _require_gpu(nsys_found: bool) -> None:
+    """Refused before nsys starts (no run folder, no rank logs) when this machine cannot run a capture."""
+    from traceattr.backends import current_device
+
+    hint = "without a GPU, analyse a capture made elsewhere with `traceattr attribute TRACE.sqlite`"
+    device, problem = current_device()
+    if device is None:
+        raise TraceattrError(f"cannot profile: {problem}; {hint}")
+    if not nsys_found:
+        raise TraceattrError(f"cannot profile: Nsight Systems (nsys) not found (set TRACEATTR_NSYS); {hint}")
 
 
 @app.command("shapes")

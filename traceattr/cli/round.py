@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -107,6 +108,8 @@ def round_command(
         )  # fmt: skip
     con = console()
     requests = plan.requests()
+    if not dry_run:
+        _require_runnable(plan, requests)  # before the round folder exists: a refused round leaves nothing behind
     con.print(
         f"{plan.candidate} vs {plan.baseline}: {len(plan.rows)} rows × {len(requests)} captures → {plan.folder}",
         highlight=False,
@@ -115,11 +118,26 @@ def round_command(
     if dry_run:
         _show_dry_run(plan, requests, con)
         return
-    receipt = _run_with_progress(plan, len(requests), previous, con)
+    try:
+        receipt = _run_with_progress(plan, len(requests), previous, con)
+    except BaseException:
+        with contextlib.suppress(OSError):  # an empty round folder says nothing; one with a capture is kept
+            plan.folder.rmdir()
+        raise
     con.print(markdown(receipt), highlight=False, markup=False)
     con.print(
         f"receipts: {plan.folder}/receipt.md, receipt.csv, receipt.json, report.html", highlight=False, markup=False
     )
+
+
+def _require_runnable(plan: RoundPlan, requests: list[CaptureRequest]) -> None:
+    """One line, exit 2, when the first capture could not run here (no GPU, no nsys, no backend for the arms)."""
+    from traceattr.core.shapes import parse_shape
+    from traceattr.jobs.profile import make_plan, require_runnable
+
+    first = requests[0]
+    require_runnable(make_plan([parse_shape(s) for s in first.shapes], first.arms, iters=plan.iters,
+                               warmup=plan.warmup, between=plan.between, out_root=first.folder.parent))  # fmt: skip
 
 
 def _retry(ctx: typer.Context, retry: Path, rounds: int | None, out_root: Path) -> tuple[Receipt, RoundPlan]:

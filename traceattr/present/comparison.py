@@ -1,15 +1,29 @@
-"""``compare``'s tables on the terminal: per shape the backends side by side, then the decision rules and the
-fixed vs per-token fit."""
+"""``compare``'s terminal output: the verdict first (per family its rule, per shape its winner), then per shape the
+backends side by side, what came before each call, and the fixed vs per-token fit.
+
+Every table fits its console (:mod:`traceattr.present.columns`): secondary columns go first, and a line says which."""
 
 from __future__ import annotations
 
 import polars as pl
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
-from traceattr.present.formats import decimals, pct, rule_text, signed_pct, tie_text, times, us, with_interval
-from traceattr.present.names import printable, shorten
+from traceattr.present.columns import Column, dropped_line, fitted_table
+from traceattr.present.formats import (
+    ctx_span,
+    decimals,
+    pct,
+    rule_margins,
+    rule_text,
+    signed_pct,
+    tie_text,
+    times,
+    us,
+    win_text,
+    with_interval,
+)
+from traceattr.present.names import printable
 
 
 def _shape_order(name: str) -> tuple[str, int, str]:
@@ -23,27 +37,85 @@ def _shape_order(name: str) -> tuple[str, int, str]:
     return (shape.family, shape.ctx, name)
 
 
+def render_verdicts(summary: pl.DataFrame, crossings: pl.DataFrame, console: Console) -> None:
+    """The answer before the tables: per shape family its dispatch rule (bracket and margins), per shape its
+    winner with the margin over the runner-up and its interval, or the tie."""
+    from traceattr.present.dispatch import with_family
+
+    lines: list[str] = []
+    families = with_family(summary)
+    for family in families["family"].unique().sort().to_list():
+        part = families.filter(pl.col("family") == family)
+        if part["ctx"].n_unique() < 2:  # one context length: no rule along ctx, its shape's line says it all
+            continue
+        rules = crossings.filter(pl.col("family") == family).sort("crossover_ctx")
+        for row in rules.iter_rows(named=True):
+            lines.append(f"{family}: {rule_text(row)}")
+            lines += [f"{' ' * len(family)}  {margin}" for margin in rule_margins(row)]
+        if rules.height == 0:
+            winners = part.filter(pl.col("winner"))["backend"].unique().to_list()
+            span = ctx_span(part["ctx"].min(), part["ctx"].max())  # type: ignore[arg-type]
+            if len(winners) == 1 and part.filter(pl.col("winner"))["shape"].n_unique() == part["shape"].n_unique():
+                lines.append(f"{family}: {winners[0]} at every measured ctx ({span})")
+            else:
+                lines.append(f"{family}: no rule: no one backend is faster at every measured ctx ({span})")
+    shapes = sorted(summary["shape"].unique().to_list(), key=_shape_order)
+    width = max((len(s) for s in shapes), default=0)
+    for shape in shapes:
+        lines.append(f"{shape.ljust(width)}  {shape_verdict(summary.filter(pl.col('shape') == shape))}")
+    if not lines:
+        return
+    console.print(Text("Verdict (95% intervals of the ratio of medians; detail below)", "bold"))
+    for line in lines:
+        console.print(Text("  " + printable(line)))
+
+
+def shape_verdict(part: pl.DataFrame) -> str:
+    """One shape's answer: the winner by how much over the runner-up, the tie, or why there is none."""
+    ranked = part.sort("median_us")
+    winner = ranked.filter(pl.col("verdict") == "winner")
+    others = ranked.filter(~pl.col("verdict").is_in(["winner", "same program"]))
+    if winner.height:
+        w = winner.row(0, named=True)
+        if others.height == 0:
+            return win_text(w["backend"], None, None, None, None)
+        r = others.row(0, named=True)
+        return win_text(w["backend"], r["ratio_to_best"], r["vs_best_low"], r["vs_best_high"], r["backend"])
+    tied = ranked.filter(pl.col("verdict") == "tie")
+    if tied.height:
+        return f"no winner: {tie_text(tied['tie_pct'][0])} between {', '.join(tied['backend'])}"
+    return f"no winner: {ranked['backend'][0]} alone"
+
+
 def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tuple[str, str, str]]) -> None:
     """Per shape: the backends side by side, the winner and where the time goes; then what came before it."""
     exposed = [f"{r}_exposed_us" for r in ("attention", "reduce", "schedule", "flush", "copy", "other")]
     parts = [c for c in (*exposed, "overlap_us") if summary[c].fill_null(0).sum() > 0] + ["gap_us"]
     heads = {"overlap_us": "overlap", "gap_us": "gaps", **{c: c.removesuffix("_exposed_us") for c in exposed}}
+    # what goes first when the console is narrow: kernels, roofline, then the parts from the last (gaps) back
+    columns = [
+        Column("backend", "left"), Column("calls"), Column("median"), Column("p10–p90", drop=2),
+        *[Column(heads[c], drop=3 + i) for i, c in enumerate(parts)],
+        Column("kernels", drop=5 + len(parts)), Column("roofline", drop=4 + len(parts)), Column("vs best"),
+    ]  # fmt: skip
     shapes = sorted(summary["shape"].unique().to_list(), key=_shape_order)
+    rows = {
+        shape: [
+            [
+                _MARKS.get(row.get("verdict") or "", "  ") + printable(row["backend"]), str(row["calls"]),
+                us(row["median_us"]), f"{us(row['p10_us'])}–{us(row['p90_us'])}", *[us(row[c]) for c in parts],
+                decimals(row["kernels"], 0), pct(row["roofline"], 0), times(row["ratio_to_best"]),
+            ]
+            for row in summary.filter(pl.col("shape") == shape).sort("median_us").iter_rows(named=True)
+        ]
+        for shape in shapes
+    }  # fmt: skip
+    every = [row for part in rows.values() for row in part]  # one set of columns for every shape's table
+    dropped: list[str] = []
     for shape in shapes:
         part = summary.filter(pl.col("shape") == shape)
-        table = Table(
-            title=Text(f"{shorten(shape, 120)}: per-call GPU time (µs; median, p10–p90 over calls)"),
-            title_justify="left",
-        )
-        for head in ("backend", "calls", "median", "p10–p90", *[heads[c] for c in parts], "kernels", "roofline",
-                     "vs best"):  # fmt: skip
-            table.add_column(head, justify="left" if head == "backend" else "right")
-        for row in part.sort("median_us").iter_rows(named=True):
-            table.add_row(
-                Text(_MARKS.get(row.get("verdict") or "", "  ") + shorten(row["backend"], 60)), str(row["calls"]), us(row["median_us"]),
-                f"{us(row['p10_us'])}–{us(row['p90_us'])}", *[us(row[c]) for c in parts], decimals(row["kernels"], 0),
-                pct(row["roofline"], 0), times(row["ratio_to_best"]),
-            )  # fmt: skip
+        title = Text(f"{printable(shape)}: per-call GPU time (µs; median, p10–p90 over calls)")
+        table, dropped = fitted_table(console, columns, rows[shape], title, fit_rows=every)
         table.caption = verdict_caption(part)
         table.caption_justify = "left"
         console.print(table)
@@ -51,9 +123,10 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
         for row in flips.iter_rows(named=True):
             console.print(
                 Text.assemble(
-                    ("note:", "yellow"), f" {shorten(row['backend'], 60)} vs the winner flips direction across rounds"
+                    ("note:", "yellow"), f" {printable(row['backend'])} vs the winner flips direction across rounds"
                 )
             )
+    dropped_line(console, dropped)
     if summary["winner"].any():
         console.print(Text("★ winner: faster than every other backend (95% interval of the ratio of medians)", "dim"))
     if summary.height:
@@ -87,13 +160,15 @@ PARTS_LEGEND = (
 def _render_before(summary: pl.DataFrame, shapes: list[str], console: Console) -> None:
     """Launch latency split into overhead and queueing, the stream's idle time, and the CUDA-event cross-check."""
     events = "event_us" in summary.columns and summary["event_us"].is_not_null().any()
-    table = Table(title="Before each call's first op (µs, medians over calls)", title_justify="left")
-    heads = ["shape", "backend", "launch latency", "launch overhead", "queue wait", "stream idle before"]
+    columns = [
+        Column("shape", "left"), Column("backend", "left"), Column("launch latency"),
+        Column("launch overhead", drop=8), Column("queue wait", drop=6), Column("stream idle before", drop=7),
+    ]  # fmt: skip
     if events:
-        heads += ["CUDA events", "events − span", "lead", "tail"]
-    for head in heads:
-        table.add_column(head, justify="left" if head in ("shape", "backend") else "right", no_wrap=head == "shape")
+        columns += [Column("CUDA events", drop=2), Column("events − span", drop=5), Column("lead", drop=4),
+                    Column("tail", drop=3)]  # fmt: skip
     order = pl.DataFrame({"shape": shapes}).with_row_index("_o")
+    rows = []
     for row in summary.join(order, on="shape").sort("_o", "median_us").iter_rows(named=True):
         cells = [
             us(row[c]) for c in ("launch_latency_us", "launch_overhead_us", "queue_wait_us", "stream_idle_before_us")
@@ -104,8 +179,10 @@ def _render_before(summary: pl.DataFrame, shapes: list[str], console: Console) -
                 "" if ev is None else f"{us(ev)} ({signed_pct(row['event_vs_span'], 0)})",
                 *[us(row[c]) for c in ("event_minus_span_us", "event_lead_us", "event_tail_us")],
             ]
-        table.add_row(Text(row["shape"]), Text(row["backend"]), *cells)
+        rows.append([printable(row["shape"]), printable(row["backend"]), *cells])
+    table, dropped = fitted_table(console, columns, rows, "Before each call's first op (µs, medians over calls)")
     console.print(table)
+    dropped_line(console, dropped)
     legend = (
         "Per call, launch latency (first launch call → first op) = launch overhead + queue wait (the stream still busy "
         "with earlier work after the launch call); stream idle before: from the stream's previous op to the call's first op."
@@ -120,31 +197,26 @@ def _render_before(summary: pl.DataFrame, shapes: list[str], console: Console) -
     console.print(Text(legend, "dim"))
 
 
-def render_rules(crossings: pl.DataFrame, console: Console) -> None:
-    """Crossovers as decision rules (which backend below and above a context length), and the ties that make none."""
-    if crossings.height == 0:
-        return
-    console.print(Text("Decision rules (where the faster backend changes along ctx, 95% confidence):", "bold"))
-    for row in crossings.iter_rows(named=True):
-        console.print(Text(printable(f"  {row['family']}: {rule_text(row)}")))
-
-
 def render_fit(fit: pl.DataFrame, console: Console) -> None:
     """time = fixed + per-token · ctx per shape family and backend, with the intervals of both."""
     if fit.height == 0:
         return
-    table = Table(title="Fixed vs per-token cost: time ≈ fixed + per-1k · ctx/1000 (least squares over calls, 95% CI)",
-                  title_justify="left")  # fmt: skip
-    for head in ("family", "backend", "contexts", "fixed µs", "per 1k tokens µs", "r²", "fixed = per-token at ctx"):
-        table.add_column(head, justify="left" if head in ("family", "backend") else "right")
+    columns = [
+        Column("family", "left"), Column("backend", "left"), Column("contexts", drop=2), Column("fixed µs"),
+        Column("per 1k tokens µs"), Column("r²", drop=1), Column("fixed = per-token at ctx", drop=3),
+    ]  # fmt: skip
+    rows = []
     for r in fit.sort("family", "per_1k_tokens_us").iter_rows(named=True):
         half = "" if r["ctx_half"] is None else f"{r['ctx_half'] / 1000:,.0f}k"
-        table.add_row(
-            Text(r["family"]), Text(r["backend"]), str(r["contexts"]),
+        rows.append([
+            printable(r["family"]), printable(r["backend"]), str(r["contexts"]),
             with_interval(r["fixed_us"], r["fixed_low_us"], r["fixed_high_us"], us),
             with_interval(r["per_1k_tokens_us"], r["per_1k_low_us"], r["per_1k_high_us"], lambda v: decimals(v, 3)),
             decimals(r["r2"], 4), half,
-        )  # fmt: skip
+        ])  # fmt: skip
+    title = "Fixed vs per-token cost: time ≈ fixed + per-1k · ctx/1000 (least squares over calls, 95% CI)"
+    table, dropped = fitted_table(console, columns, rows, title)
     console.print(table)
+    dropped_line(console, dropped)
     if (fit["fixed_us"] < 0).any():
         console.print(Text("a negative fixed cost: time is not linear in ctx for that backend (see r²)", "dim"))

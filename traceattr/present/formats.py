@@ -113,3 +113,43 @@ def rule_text(row: Mapping[str, Any]) -> str:
             f"(measured at {measured})"
         )
     return f"{row['faster_below']} vs {row['faster_above']}: {tie_text(row['noise_pct'])} between {measured}, no rule"
+
+
+def times_with_interval(ratio: float | None, low: float | None, high: float | None, digits: int = 2) -> str:
+    """A ratio and its 95 % interval, in one cell or sentence: ``1.07× [1.06–1.08]``; the ratio alone when an end
+    is missing."""
+    if ratio is None:
+        return ""
+    if low is None or high is None:
+        return times(ratio, digits)
+    return f"{times(ratio, digits)} [{low:.{digits}f}–{high:.{digits}f}]"
+
+
+def win_text(winner: str, ratio: float | None, low: float | None, high: float | None, runner_up: str | None) -> str:
+    """How a declared winner reads: ``fa3 wins by 1.07× [1.06–1.08] over flashmla`` (the runner-up's time over the
+    winner's, with its interval); ``fa3 (alone)`` with nothing to beat."""
+    if runner_up is None or ratio is None:
+        return f"{winner} (no other backend)"
+    return f"{winner} wins by {times_with_interval(ratio, low, high)} over {runner_up}"
+
+
+def rule_margins(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """How far apart a decided rule's two backends are at its bracket, one sentence per end: ``at 131k fa3 wins by
+    1.07× [1.06–1.08]``, ``at 512k flashmla wins by 1.09× [1.08–1.10]`` (the loser's time over the winner's);
+    none for a tie."""
+    if not row["decided"] or row["ratio_at_low"] is None or row["ratio_at_high"] is None:
+        return ()
+    # ratio_at_* is t(faster_above) / t(faster_below): above the crossing, the winner's margin is its inverse
+    high = 1 / row["ratio_at_high"]
+    high_low = 1 / row["ratio_at_high_hi"] if row["ratio_at_high_hi"] else None
+    high_high = 1 / row["ratio_at_high_lo"] if row["ratio_at_high_lo"] else None
+    low_text = times_with_interval(row["ratio_at_low"], row["ratio_at_low_lo"], row["ratio_at_low_hi"])
+    return (
+        f"at {fmt_ctx(row['ctx_low'])} {row['faster_below']} wins by {low_text}",
+        f"at {fmt_ctx(row['ctx_high'])} {row['faster_above']} wins by {times_with_interval(high, high_low, high_high)}",
+    )
+
+
+def ctx_span(low: int, high: int) -> str:
+    """The measured context lengths of a family: ``8k–900k`` (one value when they are equal)."""
+    return fmt_ctx(low) if low == high else f"{fmt_ctx(low)}–{fmt_ctx(high)}"

@@ -2,7 +2,8 @@
 side, ``diff``'s before → after, ``profile --dry-run``'s plan, and the ``note:`` lines every command prints.
 
 ``compare``'s per-shape tables live in :mod:`traceattr.present.comparison`, names made fit to show in
-:mod:`traceattr.present.names`, number formats in :mod:`traceattr.present.formats`.
+:mod:`traceattr.present.names`, number formats in :mod:`traceattr.present.formats`, how a table fits the
+terminal in :mod:`traceattr.present.columns`. Notes go to stderr, so stdout holds the answer alone.
 """
 
 from __future__ import annotations
@@ -16,25 +17,28 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from traceattr.analysis.calls import call_series
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution
+from traceattr.present.columns import Column, dropped_line, fitted_table
+from traceattr.present.columns import console as console  # re-export: every command takes its console here
 from traceattr.present.comparison import render_summary as render_summary  # re-export: cli/profile.py reads it here
 from traceattr.present.formats import count, decimals, ms, pct, signed_count, signed_ms, signed_pct, size, us_from_ns
 from traceattr.present.names import distinct_display_names, printable, shorten
 from traceattr.present.names import plain_text as plain_text  # re-export: cli/profile.py reads it here
 
-
-def console() -> Console:
-    """A console that is wide enough for the tables when output is not a terminal."""
-    con = Console()
-    return con if con.is_terminal else Console(width=160)
+# A name longer than this is shortened (with "…") even in a table that fits: NVTX text can be 1,024 characters
+# (see trace.validate) and would fill a screen. Call-series and kernel names are far shorter.
+LONG_NAME = 200
 
 
 def render_range_summary(att: Attribution, console: Console, limit: int = 30) -> None:
-    """GPU time per range name, as nsys's ``nvtx_sum`` lists CPU time per name: instances, total and
-    median GPU span (first op start → last op end), kernel time; the buckets last."""
+    """GPU time per call series, as nsys's ``nvtx_sum`` lists CPU time per name: instances, total and
+    median GPU span (first op start → last op end), kernel time; the buckets last. A series is a range name
+    without its per-instance words (:func:`traceattr.analysis.calls.call_series`: ``iter=``, ``arm=``,
+    PyTorch's ``seq =``/``op_id =``, a trailing ``:3``), so the iterations of one call add up in one row."""
     per = (
         att.ranges.filter(pl.col("gpu_ops") > 0)
-        .group_by("name")
+        .group_by(call_series(pl.col("name")).alias("name"))
         .agg(
             pl.len().alias("count"),
             pl.col("gpu_span_ns").sum().alias("total"),
@@ -45,21 +49,26 @@ def render_range_summary(att: Attribution, console: Console, limit: int = 30) ->
             pl.col("gpu_ops").sum().alias("ops"),
             pl.col("range_id").is_null().all().alias("bucket"),
         )
-        .sort("bucket", "total", "name", descending=[False, True, False])
+        .sort("bucket", "total", "name", descending=[False, True, False], nulls_last=True)
     )
-    table = Table(title="GPU time per NVTX range name (µs; span = first op start → last op end)", title_justify="left")
-    table.add_column("range", no_wrap=True, max_width=70)
-    for head in ("count", "total span", "median span", "min", "max", "kernel sum", "ops"):
-        table.add_column(head, justify="right")
     shown = per if limit <= 0 else per.head(limit)
-    for row in shown.iter_rows(named=True):
-        table.add_row(
-            Text(shorten(row["name"], 70)), count(row["count"]), us_from_ns(row["total"]), us_from_ns(row["median"]),
+    columns = [
+        Column("call series", "left", wraps=True), Column("count"), Column("total span"), Column("median span"),
+        Column("min", drop=3), Column("max", drop=2), Column("kernel sum", drop=1), Column("ops", drop=4),
+    ]  # fmt: skip
+    rows = [
+        [
+            shorten(row["name"], LONG_NAME), count(row["count"]), us_from_ns(row["total"]), us_from_ns(row["median"]),
             us_from_ns(row["min"]), us_from_ns(row["max"]), us_from_ns(row["kernels"]), count(row["ops"]),
-        )  # fmt: skip
+        ]
+        for row in shown.iter_rows(named=True)
+    ]  # fmt: skip
+    title = "GPU time per call series (µs; span = first op start → last op end; --ranges: every range)"
+    table, dropped = fitted_table(console, columns, rows, title)
     console.print(table)
+    dropped_line(console, dropped)
     if per.height > shown.height:
-        console.print(f"… {per.height - shown.height:,} more range names (--limit 0 shows all)")
+        console.print(f"… {per.height - shown.height:,} more call series (--limit 0 shows all)")
 
 
 def render_attribution(att: Attribution, console: Console, limit: int = 30, ranges: bool = False) -> None:
@@ -84,12 +93,13 @@ def render_attribution(att: Attribution, console: Console, limit: int = 30, rang
     render_notes(att.notes, console)
 
 
-def render_notes(notes: Iterable[str], console: Console) -> None:
-    """One ``note:`` line each (unwrapped, so it greps whole): what the loader or an analysis had to assume."""
+def render_notes(notes: Iterable[str], console: Console | None = None) -> None:
+    """One ``note:`` line each on stderr (unwrapped, so it greps whole): what the loader or an analysis had to
+    assume. *console* is the stdout one, whose width is kept; the notes never go there, so stdout holds the
+    answer alone, in every command."""
+    err = Console(stderr=True, width=console.width if console is not None else None)
     for note in notes:
-        console.print(
-            Text.assemble(("note:", "yellow"), f" {printable(note)}"), soft_wrap=True
-        )  # Text: [..] stays literal
+        err.print(Text.assemble(("note:", "yellow"), f" {printable(note)}"), soft_wrap=True)  # Text: [..] stays literal
 
 
 def render_ranges(att: Attribution, console: Console, limit: int = 30) -> None:
@@ -98,26 +108,24 @@ def render_ranges(att: Attribution, console: Console, limit: int = 30) -> None:
         pl.col("range_id").is_null(), "gpu_start_ns", "range_id", nulls_last=True, maintain_order=True
     )
     roles = [c for c in ROLE_COLUMNS if with_ops[c].sum() > 0]
-    table = Table(title="GPU time per NVTX range (µs)", title_justify="left", show_lines=False)
-    table.add_column("range", no_wrap=True, max_width=56)
-    for head in ("lvl", "ops", "span", "busy", "gaps", "launch"):
-        table.add_column(head, justify="right")
-    for col in roles:
-        table.add_column(col.removesuffix("_ns"), justify="right")
+    columns = [
+        Column("range", "left", wraps=True), Column("lvl", drop=len(roles) + 6), Column("ops", drop=len(roles) + 5),
+        Column("span"), Column("busy", drop=len(roles) + 3), Column("gaps", drop=len(roles) + 2),
+        Column("launch", drop=len(roles) + 4), *[Column(c.removesuffix("_ns"), drop=len(roles) - i) for i, c in enumerate(roles)],
+    ]  # fmt: skip
     shown = with_ops if limit <= 0 else with_ops.head(limit)
+    rows = []
     for row in shown.iter_rows(named=True):
         indent = "  " * (row["level"] or 0)
-        table.add_row(
-            Text(indent + shorten(row["name"], 54 - len(indent))),  # Text: names are not markup
-            "" if row["level"] is None else str(row["level"]),
-            count(row["gpu_ops"]),
-            us_from_ns(row["gpu_span_ns"]),
-            us_from_ns(row["busy_ns"]),
-            us_from_ns(row["gap_ns"]),
-            us_from_ns(row["launch_latency_ns"]),
+        rows.append([
+            Text(indent + shorten(row["name"], LONG_NAME)),  # Text: names are not markup
+            "" if row["level"] is None else str(row["level"]), count(row["gpu_ops"]), us_from_ns(row["gpu_span_ns"]),
+            us_from_ns(row["busy_ns"]), us_from_ns(row["gap_ns"]), us_from_ns(row["launch_latency_ns"]),
             *[us_from_ns(row[c]) for c in roles],
-        )
+        ])  # fmt: skip
+    table, dropped = fitted_table(console, columns, rows, "GPU time per NVTX range (µs)")
     console.print(table)
+    dropped_line(console, dropped)
     hidden = with_ops.height - shown.height
     if hidden > 0:
         console.print(f"… {hidden:,} more ranges with GPU work (--limit 0 shows all; --out DIR writes them)")
@@ -139,16 +147,20 @@ def render_kernels(att: Attribution, console: Console, top: int = 12) -> None:
     )
     total = per["total"].sum() or 1
     shown = distinct_display_names(per["name"].to_list())
-    table = Table(title="GPU ops by name", title_justify="left")
-    for head, justify in (("name", "left"), ("role", "left"), ("family", "left"), ("count", "right"),
-                          ("total µs", "right"), ("median µs", "right"), ("share", "right")):  # fmt: skip
-        table.add_column(head, justify=justify, no_wrap=True, max_width=70 if head == "name" else None)  # type: ignore[arg-type]
-    for label, row in zip(shown[:top], per.head(top).iter_rows(named=True), strict=True):
-        table.add_row(
-            Text(shorten(label, 70)), str(row["role"]), Text(row["family"] or ""), count(row["n"]),
+    columns = [
+        Column("name", "left", wraps=True), Column("role", "left", drop=2), Column("family", "left", drop=3),
+        Column("count"), Column("total µs"), Column("median µs", drop=1), Column("share"),
+    ]  # fmt: skip
+    rows = [
+        [
+            shorten(label, LONG_NAME), str(row["role"]), row["family"] or "", count(row["n"]),
             us_from_ns(row["total"]), us_from_ns(row["median"]), pct(row["total"] / total),
-        )  # fmt: skip
+        ]
+        for label, row in zip(shown[:top], per.head(top).iter_rows(named=True), strict=True)
+    ]  # fmt: skip
+    table, dropped = fitted_table(console, columns, rows, "GPU ops by name")
     console.print(table)
+    dropped_line(console, dropped)
     if per.height > top:
         console.print(f"… {per.height - top:,} more op names")
 
@@ -268,3 +280,15 @@ def report_progress(total: int, what: str = "reports") -> Iterator[Callable[[Any
     ) as bar:  # fmt: skip
         task = bar.add_task(what, total=total)
         yield lambda _result: bar.advance(task)
+
+
+@contextlib.contextmanager
+def working(what: str) -> Iterator[Callable[[str], None]]:
+    """A spinner saying *what* runs, on stderr, only when stderr is a terminal (a 1.25 M-kernel trace takes
+    half a minute); yields the callback that names the next step."""
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        yield lambda _step: None
+        return
+    with err.status(printable(what)) as status:
+        yield lambda step: status.update(printable(step))

@@ -385,7 +385,8 @@ def _load(src: SqliteSource) -> Trace:
         ranges = _concat(nvtx_frames[:n], nvtx.ranges[0].schema)
         notes += validate(path, gpu_ops, api, ranges, strings)
         marks, creates, text = nvtx_frames[n:]
-        range_strings, text, note = shorten_long_names(strings, text)
+        nvtx_ids = pl.concat([ranges["text_id"], marks["text_id"]]).drop_nulls().unique()
+        range_strings, text, note = shorten_long_names(strings, text, nvtx_ids)
         notes += [note] if note else []
         ranges, marks = _ranges_and_marks(ranges, marks, creates, text, range_strings)
         del range_strings, text

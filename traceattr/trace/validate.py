@@ -95,11 +95,15 @@ def validate(
 MAX_RANGE_NAME_CHARS = 1024
 
 
-def shorten_long_names(strings: pl.DataFrame, text: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, str | None]:
+def shorten_long_names(
+    strings: pl.DataFrame, text: pl.DataFrame, nvtx_ids: pl.Series | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame, str | None]:
     """StringIds values and NVTX text shortened to :data:`MAX_RANGE_NAME_CHARS` for naming ranges.
 
-    The frames are returned as they are (no copy) when nothing is that long;
-    otherwise a note says how long the longest was.
+    Only NVTX names count: the inline NVTX text and the StringIds entries NVTX rows refer to
+    (*nvtx_ids*, their textIds; all of StringIds when None). StringIds also holds kernel names and
+    captured output, which can be far longer and are never a range's name. The frames are returned
+    as they are (no copy) when no NVTX name is that long; otherwise a note says how long the longest was.
     """
     longest = 0
     out = []
@@ -108,7 +112,8 @@ def shorten_long_names(strings: pl.DataFrame, text: pl.DataFrame) -> tuple[pl.Da
             out.append(frame)
             continue
         chars = frame[col].str.len_chars()
-        longest = max(longest, int(chars.max() or 0))
+        named = chars if frame is text or nvtx_ids is None else chars.filter(frame["id"].is_in(nvtx_ids.implode()))
+        longest = max(longest, int(named.max() or 0))
         out.append(
             frame.with_columns(
                 pl.when(chars > MAX_RANGE_NAME_CHARS)
@@ -116,7 +121,7 @@ def shorten_long_names(strings: pl.DataFrame, text: pl.DataFrame) -> tuple[pl.Da
                 .otherwise(pl.col(col))
             )
         )
-    if longest <= MAX_RANGE_NAME_CHARS:
+    if longest <= MAX_RANGE_NAME_CHARS:  # no range is named by a long string: the frames as they are serve
         return strings, text, None
     note = (
         f"NVTX names longer than {MAX_RANGE_NAME_CHARS:,} characters (the longest: {longest:,}) are shortened "
