@@ -108,7 +108,8 @@ def attribute_command(
 
 def _render(att: Attribution, limit: int, each_range: bool) -> None:
     # rich's table machinery is imported only when a table is shown: `--out` never pays for it
-    from traceattr.present.terminal import console, render_attribution
+    from traceattr.present.console import console
+    from traceattr.present.terminal import render_attribution
 
     render_attribution(att, console(), limit, ranges=each_range)
 
@@ -147,7 +148,8 @@ def _attribute_many(
 
 
 def _render_many(combined: Combined, limit: int) -> None:
-    from traceattr.present.terminal import console, render_across, render_reports
+    from traceattr.present.console import console
+    from traceattr.present.terminal import render_across, render_reports
 
     con = console()
     render_reports(combined.reports, con)

@@ -21,7 +21,7 @@ from traceattr.jobs.round import (
     retry_plan,
     run_round,
 )
-from traceattr.present.terminal import console
+from traceattr.present.console import console
 
 _RETRY_MAY_SET = {"retry", "rounds", "out_root", "dry_run"}
 

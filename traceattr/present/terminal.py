@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import inspect
-import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -17,6 +15,7 @@ from rich.text import Text
 from traceattr.analysis.crossover import rule_text
 from traceattr.analysis.verdicts import tie_text
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution
+from traceattr.present.console import printable
 
 
 def _us(ns: int | float | None) -> str:
@@ -28,13 +27,6 @@ def _short(name: str | None, width: int) -> str:
         return ""
     name = printable(name[: width * 4])  # names come from the trace: never let them drive the terminal
     return name if len(name) <= width else name[: width - 1] + "…"
-
-
-def plain_text(doc: str) -> str:
-    """A docstring for the terminal: reST markup (``code``, roles, ``::``) taken out, the words kept."""
-    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", inspect.cleandoc(doc))  # :meth:`Shape.rank_share`
-    text = re.sub(r"``([^`]+)``", r"\1", text)
-    return re.sub(r"::$", ":", text, flags=re.MULTILINE)
 
 
 def display_name(name: str | None) -> str:
@@ -79,12 +71,6 @@ def _distinct_display_names(names: list[str | None]) -> list[str]:
         f"{s} #{hashlib.sha1((n or '').encode()).hexdigest()[:6]}" if seen[s] > 1 else s
         for s, n in zip(shorts, names, strict=True)
     ]
-
-
-def console() -> Console:
-    """A console that is wide enough for the tables when output is not a terminal."""
-    con = Console()
-    return con if con.is_terminal else Console(width=160)
 
 
 def render_range_summary(att: Attribution, console: Console, limit: int = 30) -> None:
@@ -478,12 +464,3 @@ def report_progress(total: int, what: str = "reports") -> Iterator[Callable[[Any
     ) as bar:  # fmt: skip
         task = bar.add_task(what, total=total)
         yield lambda _result: bar.advance(task)
-
-
-_CONTROL = str.maketrans({c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]})
-
-
-def printable(text: str) -> str:
-    """*text* with control characters (newline, ESC, OSC, …) shown as ``\\xNN``: a name never moves the
-    cursor, clears the screen, links, or splits a line."""
-    return text.translate(_CONTROL)
