@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import os
 import signal
 import sys
@@ -126,8 +127,19 @@ app = typer.Typer(
 def _root(
     ctx: typer.Context,
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Say on stderr how the work is done (e.g. which SQLite engine read a trace)."
+    ),
 ) -> None:
     """Attribute GPU time in Nsight Systems traces to NVTX ranges and kernel roles."""
+    if verbose:  # the library logs to "traceattr"; only the command line shows it, and only when asked
+        log = logging.getLogger("traceattr")
+        if not any(h.get_name() == "traceattr-verbose" for h in log.handlers):  # once, if main runs again
+            handler = logging.StreamHandler(sys.stderr)
+            handler.set_name("traceattr-verbose")
+            handler.setFormatter(logging.Formatter("traceattr: %(message)s"))
+            log.addHandler(handler)
+        log.setLevel(logging.INFO)
     if version:
         from traceattr import __version__
 

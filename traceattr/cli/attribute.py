@@ -96,7 +96,7 @@ def attribute_command(
         kernels_file = result.table(att.ops_lazy(), "kernels", file_fmt)
         result.write_manifest({
             "version": __version__, "input": str(path), "nsys_version": att.meta.nsys_version,
-            "schema_version": att.meta.schema_version, "mode": att.mode, "domain": domain, "match": match,
+            "schema_version": att.meta.schema_version, "engine": att.meta.engine, "mode": att.mode, "domain": domain, "match": match,
             "rules": str(rules) if rules else None, "notes": list(att.notes),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
             "seconds": round(time.time() - started, 3),
