@@ -123,8 +123,8 @@ def _show_and_write(
     inputs: Sequence[Path] = (),
     notes: Sequence[str] = (),
 ) -> None:
+    from traceattr.present.console import console
     from traceattr.present.terminal import (
-        console,
         render_across,
         render_fit,
         render_notes,
