@@ -20,6 +20,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,7 +54,10 @@ def _imported(args: list[str]) -> list[str]:
         "    _main(None)\n"
         f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    # run away from any source tree, so the installed traceattr is the one probed
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=tempfile.gettempdir()
+    ).stdout
     return out.split()
 
 
