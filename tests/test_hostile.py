@@ -162,7 +162,7 @@ def test_rangeless_names_partial_threads_and_long_names(tmp_path: Path, capsys: 
 
     # no range has a name: still read, under a label that says so; nothing to compare (exit 2)
     unnamed = mutate(tmp_path, "UPDATE NVTX_EVENTS SET text=NULL, textId=NULL", "unnamed.sqlite")
-    rc, out, err = cli(capsys, "compare", unnamed)
+    rc, _, err = cli(capsys, "compare", unnamed)
     assert rc == 2 and "[unnamed range]" in err, err
     # half the NVTX rows without a thread: no library warning leaks to the user
     half = mutate(tmp_path, "UPDATE NVTX_EVENTS SET globalTid=NULL WHERE rowid % 2 = 0", "half.sqlite")

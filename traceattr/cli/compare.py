@@ -16,8 +16,8 @@ import typer
 from rich.text import Text
 
 from traceattr import __version__
+from traceattr.analysis.calls import comparable_shapes
 from traceattr.analysis.pipeline import Analysis, analyse, analyse_calls
-from traceattr.analysis.verdicts import comparable_shapes
 from traceattr.attribution.roles import RoleRules
 from traceattr.backends.arms import same_program
 from traceattr.cli import app
@@ -176,7 +176,8 @@ def _show_and_write(
     shown: Shown,
 ) -> None:
     from traceattr.present.comparison import render_fit, render_summary, render_verdicts
-    from traceattr.present.terminal import console, render_across, render_notes, render_reports
+    from traceattr.present.console import console
+    from traceattr.present.terminal import render_across, render_notes, render_reports
 
     con = console(shown.wide)
     compared = comparable_shapes(analysis.calls) if analysis.note is None else []

@@ -4,12 +4,12 @@ A rich table wider than its console shrinks every column and cuts cells with "â€
 Here each column says whether it may go (:attr:`Column.drop`: higher goes first) and whether it holds a
 name that may wrap at its spaces; numbers never wrap. Columns are dropped until the narrowest layout
 fits, and the caller prints :func:`dropped_line` once per section. ``--wide`` (or output to a pipe or
-file with no ``COLUMNS``) gives a console wide enough that nothing is dropped.
+file with no ``COLUMNS``) gives a console wide enough that nothing is dropped
+(:func:`traceattr.present.console.console`).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -18,19 +18,6 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
-
-WIDE = 512  # --wide, or piped without COLUMNS: wider than any table traceattr draws, so none loses a column
-
-
-def console(wide: bool = False) -> Console:
-    """The console for tables on stdout: the terminal's width (``COLUMNS`` when set, also when piped);
-    piped without ``COLUMNS``, or with *wide*, wide enough for every column."""
-    if wide:
-        return Console(width=WIDE)
-    con = Console()
-    if con.is_terminal or os.environ.get("COLUMNS", "").strip().isdigit():
-        return con
-    return Console(width=WIDE)
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,8 @@ from rich.text import Text
 from traceattr.analysis.calls import call_series
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution
 from traceattr.present.columns import Column, dropped_line, fitted_table
-from traceattr.present.columns import console as console  # re-export: every command takes its console here
-from traceattr.present.comparison import render_summary as render_summary  # re-export: cli/profile.py reads it here
 from traceattr.present.formats import count, decimals, ms, pct, signed_count, signed_ms, signed_pct, size, us_from_ns
 from traceattr.present.names import distinct_display_names, printable, shorten
-from traceattr.present.names import plain_text as plain_text  # re-export: cli/profile.py reads it here
 
 # A name longer than this is shortened (with "…") even in a table that fits: NVTX text can be 1,024 characters
 # (see trace.validate) and would fill a screen. Call-series and kernel names are far shorter.
