@@ -54,8 +54,9 @@ except ImportError:  # pragma: no cover - older typer on plain click
 # each summary to its command's docstring.
 COMMANDS: dict[str, tuple[str, str]] = {
     "attribute": ("attribute", "Attribute GPU ops to the NVTX ranges that launched them."),
-    "compare": ("compare", "Per shape: each backend's per-call time, where it goes, and the winner; crossovers "
-                "and fixed vs per-token cost along ctx."),
+    "compare": ("compare", "The verdict first (per shape family the dispatch rule, per shape the winner and its "
+                "margin), then per shape each backend's per-call time and where it goes, and fixed vs per-token "
+                "cost along ctx."),
     "diff": ("diff", "Per kernel, role and NVTX range name: instance count and GPU time before → after, largest "
              "changes first."),
     "profile": ("profile", "Time isolated MLA decode calls of every available backend under nsys, and attribute "

@@ -81,8 +81,7 @@ def compare_command(
         ),
     ] = None,
 ) -> None:
-    """The verdict first (per shape family the dispatch rule, per shape the winner and its margin), then per shape
-    each backend's per-call time and where it goes, and fixed vs per-token cost along ctx.
+    """The verdict first (per shape family the dispatch rule, per shape the winner and its margin), then per shape each backend's per-call time and where it goes, and fixed vs per-token cost along ctx.
 
     Example: traceattr compare examples/traces/h200_mla_sweep.sqlite
 
