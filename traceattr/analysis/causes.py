@@ -29,16 +29,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import polars as pl
 
 from traceattr.analysis.hostbound import HOST_SHARE, host_bound_calls
 from traceattr.core.precision import median_interval
+from traceattr.core.records import RunnerRecord
 
-if TYPE_CHECKING:
-    from traceattr.analysis.rounds import Capture
+
+class Capture(Protocol):
+    """What this module reads of a round's capture (:class:`traceattr.analysis.rounds.Capture`)."""
+
+    @property
+    def round(self) -> int: ...
+    @property
+    def calls(self) -> pl.DataFrame: ...
+    @property
+    def runner(self) -> RunnerRecord: ...
+
 
 SPLIT_SHARE = 0.5  # a predecessor split counts above this share of the directional limit (and intervals apart)
 DRIFT_NOISE = 3.0  # per-round medians drift when they spread by more than this many times the rounds' noise

@@ -385,21 +385,30 @@ def certain_refusals(
     covered = [r for r in rows if sum(c.has(r.shape) for c in captures) >= CERTAIN_ROUNDS]
     if not covered:
         return out
-    frame = round_rows(covered, captures, baseline, candidate, gates)
-    p = pairs(samples(captures, baseline, candidate), baseline, candidate)
-    per_round = directional_by_round(p, baseline, candidate)
+    s = samples(captures, baseline, candidate)
+    per_round = directional_by_round(pairs(s, baseline, candidate), baseline, candidate)
+    timed = set(s.select("round", "backend", "shape").unique().iter_rows())
     limit = CERTAIN_FACTOR * gates.directional_limit
-    for r in frame.iter_rows(named=True):
-        n = r["rounds"]
-        hard = [g for g in ("arms", "clock", "parity") if r[f"{g}_gate"] == FAIL]
+    for row in covered:  # the gates alone: no bootstrap here (this runs after every capture)
+        caps = [c for c in captures if c.has(row.shape)]
+        seen = {(r, b) for r, b, sh in timed if sh == row.shape}
+        hard = [
+            name
+            for name, status in (
+                ("arms", arms_gate(caps, row.shape, (baseline, candidate), seen)[0]),
+                ("clock", clock_gate(caps, row.shape, gates.min_clock)[0]),
+                ("parity", parity_gate(caps, row.shape, baseline, candidate, gates.parity)[0]),
+            )
+            if status == FAIL
+        ]
         if hard:
-            out[r["row"]] = f"refusal certain after {n} rounds ({', '.join(hard)} gate failed)"
+            out[row.label] = f"refusal certain after {len(caps)} rounds ({', '.join(hard)} gate failed)"
             continue
-        d = per_round.filter(pl.col("shape") == r["shape"])["directional"]
+        d = per_round.filter(pl.col("shape") == row.shape)["directional"]
         if d.len() >= CERTAIN_ROUNDS and d.null_count() == 0 and bool((d > limit).all()):
             values = ", ".join(f"{v:.3f}" for v in d.to_list())
-            out[r["row"]] = (
-                f"refusal certain after {n} rounds: directional {values} in each round, over "
+            out[row.label] = (
+                f"refusal certain after {len(caps)} rounds: directional {values} in each round, over "
                 f"{CERTAIN_FACTOR:g}× the limit {gates.directional_limit}"
             )
     return out
