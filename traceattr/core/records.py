@@ -495,6 +495,14 @@ RECEIPT_COLUMNS: dict[str, str] = {
     "clock_fraction": "float", "clock_mhz": "float", "clock_gate": "str",
     "parity": "str", "parity_value": "str", "parity_gate": "str",
     "sensitivity": "float", "baseline_shift": "float", "candidate_shift": "float", "flagged": "bool",
+    # why a refused row was refused (analysis.causes; absent in receipts written before): the mechanisms the
+    # captures show, in words with the numbers, and the evidence they come from
+    "causes": "list[str]", "cause": "str", "stopped": "str",
+    "baseline_after_self": "list[float]", "baseline_after_other": "list[float]",  # [median, low, high] µs
+    "candidate_after_self": "list[float]", "candidate_after_other": "list[float]",
+    "baseline_modes": "list[float]", "candidate_modes": "list[float]",  # [lower µs, upper µs, upper share]
+    "host_bound_baseline": "list[int]", "host_bound_candidate": "list[int]", "calls_rounds": "list[int]",
+    "hold_timeouts": "int", "hold_gpu_wait_us": "float",
 }  # fmt: skip
 _REQUIRED_COLUMNS = ("row", "shape", "attempt", "status", "verdict")
 _ROW_STATUS = ("pass", "refused")
@@ -507,6 +515,7 @@ _COLUMN_CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "bool": _bool,
     "list[int]": _list(_int()),
     "list[float]": _list(_any_number),
+    "list[str]": _list(_str),
 }
 
 
@@ -537,7 +546,7 @@ def _round_protocol(value: Any, name: str) -> dict[str, Any]:
     checks: dict[str, Callable[[Any, str], Any]] = {
         "rounds": _int(1, MAX_ROUNDS), "warmup": _int(1, MAX_ITERS),
         "max_noise": _number(0, 1, open_low=True, open_high=True), "max_iters": _int(iters or 2, MAX_ITERS),
-        "hold_us": _number(0, 10_000), "between": _str, "order": _str, "flush_bytes": _int(1, 1 << 40),
+        "hold_us": _number(0, 10_000), "hold": _bool, "between": _str, "order": _str, "flush_bytes": _int(1, 1 << 40),
         "graphs": _bool, "sensitivity": _bool, "seed": _int(),
     }  # fmt: skip
     _not_null(p, checks.keys() - {"max_noise", "max_iters", "flush_bytes"}, at)  # null there: "not set"
