@@ -85,7 +85,7 @@ def options_given(ctx: typer.Context, names: Iterable[str], *, changed: bool = F
     ]
 
 
-COMMANDS = ("attribute", "compare", "diff", "profile", "report", "round")
+COMMANDS = ("attribute", "compare", "diff", "dispatch", "profile", "report", "round", "sweep")
 
 
 def _register(argv: list[str] | None = None) -> None:
