@@ -57,8 +57,10 @@ def dispatch_command(
     workers: WorkersOpt = None,
     dask: DaskOpt = None,
 ) -> None:
-    """Per shape family: which backend for which ctx, how much slower than the fastest that is (regret), the
-    same for "always backend X", leave-one-out, and the one backend per bucket safe to capture in a CUDA graph.
+    """A dispatch table per shape family (traceattr.dispatch/2): ctx breakpoints, regret, leave-one-out, graph-safe choice.
+
+    Per family: which backend for which ctx, how much slower than the fastest that is (regret), the same
+    for "always backend X", leave-one-out, and the one backend per bucket safe to capture in a CUDA graph.
 
     Example: traceattr dispatch examples/traces/h200_mla_sweep.sqlite -o table.json
 
@@ -99,7 +101,7 @@ def _is_dispatch(head: bytes) -> bool:
 def _show_and_write(
     analysis: Analysis, out: Path | None, source: str, bins: tuple | None, distribution: str, first: Path
 ) -> None:
-    from traceattr.present.terminal import console
+    from traceattr.present.console import console
 
     if analysis.calls.height == 0 or analysis.note is not None:
         raise NoDataError(first, analysis.note or "has no NVTX ranges with GPU work to compare")

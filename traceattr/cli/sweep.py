@@ -61,8 +61,9 @@ def sweep_command(
         iters=iters, warmup=warmup, max_noise=max_noise or None, max_iters=max_iters if max_noise else None,
         hold_us=hold_us, graphs=graphs, between=between, seed=seed,
     )  # fmt: skip
+    from traceattr.present.console import console
     from traceattr.present.crossover_search import render_steps
-    from traceattr.present.terminal import console, render_plan
+    from traceattr.present.terminal import render_plan
 
     con = console()
     first = make_plan(

@@ -8,10 +8,12 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from traceattr.core.records import SearchRecord
 from traceattr.core.shapes import fmt_ctx
 from traceattr.present.formats import decimals, interval, pct, us
+from traceattr.present.names import printable
 
 
 def _span(pair: list[int] | None) -> str:
@@ -57,11 +59,12 @@ def render_steps(record: SearchRecord, con: Console) -> None:
             medians = p.get("medians_us") or {}
             fastest = p.get("fastest")
             d = s["decision"]
-            table.add_row(
+            cells = (
                 str(s["step"]), fmt_ctx(p["ctx"]), decimals(p.get("ratio"), 3), interval(p.get("low"), p.get("high")),
                 p.get("verdict") or "", p["side"], fastest or "", us(medians.get(fastest) if fastest else None),
                 "pass" if p["status"] == "pass" else f"refused: {p.get('refused_by', '')}",
                 fmt_ctx(d["next_ctx"]) if d.get("next_ctx") else d["kind"], decimals(s.get("seconds"), 0),
             )  # fmt: skip
+            table.add_row(*(Text(printable(c)) for c in cells))  # labels are not markup
     con.print(table)
     con.print(escape(result_text(h, record.result)), soft_wrap=True)

@@ -19,6 +19,7 @@ import polars as pl
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from traceattr.analysis.crossover import with_family
 from traceattr.analysis.dispatch_table import DispatchTable, FamilyTable, Regret, lookup
@@ -28,6 +29,7 @@ from traceattr.core.jsonable import finite
 from traceattr.core.precision import CONFIDENCE
 from traceattr.core.shapes import ShapeError, fmt_ctx, parse_shape
 from traceattr.present.formats import pct, rule_text
+from traceattr.present.names import printable
 
 SCHEMA = "traceattr.dispatch/1"
 SCHEMA_V2 = "traceattr.dispatch/2"
@@ -239,7 +241,8 @@ def render_table(table: DispatchTable, con: Console) -> None:
         always = "; ".join(f"{b}: {_regret_cell(r)}" for b, r in t.baselines.items())
         gs = t.graph_safe
         safe = "" if gs is None else f"{gs.backend} (+{pct(gs.expected_regret)}, worst +{pct(gs.max_regret)})"
-        grid.add_row(t.family, _segments_text(t), _regret_cell(t.regret), _regret_cell(t.loo_regret), always, safe)
+        cells = (t.family, _segments_text(t), _regret_cell(t.regret), _regret_cell(t.loo_regret), always, safe)
+        grid.add_row(*(Text(printable(c)) for c in cells))  # arm labels such as fa3[graphs] are not markup
     con.print(grid)
     con.print(escape(f"all shapes: table {_regret_cell(table.regret)}, leave-one-out {_regret_cell(table.loo_regret)}; "
                      f"graph-safe over {table.distribution}"), soft_wrap=True)  # fmt: skip
