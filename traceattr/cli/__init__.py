@@ -66,6 +66,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "vs context."),
     "round": ("round", "A/B a candidate arm against a baseline over a row set: per-row ratio, verdict and gates, "
               "PR-ready receipts."),
+    "sweep": ("sweep", "Find where the faster of two or more arms changes along ctx: measure both ends, then "
+              "bisect in log ctx."),
+    "dispatch": ("dispatch", "A dispatch table per shape family (traceattr.dispatch/2): ctx breakpoints, regret, "
+                 "leave-one-out, graph-safe choice."),
 }  # fmt: skip
 
 

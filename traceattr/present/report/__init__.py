@@ -32,8 +32,9 @@ from traceattr.present.report.figures_compare import attribution_figure, distrib
 from traceattr.present.report.figures_decision import context_figure, context_notes
 from traceattr.present.report.figures_timeline import picker_html, timeline_figure
 from traceattr.present.report.html import Section, facts_html, notes_html, page, run_html
+from traceattr.present.report.round import gated_rules, round_page
 from traceattr.present.report.style import backend_colors, figure_html
-from traceattr.present.report.table import numbers_table, receipt_table
+from traceattr.present.report.table import numbers_table
 
 __all__ = ["Limits", "ReportInfo", "build_report", "write_report"]
 
@@ -111,17 +112,20 @@ class _Options:
 
 def _build(att: Attribution, o: _Options) -> _Built:
     d = collect(att, o.peak_bytes_per_s, o.limits, group=o.group, events=o.events, same_program=o.same_program)
+    rule_notes: list[str] = []
+    if o.receipt is not None:  # a round's page draws only the rules its receipt supports
+        d, rule_notes = gated_rules(d, o.receipt)
     colors = backend_colors(d.table["backend"])
     title = o.title or f"traceattr report: {att.meta.path.name}"
     sections = _sections(d, colors)
-    if o.receipt is not None:
-        sections.insert(0, _receipt_section(o.receipt))
     general = [*att.notes, *d.notes.get("report", ())]
-    notes = [*general, *(n for s in sections for n in s.notes)]
     header = facts_html(_facts(att, d))
     if o.run is not None and o.run.facts:
         header += run_html(o.run.facts)
     header += notes_html(general)
+    if o.receipt is not None:  # the receipt leads; the run's facts fold away at the end
+        sections, header = round_page(o.receipt, sections, header, rule_notes), ""
+    notes = [*general, *(n for s in sections for n in s.notes)]
     return _Built(page(title, header, sections, get_plotlyjs()), [s.id for s in sections], notes)
 
 
@@ -233,18 +237,3 @@ def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
             ),
         )
     return out
-
-
-def _receipt_section(receipt: Receipt) -> Section:
-    h = receipt.header
-    return Section(
-        "round",
-        f"Round: {h.get('candidate')} vs {h.get('baseline')}",
-        "Per row: each arm's median of its per-round medians, ratio candidate/baseline with its bootstrap interval "
-        "(paired calls), and the verdict (faster/slower: the interval excludes 1; same: within the tolerance; "
-        "ambiguous: neither). A row is refused when a gate fails or was not measured: directional disagreement "
-        "(baseline-first vs candidate-first ratios), loaded SM clock / max, output parity. Retried rows keep every "
-        "attempt; the counts use the latest. ⚑: the verdict is smaller than the protocol sensitivity. The figures "
-        "below show the first round's capture.",
-        receipt_table(receipt),
-    )
