@@ -143,7 +143,10 @@ def test_cli_sides(exports: dict[str, Path], tmp_path: Path, capsys: pytest.Capt
     assert "interval over captures" in out and "[" in out
     csv = pl.read_csv(tmp_path / "diff.csv")
     flash = _row(csv, "kernel", "flash_fwd_kernel")
-    assert flash["per_call_verdict"] in ("same", "ambiguous") and flash["per_call_low_pct"] < 0 < flash["per_call_high_pct"]
+    assert (
+        flash["per_call_verdict"] in ("same", "ambiguous")
+        and flash["per_call_low_pct"] < 0 < flash["per_call_high_pct"]
+    )
     for argv in (["diff", a, b, a], ["diff", a, "vs"], ["diff", a, "vs", b, "vs", a]):
         with pytest.raises(SystemExit) as exit_info:
             main(argv)

@@ -92,8 +92,10 @@ def _side(tallies: Sequence[pl.DataFrame]) -> pl.DataFrame:
     """One side's ``level, name, n, ns, per_call_ns, median_ns`` (medians over its captures; a capture that lacks
     a name counts 0 calls there) and ``per_call`` (each capture's time per call, for the interval)."""
     stacked = pl.concat([t.with_columns(pl.lit(i, pl.Int64).alias("capture")) for i, t in enumerate(tallies)])
-    every = stacked.select("level", "name").unique().join(
-        pl.DataFrame({"capture": range(len(tallies))}, schema={"capture": pl.Int64}), how="cross"
+    every = (
+        stacked.select("level", "name")
+        .unique()
+        .join(pl.DataFrame({"capture": range(len(tallies))}, schema={"capture": pl.Int64}), how="cross")
     )
     full = every.join(stacked, on=["level", "name", "capture"], how="left").with_columns(
         pl.col("n").fill_null(0), pl.col("ns").fill_null(0)
@@ -108,9 +110,7 @@ def _side(tallies: Sequence[pl.DataFrame]) -> pl.DataFrame:
     )
 
 
-def diff(
-    before: Attribution | Sequence[Attribution], after: Attribution | Sequence[Attribution]
-) -> pl.DataFrame:
+def diff(before: Attribution | Sequence[Attribution], after: Attribution | Sequence[Attribution]) -> pl.DataFrame:
     """:data:`DIFF_SCHEMA` rows: every total, kernel, role and range name of either side, by impact per level.
     Each side is one attribution or several captures of the same program."""
     sides = [[before] if isinstance(before, Attribution) else list(before),

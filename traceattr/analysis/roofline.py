@@ -45,11 +45,11 @@ PEAK_BANDWIDTH = (
 PEAK_DENSE_FLOPS: tuple[tuple[str, dict[str, float], str], ...] = (
     ("GB200", {"bf16": 2.5e15, "fp8": 5.0e15}, "NVIDIA GB200 NVL72 datasheet, per GPU, dense"),
     ("B200", {"bf16": 2.25e15, "fp8": 4.5e15}, "NVIDIA HGX B200 datasheet, per GPU, dense"),
-    ("H200 NVL", {"bf16": 835e12, "fp8": 1671e12}, "NVIDIA H200 NVL datasheet, dense (half the sparse figure)"),
-    ("H200", {"bf16": 989e12, "fp8": 1979e12}, "NVIDIA H200 SXM datasheet, dense (half the sparse figure)"),
-    ("H100 PCIe", {"bf16": 756e12, "fp8": 1513e12}, "NVIDIA H100 PCIe datasheet, dense (half the sparse figure)"),
-    ("H100 NVL", {"bf16": 835e12, "fp8": 1671e12}, "NVIDIA H100 NVL datasheet, dense (half the sparse figure)"),
-    ("H100", {"bf16": 989e12, "fp8": 1979e12}, "NVIDIA H100 SXM datasheet, dense (half the sparse figure)"),
+    ("H200 NVL", {"bf16": 835e12, "fp8": 1671e12}, "NVIDIA H200 NVL datasheet, dense: half the sparse figure"),
+    ("H200", {"bf16": 989e12, "fp8": 1979e12}, "NVIDIA H200 SXM datasheet, dense: half the sparse figure"),
+    ("H100 PCIe", {"bf16": 756e12, "fp8": 1513e12}, "NVIDIA H100 PCIe datasheet, dense: half the sparse figure"),
+    ("H100 NVL", {"bf16": 835e12, "fp8": 1671e12}, "NVIDIA H100 NVL datasheet, dense: half the sparse figure"),
+    ("H100", {"bf16": 989e12, "fp8": 1979e12}, "NVIDIA H100 SXM datasheet, dense: half the sparse figure"),
     ("A100", {"bf16": 312e12}, "NVIDIA A100 datasheet, dense (no fp8 tensor cores)"),
 )
 BOUNDS = ("memory", "compute")
