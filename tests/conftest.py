@@ -6,11 +6,9 @@ import lzma
 import shutil
 from pathlib import Path
 
-import polars as pl
 import pytest
 
-DATA = Path(__file__).parent / "data"
-FIXTURES = sorted(p.name for p in DATA.iterdir() if p.is_dir())
+from tests.helpers import DATA, FIXTURES
 
 
 def _export_xz(name: str) -> Path:
@@ -34,13 +32,3 @@ def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         dst.chmod(0o444)
         out[name] = dst
     return out
-
-
-def golden(name: str, report: str) -> pl.DataFrame | None:
-    """nsys's own CSV for *report* on fixture *name*; None when nsys skipped it."""
-    path = DATA / name / f"nsys_{report}.csv"
-    if path.stat().st_size == 0:
-        return None
-    header = path.open(encoding="utf-8").readline()
-    types = {"ParentId": pl.Int64, "Lvl": pl.Int64, "RangeId": pl.Int64, "Name": pl.String}
-    return pl.read_csv(path, infer_schema_length=None, schema_overrides={k: v for k, v in types.items() if k in header})

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import traceattr
+from tests.helpers import DATA, FIXTURES
 from tests.synth.builder import TraceBuilder
 from traceattr.analysis.calls import calls
 from traceattr.analysis.pipeline import with_events
@@ -27,8 +28,6 @@ from traceattr.attribution.engine import attribute
 from traceattr.attribution.roles import ROLES
 from traceattr.core.records import runner_events
 from traceattr.trace.loader import load_trace
-
-from .conftest import DATA, FIXTURES
 
 SWEEP = "h200_traceattr_sweep"
 SPLIT = "void legacy::sm90::decode::dense::flash_fwd_splitkv_mla_kernel<cutlass::bfloat16_t, 64, 64>(Params)"

@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 
+from tests.helpers import run
 from traceattr.attribution.engine import OP_COLUMNS, RANGE_COLUMNS
-
-
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "traceattr", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-        check=False,
-    )
 
 
 def test_terminal_table(exports: dict[str, Path]) -> None:

@@ -7,7 +7,7 @@ import math
 import polars as pl
 import pytest
 
-from traceattr.analysis.verdicts import comparable_shapes
+from traceattr.analysis.calls import comparable_shapes
 from traceattr.core.callnames import check_regex, checked_group, series_and_iteration, without_counters
 from traceattr.core.errors import TraceattrError
 from traceattr.core.jsonable import finite

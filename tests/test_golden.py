@@ -12,10 +12,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.helpers import FIXTURES, golden
 from traceattr.attribution.engine import UNATTRIBUTED, attribute
 from traceattr.trace.loader import load_trace
-
-from .conftest import FIXTURES, golden
 
 _cache: dict[str, object] = {}
 

@@ -137,3 +137,28 @@ def test_no_import_cycle_between_modules() -> None:
     for node in sorted(graph):
         if node not in state:
             visit(node)
+
+
+TESTS = PACKAGE.parent / "tests"
+
+
+@pytest.mark.parametrize("path", sorted(TESTS.rglob("*.py")), ids=lambda p: str(p.relative_to(TESTS)))
+def test_no_test_module_imports_another(path: Path) -> None:
+    """Shared helpers live in tests/helpers.py, tests/synth and conftest fixtures, never in a test module
+    (importing one runs its module-level fixtures and tests' imports, and ties the files together)."""
+    wrong = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] if not node.level else [f".{node.module or ''}"]
+            names += [f"{names[0]}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        for name in names:
+            last = name.rstrip(".").split(".")[-1]
+            if (
+                name.startswith(("tests.", ".")) and (last.startswith("test_") or last == "conftest")
+            ) and last != path.stem:
+                wrong.append(f"line {node.lineno}: {name}")
+    assert not wrong, f"{path.relative_to(TESTS)} imports a test module: " + "; ".join(sorted(set(wrong)))

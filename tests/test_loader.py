@@ -7,6 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.helpers import FIXTURES
 from tests.synth.builder import TraceBuilder
 from tests.synth.writer import write_export
 from traceattr.attribution.engine import NO_LAUNCH, attribute
@@ -15,8 +16,6 @@ from traceattr.trace import schema as S
 from traceattr.trace import sqlite_source
 from traceattr.trace.loader import load_trace
 from traceattr.trace.sqlite_source import Query, SqliteSource
-
-from .conftest import FIXTURES
 
 
 @pytest.mark.parametrize("name", FIXTURES)

@@ -11,33 +11,9 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import traceattr
-from tests.synth.builder import TraceBuilder
-from tests.test_cli import run
+from tests.helpers import IN_CI, NCCL, rank_trace, run
 from traceattr.core.errors import TraceattrError
 from traceattr.jobs import many
-
-ATTENTION = "void flashinfer::mla::hopper::BatchMLAPageAttentionHopperKernel<int>(T2)"
-NCCL = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
-MERGE = "void flashinfer::MergeStatesKernel<8u, 16u, 8u, 4u, __nv_bfloat16, __nv_bfloat16>(T5 *, float *)"
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def rank_trace(path: Path, attention_ns: list[int], *, merge_ns: int = 3_000) -> Path:
-    """One rank's report: per step an `attention` range (one kernel of the given length), an all-gather, a merge."""
-    b = TraceBuilder()
-    dom = b.domain("dcp", tid=1)
-    t = 1_000
-    for step, dur in enumerate(attention_ns):
-        b.push_range(tid=1, start=t, end=t + 100, message="attention", domain=dom)
-        b.launch(tid=1, start=t + 10, end=t + 20, kernel=ATTENTION, gpu_start=t + 50, gpu_end=t + 50 + dur)
-        t += 50 + dur
-        b.push_range(tid=1, start=t, end=t + 100, message="gather", domain=dom)
-        b.launch(tid=1, start=t + 10, end=t + 20, kernel=NCCL, gpu_start=t + 50, gpu_end=t + 2_050)
-        t += 2_100
-        b.push_range(tid=1, start=t, end=t + 100, message=f"merge {step}", domain=dom)
-        b.launch(tid=1, start=t + 10, end=t + 20, kernel=MERGE, gpu_start=t + 50, gpu_end=t + 50 + merge_ns)
-        t += 100 + merge_ns
-    return b.write(path, gpu_name="NVIDIA H200")
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.helpers import DATA
 from traceattr.analysis.calls import calls
 from traceattr.analysis.crossover import crossovers
 from traceattr.analysis.pipeline import with_events
@@ -24,8 +25,6 @@ from traceattr.jobs.capture import profile_command
 from traceattr.jobs.profile import make_plan
 from traceattr.runner.plan import RunPlan, arm_letters, round_order
 from traceattr.trace.loader import load_trace
-
-from .conftest import DATA
 
 SWEEP = "h200_traceattr_sweep"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import run
+from tests.helpers import run
 from traceattr.core.errors import TraceattrError
 from traceattr.core.shapes import parse_shape
 from traceattr.jobs.rank_runs import NO_MULTICAST, make_ranks_plan

@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from tests.test_multi import IN_CI, rank_trace
+from tests.helpers import IN_CI, rank_trace
 from traceattr.jobs import many
 from traceattr.trace.nsys import find_nsys
 

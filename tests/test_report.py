@@ -20,6 +20,7 @@ import polars as pl
 import pytest
 
 import traceattr
+from tests.helpers import COMBINE, EVIL_KERNEL, EXAMPLE, FA3, ITERS, PLOTS, SPLIT, TIMES, flashmla_export
 from tests.synth.builder import TraceBuilder
 from traceattr.analysis.pipeline import analyse
 from traceattr.attribution.engine import Attribution
@@ -32,53 +33,6 @@ from traceattr.present.report.figures_compare import attribution_figure
 from traceattr.present.report.figures_decision import context_figure
 from traceattr.present.report.figures_timeline import timeline_figure
 from traceattr.present.report.style import backend_colors
-
-EXAMPLE = Path(__file__).parents[1] / "examples" / "traces" / "h200_mla_fa2_fa3.sqlite"
-PLOTS = ("fig-context", "fig-attribution", "fig-distributions", "fig-timeline")  # page order
-
-SPLIT = (
-    "void legacy::sm90::decode::dense::flash_fwd_splitkv_mla_kernel<cutlass::bfloat16_t, 64, 64>(DenseAttnDecodeParams)"
-)
-COMBINE = (
-    "void legacy::smxx::decode::flash_fwd_mla_combine_kernel<cutlass::bfloat16_t, 512, 8, 64, 256>(DecodingParams)"
-)
-METADATA = "void get_mla_metadata_kernel(GetDecodingMetadataParams)"
-FA3 = "void flashinfer::mla::hopper::BatchMLAPageAttentionHopperKernel<true, 64, 512>(Params)"
-EVIL_KERNEL = "void evil<script>alert(1)</script>()"
-EVIL_RANGE = "<script>x</script>"  # in domain traceattr: the range traceattr:<script>x</script>
-# µs per kernel: FlashMLA (metadata, split, combine) and fa3's one kernel. FlashMLA wins at 128k, fa3 at 900k.
-TIMES = {"q8_ctx128k": ((3, 60, 5), 80), "q8_ctx900k": ((3, 450, 8), 430)}
-ITERS = 5
-
-
-def flashmla_export(path: Path) -> Path:
-    """FlashMLA (schedule + split + combine, 1 µs apart) vs fa3 (one kernel) at two ctx, traceattr's naming.
-
-    FlashMLA's iteration 0 at 128k also runs the hostile kernel inside the hostile nested range.
-    """
-    b = TraceBuilder()
-    dom = b.domain("traceattr", tid=1)
-    t = 1_000_000
-    for shape, (mla, fa3) in TIMES.items():
-        for it in range(ITERS):
-            for backend in ("flashmla", "fa3"):
-                message = f"backend={backend} shape={shape} arm=A iter={it}"
-                b.push_range(tid=1, start=t, end=t + 8_000, message=message, domain=dom)
-                kernels = (
-                    [(METADATA, mla[0]), (SPLIT, mla[1]), (COMBINE, mla[2])] if backend == "flashmla" else [(FA3, fa3)]
-                )
-                gpu = t + 20_000
-                for k, (name, dur_us) in enumerate(kernels):
-                    cpu = t + 1_000 * (k + 1)
-                    end = gpu + 1_000 * dur_us + (100 * it if name in (SPLIT, FA3) else 0)  # a little drift
-                    b.launch(tid=1, start=cpu, end=cpu + 500, kernel=name, gpu_start=gpu, gpu_end=end)
-                    gpu = end + 1_000
-                if backend == "flashmla" and shape == "q8_ctx128k" and it == 0:
-                    b.push_range(tid=1, start=t + 5_000, end=t + 7_000, message=EVIL_RANGE, domain=dom)
-                    b.launch(tid=1, start=t + 5_500, end=t + 6_000, kernel=EVIL_KERNEL, gpu_start=gpu,
-                             gpu_end=gpu + 2_000)  # fmt: skip
-                t = gpu + 50_000
-    return b.write(path, gpu_name="NVIDIA H200", cc=(9, 0))
 
 
 def hostile_series_export(path: Path) -> Path:

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 import traceattr
-from tests.test_report import EXAMPLE, PLOTS, flashmla_export
+from tests.helpers import EXAMPLE, PLOTS, flashmla_export
 from traceattr.present.report import write_report
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

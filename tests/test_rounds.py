@@ -4,112 +4,22 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 import pytest
 
-from tests.synth.builder import TraceBuilder
-from traceattr.analysis.calls import calls as call_table
-from traceattr.analysis.rounds import Capture, Gates, Receipt, Row, round_rows
+from tests.helpers import BASE, CAND, ROWS, FakeExecutor, captures, synth_capture, timing
+from traceattr.analysis.rounds import Gates, Receipt, round_rows
 from traceattr.attribution.engine import attribute
 from traceattr.cli import main
-from traceattr.core.callnames import DOMAIN, CallName
 from traceattr.core.errors import TraceattrError
 from traceattr.core.precision import median_noise
-from traceattr.core.records import RunnerRecord
 from traceattr.core.shapes import parse_shape
 from traceattr.jobs.round import RoundPlan, read_receipt, read_rows, retry_plan, run_round
 from traceattr.present.receipt import markdown
-from traceattr.runner.plan import arm_letters, round_order
 from traceattr.trace.loader import load_trace
-
-BASE, CAND = "fa3", "fa3[splits=4]"
-ROWS = (Row("q1_ctx8k", parse_shape("q1_ctx8k").name), Row("q8_ctx32k", parse_shape("q8_ctx32k").name))
-US = 1000  # ns per µs
-
-# time of one call in ns: (shape, arm, iteration, position in its pair: 0 = ran first)
-Timing = Callable[[str, str, int, int], float]
-
-
-def timing(ratio: float = 1.0, first_bias: float = 0.0, noise: float = 0.002, seed: int = 0) -> Timing:
-    """Baseline 100 µs (200 µs on the second row), candidate ×ratio; the arm that runs first ×(1 − first_bias)."""
-    rng = np.random.default_rng(seed)
-
-    def t(shape: str, arm: str, _i: int, pos: int) -> float:
-        base = 100 * US if shape == ROWS[0].shape else 200 * US
-        scale = ratio if arm == CAND else 1.0
-        return base * scale * (1 - first_bias if pos == 0 else 1.0) * (1 + noise * rng.standard_normal())
-
-    return t
-
-
-def runner_json(
-    arms: tuple[str, ...],
-    *,
-    fraction: float | None = 0.95,
-    program: tuple[str | None, str | None] = ("fa3", "fa3"),
-    sha: tuple[str | None, str | None] = ("ab" * 32, "ab" * 32),
-    status: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """A runner.json as the arms runner writes it (the agreed contract), for both rows."""
-    clocks = None if fraction is None else {"sm_clock_mhz_median": round(1980 * fraction), "sm_clock_max_mhz": 1980,
-                                            "fraction": fraction}  # fmt: skip
-    shapes = {}
-    for row in ROWS:
-        backends = {}
-        for arm in arms:
-            st = (status or {}).get(arm, "ok")
-            entry: dict[str, Any] = {"status": st, "relative_error": 0.004}
-            if st != "ok":
-                entry["reason"] = "split-KV needs ctx ≥ 16k"
-            digest = sha[0] if arm == BASE else sha[1]
-            if digest is not None:
-                entry["output_sha256"] = digest
-            backends[arm] = entry
-        shapes[row.shape] = {"backends": backends, **({"clocks": clocks} if clocks else {})}
-    arms_info = {BASE: {"backend": "fa3", "options": {}, "program": program[0]},
-                 CAND: {"backend": "fa3", "options": {"splits": 4}, "program": program[1]}}  # fmt: skip
-    return {"gpu": {"name": "NVIDIA H200"}, "shapes": shapes, "arms": arms_info, "timed": True,
-            "protocol": {"between": "flush", "order": "abba", "flush_bytes": 256 << 20}}  # fmt: skip
-
-
-def synth_capture(
-    path: Path, index: int, arms: tuple[str, ...], t: Timing, *, iters: int = 8, order: str = "abba",
-    skip: set[str] = frozenset(), name: str | None = None, **runner: Any,
-) -> Capture:  # fmt: skip
-    """A trace as the runner writes it: per row, *iters* iterations of the arms in ABBA (or blocked) order."""
-    b = TraceBuilder()
-    dom = b.domain(DOMAIN, tid=1)
-    letters = arm_letters(arms)
-    now = 10_000
-    for row in ROWS:
-        if order == "abba":
-            sequence = [(i, arm) for i in range(iters) for arm in round_order(arms, i)]
-        else:
-            sequence = [(i, arm) for arm in arms for i in range(iters)]
-        for n, (i, arm) in enumerate(sequence):
-            if arm in skip:
-                continue
-            pos = n % 2 if order == "abba" else 0
-            dur = int(t(row.shape, arm, i, pos))
-            b.push_range(tid=1, start=now, end=now + 5_000, message=CallName(arm, row.shape, letters[arm], i).message,
-                         domain=dom)  # fmt: skip
-            b.launch(tid=1, start=now + 100, end=now + 200, kernel="mla_decode_kernel", gpu_start=now + 1_000,
-                     gpu_end=now + 1_000 + dur)  # fmt: skip
-            now += dur + 20_000
-    trace = b.write(path / (name or f"capture{index}_{order}.sqlite"), gpu_name="NVIDIA H200", cc=(9, 0))
-    att = attribute(load_trace(trace))
-    status = {a: "unavailable" for a in skip}
-    runner_record = RunnerRecord.from_json(runner_json(arms, status=status, **runner))
-    return Capture(index, call_table(att), runner_record, str(path), order, attribution=att)
-
-
-def captures(path: Path, t: Timing, rounds: int = 3, **kw: Any) -> list[Capture]:
-    return [synth_capture(path, r, (BASE, CAND) if r % 2 == 0 else (CAND, BASE), t, **kw) for r in range(rounds)]
 
 
 def by_row(frame: pl.DataFrame) -> dict[str, dict[str, Any]]:
@@ -237,21 +147,6 @@ def test_receipt_discloses_the_sampling(tmp_path: Path) -> None:
     assert "median noise" not in markdown(quiet) and quiet.rows["noise"].max() < 0.005
     assert receipt.csv_frame()["iters_rounds"].to_list()[0] == "8;12;8"
     assert Receipt.from_json(json.loads(json.dumps(receipt.to_json()))).rows.equals(receipt.rows)
-
-
-# -- orchestration with a fake executor, retry, receipts ---------------------------------------
-class FakeExecutor:
-    """Stands in for profile_executor: synthesises each requested capture; records what was asked."""
-
-    def __init__(self, tmp: Path, t: Timing, **runner: Any) -> None:
-        self.tmp, self.t, self.runner, self.requests = tmp, t, runner, []
-
-    def __call__(self, request, plan, on_line):  # type: ignore[no-untyped-def]
-        self.requests.append(request)
-        request.folder.mkdir(parents=True)
-        for shape in request.shapes:
-            on_line(f"[traceattr] timing {shape}: 2 arms × {plan.iters} rounds")
-        return synth_capture(request.folder, request.round, request.arms, self.t, order=request.order, **self.runner)
 
 
 def test_run_round_alternates_arms_and_writes_receipts(tmp_path: Path) -> None:

@@ -18,11 +18,10 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 import traceattr.attribution.engine as engine
+from tests.helpers import FIXTURES
+from tests.synth.random_traces import Call, Op, Rng, traces, write
 from traceattr.attribution.engine import attribute
 from traceattr.trace.loader import load_trace
-
-from .conftest import FIXTURES
-from .test_property import Call, Op, Rng, traces, write
 
 
 def _both(path: Path, monkeypatch: pytest.MonkeyPatch, mode: str = "nsys") -> tuple:

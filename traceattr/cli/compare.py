@@ -13,8 +13,8 @@ import typer
 from rich.markup import escape
 
 from traceattr import __version__
+from traceattr.analysis.calls import comparable_shapes
 from traceattr.analysis.pipeline import Analysis, analyse, analyse_calls
-from traceattr.analysis.verdicts import comparable_shapes
 from traceattr.backends.arms import same_program
 from traceattr.cli import app
 from traceattr.cli.many import attribute_many, exit_status
@@ -123,7 +123,8 @@ def _show_and_write(
     notes: Sequence[str] = (),
 ) -> None:
     from traceattr.present.comparison import render_fit, render_rules, render_summary
-    from traceattr.present.terminal import console, render_across, render_notes, render_reports
+    from traceattr.present.console import console
+    from traceattr.present.terminal import render_across, render_notes, render_reports
 
     con = console()
     if analysis.note is not None:  # no winner to print: say why, in one line

@@ -13,8 +13,8 @@ from traceattr.cli import app
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import ResultSet, check_out_folder
 from traceattr.jobs.many import expand_inputs
+from traceattr.present.console import console
 from traceattr.present.difftable import render_diff
-from traceattr.present.terminal import console
 from traceattr.session import Session
 
 MANIFEST = "diff_run.json"  # names the set in --out DIR; see traceattr.core.output.ResultSet

@@ -343,6 +343,23 @@ def load_trace(path: str | Path, engine: str = "auto") -> Trace:
 
 
 def _load(src: SqliteSource) -> Trace:
+    op_tables = _op_tables(src)
+    strings, gpu_ops, api, nvtx_frames = _read(src, op_tables)
+    ranges, marks, notes = _labelled_nvtx(src.path, nvtx_frames, gpu_ops, api, strings)
+    del nvtx_frames
+    devices = _read_devices(src)
+    meta = _meta(src, gpu_ops, api, strings, notes)
+    # One contiguous copy per column, one frame at a time: the reads' chunks live in the SQLite
+    # driver's buffers (the C heap), which the attribution's allocations cannot reuse; copied,
+    # they are freed (sweep: attribution peak 1.10 -> 0.94 GB, for ~0.2 s)
+    gpu_ops = gpu_ops.rechunk()
+    api = api.rechunk()
+    ranges = ranges.rechunk()
+    return Trace(meta, gpu_ops, api, ranges, marks, strings, devices)
+
+
+def _op_tables(src: SqliteSource) -> list[str]:
+    """The GPU-op tables of an nsys export; refuses anything else, and an export with no GPU work."""
     path = src.path
     if not src.tables:
         raise TraceError(path, "is an empty SQLite database, not an nsys export")
@@ -355,9 +372,14 @@ def _load(src: SqliteSource) -> Trace:
         )
     if not op_tables:
         raise NoDataError(path, "holds CUDA API calls but no GPU operations (no kernel, memcpy or memset tables)")
+    return op_tables
 
-    notes: list[str] = []
-    # One batch of reads, run in parallel: big tables in rowid chunks.
+
+def _read(
+    src: SqliteSource, op_tables: list[str]
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, tuple[pl.DataFrame, ...] | None]:
+    """strings, GPU ops, runtime calls, and the NVTX frames as read (ranges, marks, DomainCreate rows,
+    text; None without an NVTX table): one batch of reads, run in parallel, big tables in rowid chunks."""
     op_queries = {t: _chunked_queries(src, t, _OP_SOURCES[t][1], _OP_READ_SCHEMA) for t in op_tables}
     api_queries = _chunked_queries(src, S.RUNTIME, _API_COLUMNS, _API_READ_SCHEMA) if src.has(S.RUNTIME) else []
     nvtx = _nvtx_queries(src) if src.has(S.NVTX) else None
@@ -380,20 +402,37 @@ def _load(src: SqliteSource) -> Trace:
         .select(list(S.GPU_OPS_SCHEMA))
     )
     api = api.with_row_index("api_id").with_columns(pl.col("api_id").cast(pl.Int64)).select(list(S.API_SCHEMA))
-    if nvtx:
-        n = len(nvtx.ranges)
-        ranges = _concat(nvtx_frames[:n], nvtx.ranges[0].schema)
-        notes += validate(path, gpu_ops, api, ranges, strings)
-        marks, creates, text = nvtx_frames[n:]
-        range_strings, text, note = shorten_long_names(strings, text)
-        notes += [note] if note else []
-        ranges, marks = _ranges_and_marks(ranges, marks, creates, text, range_strings)
-        del range_strings, text
-    else:
-        notes += validate(path, gpu_ops, api, pl.DataFrame(schema={"start": pl.Int64, "end": pl.Int64}), strings)
-        ranges, marks = pl.DataFrame(schema=S.RANGES_SCHEMA), pl.DataFrame(schema=S.MARKS_SCHEMA)
-    del nvtx_frames
-    devices = _read_devices(src)
+    if nvtx is None:
+        return strings, gpu_ops, api, None
+    n = len(nvtx.ranges)
+    ranges = _concat(nvtx_frames[:n], nvtx.ranges[0].schema)
+    return strings, gpu_ops, api, (ranges, *nvtx_frames[n:])
+
+
+def _labelled_nvtx(
+    path: Path,
+    nvtx_frames: tuple[pl.DataFrame, ...] | None,
+    gpu_ops: pl.DataFrame,
+    api: pl.DataFrame,
+    strings: pl.DataFrame,
+) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
+    """Ranges and marks named as nsys names them, after the whole export is validated; and the notes."""
+    if nvtx_frames is None:
+        notes = validate(path, gpu_ops, api, pl.DataFrame(schema={"start": pl.Int64, "end": pl.Int64}), strings)
+        return pl.DataFrame(schema=S.RANGES_SCHEMA), pl.DataFrame(schema=S.MARKS_SCHEMA), list(notes)
+    ranges, marks, creates, text = nvtx_frames
+    notes = list(validate(path, gpu_ops, api, ranges, strings))
+    range_strings, text, note = shorten_long_names(strings, text)
+    notes += [note] if note else []
+    ranges, marks = _ranges_and_marks(ranges, marks, creates, text, range_strings)
+    return ranges, marks, notes
+
+
+def _meta(
+    src: SqliteSource, gpu_ops: pl.DataFrame, api: pl.DataFrame, strings: pl.DataFrame, notes: list[str]
+) -> TraceMeta:
+    """What the export says about itself (versions, capture options, graph tracing), with *notes* and
+    what loading noticed appended to them."""
     export_meta: dict[str, str] = {}
     for table in S.EXPORT_META_TABLES:
         export_meta |= _read_key_values(src, table)
@@ -409,16 +448,15 @@ def _load(src: SqliteSource) -> Trace:
     launch_names = strings.filter(pl.col("value").str.starts_with("cudaGraphLaunch"))["id"]
     graph_launches = api.filter(pl.col("name_id").is_in(launch_names.implode())).height if api.height else 0
     graph_trace_rows = gpu_ops.filter(pl.col("kind") == "graph").height
-    mode = _graph_mode(capture_meta)
     dup = _repeated_calls(api)
     if dup:
         notes.append(f"{dup} CUDA API rows repeat a (process, correlationId) (old exports log runtime calls twice)")
     meta = TraceMeta(
-        path=path,
+        path=src.path,
         engine=src.engine,
         nsys_version=export_meta.get("EXPORT_PRODUCT_VERSION"),
         schema_version=export_meta.get("EXPORT_SCHEMA_VERSION"),
-        graph_trace_mode=mode,
+        graph_trace_mode=_graph_mode(capture_meta),
         graph_launches=graph_launches,
         graph_trace_rows=graph_trace_rows,
         duplicate_api_rows=dup,
@@ -432,10 +470,4 @@ def _load(src: SqliteSource) -> Trace:
             "graphs are invisible; capture with --cuda-graph-trace=node to see them"
         )
         meta = dataclasses.replace(meta, notes=tuple(notes))
-    # One contiguous copy per column, one frame at a time: the reads' chunks live in the SQLite
-    # driver's buffers (the C heap), which the attribution's allocations cannot reuse; copied,
-    # they are freed (sweep: attribution peak 1.10 -> 0.94 GB, for ~0.2 s)
-    gpu_ops = gpu_ops.rechunk()
-    api = api.rechunk()
-    ranges = ranges.rechunk()
-    return Trace(meta, gpu_ops, api, ranges, marks, strings, devices)
+    return meta

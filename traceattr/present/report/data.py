@@ -13,11 +13,12 @@ from typing import Any
 
 import polars as pl
 
+from traceattr.analysis.calls import comparable_shapes
 from traceattr.analysis.crossover import with_family
 from traceattr.analysis.pipeline import analyse
 from traceattr.analysis.roofline import ComputePeak
 from traceattr.analysis.summary import PART_COLUMNS, PARTS
-from traceattr.analysis.verdicts import SameProgram, comparable_shapes, same_label
+from traceattr.analysis.verdicts import SameProgram, same_label
 from traceattr.attribution.calltime import subtrees
 from traceattr.attribution.engine import Attribution
 from traceattr.core.errors import NoDataError

@@ -1,0 +1,246 @@
+"""Helpers shared by the test modules (no test module imports another): fixture data, the CLI as a
+subprocess, and the synthetic captures several modules build (ranks, FlashMLA vs fa3, round captures)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from tests.synth.builder import TraceBuilder
+from traceattr.analysis.calls import calls as call_table
+from traceattr.analysis.rounds import Capture, Row
+from traceattr.attribution.engine import attribute
+from traceattr.core.callnames import DOMAIN, CallName
+from traceattr.core.records import RunnerRecord
+from traceattr.core.shapes import parse_shape
+from traceattr.runner.plan import arm_letters, round_order
+from traceattr.trace.loader import load_trace
+
+# ---------------------------------------------------------------- the real exports in tests/data
+DATA = Path(__file__).parent / "data"
+FIXTURES = sorted(p.name for p in DATA.iterdir() if p.is_dir())
+
+
+def golden(name: str, report: str) -> pl.DataFrame | None:
+    """nsys's own CSV for *report* on fixture *name*; None when nsys skipped it."""
+    path = DATA / name / f"nsys_{report}.csv"
+    if path.stat().st_size == 0:
+        return None
+    header = path.open(encoding="utf-8").readline()
+    types = {"ParentId": pl.Int64, "Lvl": pl.Int64, "RangeId": pl.Int64, "Name": pl.String}
+    return pl.read_csv(path, infer_schema_length=None, schema_overrides={k: v for k, v in types.items() if k in header})
+
+
+# ---------------------------------------------------------------- the command line
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "traceattr", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        check=False,
+    )
+
+
+# ---------------------------------------------------------------- many reports: one rank's report
+ATTENTION = "void flashinfer::mla::hopper::BatchMLAPageAttentionHopperKernel<int>(T2)"
+NCCL = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+MERGE = "void flashinfer::MergeStatesKernel<8u, 16u, 8u, 4u, __nv_bfloat16, __nv_bfloat16>(T5 *, float *)"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def rank_trace(path: Path, attention_ns: list[int], *, merge_ns: int = 3_000) -> Path:
+    """One rank's report: per step an `attention` range (one kernel of the given length), an all-gather, a merge."""
+    b = TraceBuilder()
+    dom = b.domain("dcp", tid=1)
+    t = 1_000
+    for step, dur in enumerate(attention_ns):
+        b.push_range(tid=1, start=t, end=t + 100, message="attention", domain=dom)
+        b.launch(tid=1, start=t + 10, end=t + 20, kernel=ATTENTION, gpu_start=t + 50, gpu_end=t + 50 + dur)
+        t += 50 + dur
+        b.push_range(tid=1, start=t, end=t + 100, message="gather", domain=dom)
+        b.launch(tid=1, start=t + 10, end=t + 20, kernel=NCCL, gpu_start=t + 50, gpu_end=t + 2_050)
+        t += 2_100
+        b.push_range(tid=1, start=t, end=t + 100, message=f"merge {step}", domain=dom)
+        b.launch(tid=1, start=t + 10, end=t + 20, kernel=MERGE, gpu_start=t + 50, gpu_end=t + 50 + merge_ns)
+        t += 100 + merge_ns
+    return b.write(path, gpu_name="NVIDIA H200")
+
+
+# ---------------------------------------------------------------- the HTML report: the example, FlashMLA vs fa3
+EXAMPLE = Path(__file__).parents[1] / "examples" / "traces" / "h200_mla_fa2_fa3.sqlite"
+
+
+PLOTS = ("fig-context", "fig-attribution", "fig-distributions", "fig-timeline")  # page order
+
+
+SPLIT = (
+    "void legacy::sm90::decode::dense::flash_fwd_splitkv_mla_kernel<cutlass::bfloat16_t, 64, 64>(DenseAttnDecodeParams)"
+)
+
+
+COMBINE = (
+    "void legacy::smxx::decode::flash_fwd_mla_combine_kernel<cutlass::bfloat16_t, 512, 8, 64, 256>(DecodingParams)"
+)
+
+
+METADATA = "void get_mla_metadata_kernel(GetDecodingMetadataParams)"
+
+
+FA3 = "void flashinfer::mla::hopper::BatchMLAPageAttentionHopperKernel<true, 64, 512>(Params)"
+
+
+EVIL_KERNEL = "void evil<script>alert(1)</script>()"
+
+
+EVIL_RANGE = "<script>x</script>"  # in domain traceattr: the range traceattr:<script>x</script>
+
+
+# µs per kernel: FlashMLA (metadata, split, combine) and fa3's one kernel. FlashMLA wins at 128k, fa3 at 900k.
+TIMES = {"q8_ctx128k": ((3, 60, 5), 80), "q8_ctx900k": ((3, 450, 8), 430)}
+
+
+ITERS = 5
+
+
+def flashmla_export(path: Path) -> Path:
+    """FlashMLA (schedule + split + combine, 1 µs apart) vs fa3 (one kernel) at two ctx, traceattr's naming.
+
+    FlashMLA's iteration 0 at 128k also runs the hostile kernel inside the hostile nested range.
+    """
+    b = TraceBuilder()
+    dom = b.domain("traceattr", tid=1)
+    t = 1_000_000
+    for shape, (mla, fa3) in TIMES.items():
+        for it in range(ITERS):
+            for backend in ("flashmla", "fa3"):
+                message = f"backend={backend} shape={shape} arm=A iter={it}"
+                b.push_range(tid=1, start=t, end=t + 8_000, message=message, domain=dom)
+                kernels = (
+                    [(METADATA, mla[0]), (SPLIT, mla[1]), (COMBINE, mla[2])] if backend == "flashmla" else [(FA3, fa3)]
+                )
+                gpu = t + 20_000
+                for k, (name, dur_us) in enumerate(kernels):
+                    cpu = t + 1_000 * (k + 1)
+                    end = gpu + 1_000 * dur_us + (100 * it if name in (SPLIT, FA3) else 0)  # a little drift
+                    b.launch(tid=1, start=cpu, end=cpu + 500, kernel=name, gpu_start=gpu, gpu_end=end)
+                    gpu = end + 1_000
+                if backend == "flashmla" and shape == "q8_ctx128k" and it == 0:
+                    b.push_range(tid=1, start=t + 5_000, end=t + 7_000, message=EVIL_RANGE, domain=dom)
+                    b.launch(tid=1, start=t + 5_500, end=t + 6_000, kernel=EVIL_KERNEL, gpu_start=gpu,
+                             gpu_end=gpu + 2_000)  # fmt: skip
+                t = gpu + 50_000
+    return b.write(path, gpu_name="NVIDIA H200", cc=(9, 0))
+
+
+# ---------------------------------------------------------------- rounds: captures as the runner writes them
+BASE, CAND = "fa3", "fa3[splits=4]"
+
+
+ROWS = (Row("q1_ctx8k", parse_shape("q1_ctx8k").name), Row("q8_ctx32k", parse_shape("q8_ctx32k").name))
+
+
+US = 1000  # ns per µs
+
+
+# time of one call in ns: (shape, arm, iteration, position in its pair: 0 = ran first)
+Timing = Callable[[str, str, int, int], float]
+
+
+def timing(ratio: float = 1.0, first_bias: float = 0.0, noise: float = 0.002, seed: int = 0) -> Timing:
+    """Baseline 100 µs (200 µs on the second row), candidate ×ratio; the arm that runs first ×(1 − first_bias)."""
+    rng = np.random.default_rng(seed)
+
+    def t(shape: str, arm: str, _i: int, pos: int) -> float:
+        base = 100 * US if shape == ROWS[0].shape else 200 * US
+        scale = ratio if arm == CAND else 1.0
+        return base * scale * (1 - first_bias if pos == 0 else 1.0) * (1 + noise * rng.standard_normal())
+
+    return t
+
+
+def runner_json(
+    arms: tuple[str, ...],
+    *,
+    fraction: float | None = 0.95,
+    program: tuple[str | None, str | None] = ("fa3", "fa3"),
+    sha: tuple[str | None, str | None] = ("ab" * 32, "ab" * 32),
+    status: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A runner.json as the arms runner writes it (the agreed contract), for both rows."""
+    clocks = None if fraction is None else {"sm_clock_mhz_median": round(1980 * fraction), "sm_clock_max_mhz": 1980,
+                                            "fraction": fraction}  # fmt: skip
+    shapes = {}
+    for row in ROWS:
+        backends = {}
+        for arm in arms:
+            st = (status or {}).get(arm, "ok")
+            entry: dict[str, Any] = {"status": st, "relative_error": 0.004}
+            if st != "ok":
+                entry["reason"] = "split-KV needs ctx ≥ 16k"
+            digest = sha[0] if arm == BASE else sha[1]
+            if digest is not None:
+                entry["output_sha256"] = digest
+            backends[arm] = entry
+        shapes[row.shape] = {"backends": backends, **({"clocks": clocks} if clocks else {})}
+    arms_info = {BASE: {"backend": "fa3", "options": {}, "program": program[0]},
+                 CAND: {"backend": "fa3", "options": {"splits": 4}, "program": program[1]}}  # fmt: skip
+    return {"gpu": {"name": "NVIDIA H200"}, "shapes": shapes, "arms": arms_info, "timed": True,
+            "protocol": {"between": "flush", "order": "abba", "flush_bytes": 256 << 20}}  # fmt: skip
+
+
+def synth_capture(
+    path: Path, index: int, arms: tuple[str, ...], t: Timing, *, iters: int = 8, order: str = "abba",
+    skip: set[str] = frozenset(), name: str | None = None, **runner: Any,
+) -> Capture:  # fmt: skip
+    """A trace as the runner writes it: per row, *iters* iterations of the arms in ABBA (or blocked) order."""
+    b = TraceBuilder()
+    dom = b.domain(DOMAIN, tid=1)
+    letters = arm_letters(arms)
+    now = 10_000
+    for row in ROWS:
+        if order == "abba":
+            sequence = [(i, arm) for i in range(iters) for arm in round_order(arms, i)]
+        else:
+            sequence = [(i, arm) for arm in arms for i in range(iters)]
+        for n, (i, arm) in enumerate(sequence):
+            if arm in skip:
+                continue
+            pos = n % 2 if order == "abba" else 0
+            dur = int(t(row.shape, arm, i, pos))
+            b.push_range(tid=1, start=now, end=now + 5_000, message=CallName(arm, row.shape, letters[arm], i).message,
+                         domain=dom)  # fmt: skip
+            b.launch(tid=1, start=now + 100, end=now + 200, kernel="mla_decode_kernel", gpu_start=now + 1_000,
+                     gpu_end=now + 1_000 + dur)  # fmt: skip
+            now += dur + 20_000
+    trace = b.write(path / (name or f"capture{index}_{order}.sqlite"), gpu_name="NVIDIA H200", cc=(9, 0))
+    att = attribute(load_trace(trace))
+    status = {a: "unavailable" for a in skip}
+    runner_record = RunnerRecord.from_json(runner_json(arms, status=status, **runner))
+    return Capture(index, call_table(att), runner_record, str(path), order, attribution=att)
+
+
+def captures(path: Path, t: Timing, rounds: int = 3, **kw: Any) -> list[Capture]:
+    return [synth_capture(path, r, (BASE, CAND) if r % 2 == 0 else (CAND, BASE), t, **kw) for r in range(rounds)]
+
+
+# -- orchestration with a fake executor, retry, receipts ---------------------------------------
+class FakeExecutor:
+    """Stands in for profile_executor: synthesises each requested capture; records what was asked."""
+
+    def __init__(self, tmp: Path, t: Timing, **runner: Any) -> None:
+        self.tmp, self.t, self.runner, self.requests = tmp, t, runner, []
+
+    def __call__(self, request, plan, on_line):  # type: ignore[no-untyped-def]
+        self.requests.append(request)
+        request.folder.mkdir(parents=True)
+        for shape in request.shapes:
+            on_line(f"[traceattr] timing {shape}: 2 arms × {plan.iters} rounds")
+        return synth_capture(request.folder, request.round, request.arms, self.t, order=request.order, **self.runner)

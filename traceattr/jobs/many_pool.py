@@ -1,0 +1,107 @@
+"""Running many reports' :func:`attribute_report` in parallel: local processes or a Dask cluster.
+
+Results are yielded as they finish; a worker that dies (out of memory, a signal, a lost Dask
+worker) fails the report it held, not the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+from traceattr.core.cpus import usable_cpus
+from traceattr.core.errors import TraceattrError
+from traceattr.jobs.many_report import REPORT, ReportResult, attribute_report
+
+
+@contextlib.contextmanager
+def worker_threads(workers: int) -> Iterator[dict[str, str]]:
+    """POLARS_MAX_THREADS for worker processes (they read it at import), so N workers share the cores instead of each taking all."""
+    env = {"POLARS_MAX_THREADS": str(max(1, usable_cpus() // workers))}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield env
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def failed_result(job: tuple[str, str, int], reason: str) -> ReportResult:
+    path, name, i = job
+    summary = {REPORT: name, "path": path, "ok": False, "error": reason}
+    return ReportResult(i, name, path, summary, error=reason)
+
+
+def in_processes(jobs, settings, parts, workers, done) -> Iterator[ReportResult]:  # type: ignore[no-untyped-def]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    # spawn, not fork: a forked child inherits polars' thread pool in whatever state it was
+    with (
+        worker_threads(workers),
+        ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool,
+    ):
+        futures = {pool.submit(attribute_report, *job, settings=settings, parts=parts): job for job in jobs}
+        try:
+            for fut in as_completed(futures):
+                try:
+                    result = fut.result()
+                except BrokenProcessPool:  # a worker died (out of memory, a signal): the reports it held fail
+                    result = failed_result(futures[fut], f"{futures[fut][0]}: the worker process died while reading it")
+                done(result)
+                yield result
+        except BaseException:  # Ctrl-C or an error here: stop now rather than finish every queued report
+            procs = list((getattr(pool, "_processes", None) or {}).values())  # no public way before Python 3.14
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.join(timeout=10)  # gone before the caller removes the parts they were writing
+            raise
+
+
+def on_dask(jobs, settings, parts, address, workers, done) -> Iterator[ReportResult]:  # type: ignore[no-untyped-def]
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise TraceattrError("--dask needs Dask's distributed scheduler: pip install 'traceattr[multi]'") from None
+    cluster = None
+    try:
+        if address == "local":
+            with worker_threads(workers) as env:
+                cluster = LocalCluster(
+                    n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, env=env
+                )
+            client = Client(cluster)
+        else:
+            try:
+                client = Client(address, timeout="10s")
+            except (OSError, TimeoutError) as err:
+                raise TraceattrError(f"--dask {address}: cannot reach the scheduler ({err})") from None
+        with client:
+            futures = client.map(
+                attribute_report,
+                *zip(*jobs, strict=True),
+                settings=settings,
+                parts=parts,
+                pure=False,
+            )
+            job_of = {f.key: job for f, job in zip(futures, jobs, strict=True)}
+            for fut in as_completed(futures):
+                try:
+                    result = fut.result()
+                except Exception as err:  # a worker lost with the task (KilledWorker) fails that report only
+                    result = failed_result(
+                        job_of[fut.key], f"{job_of[fut.key][0]}: Dask worker failed: {type(err).__name__}"
+                    )
+                done(result)
+                yield result
+    finally:
+        if cluster is not None:
+            cluster.close()
