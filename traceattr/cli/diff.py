@@ -54,9 +54,11 @@ def diff_command(
     top: Annotated[int, typer.Option(help="Kernels and range names shown per table (0: all).")] = 15,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write diff.csv and diff.json here.")] = None,
 ) -> None:
-    """Per kernel, role and NVTX range name: calls, total GPU time and time per call before → after, the change
-    split into "from count" and "from per call"; with several captures a side, a 95% interval on the per-call
-    change. Percentages are in percent everywhere (the *_pct columns of diff.csv/json too).
+    """Per kernel, role and NVTX range name: calls, GPU time and time per call before → after, the change split into count and per call.
+
+    The change in time is "from count" (calls gained or lost) plus "from per call" (each call slower or faster);
+    with several captures a side, a 95% interval on the per-call change. Percentages are in percent everywhere
+    (the *_pct columns of diff.csv/json too).
 
     Examples: traceattr diff before.sqlite after.sqlite · traceattr diff before/ after/ · traceattr diff a1.sqlite
     a2.sqlite vs b1.sqlite b2.sqlite
