@@ -57,8 +57,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("compare", "The verdict first (per shape family the dispatch rule, per shape the winner and its "
                 "margin), then per shape each backend's per-call time and where it goes, and fixed vs per-token "
                 "cost along ctx."),
-    "diff": ("diff", "Per kernel, role and NVTX range name: instance count and GPU time before → after, largest "
-             "changes first."),
+    "diff": ("diff", "Per kernel, role and NVTX range name: calls, GPU time and time per call before → after, the "
+             "change split into count and per call."),
     "profile": ("profile", "Time isolated MLA decode calls of every available backend under nsys, and attribute "
                 "them."),
     "shapes": ("shapes", "The shape grammar, its defaults and presets, and published row names parsed."),

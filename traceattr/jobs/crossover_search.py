@@ -101,7 +101,7 @@ class SearchPlan:
         return RoundPlan(
             rows=ends, baseline=self.arms[0], candidate=self.arms[1], folder=self.folder, rounds=1,
             iters=self.iters, warmup=self.warmup, max_noise=self.max_noise, max_iters=self.max_iters,
-            hold_us=self.hold_us, graphs=self.graphs, between=self.between, flush_bytes=self.flush_bytes,
+            hold=self.hold_us > 0, graphs=self.graphs, between=self.between, flush_bytes=self.flush_bytes,
             seed=self.seed, gates=self.gates, rows_source=self.family,
         )  # fmt: skip
 

@@ -13,7 +13,7 @@ from traceattr.present.columns import Column, dropped_line, fitted_table
 from traceattr.present.formats import (
     ctx_span,
     decimals,
-    pct,
+    roofline_share,
     rule_margins,
     rule_text,
     signed_pct,
@@ -104,7 +104,7 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
             [
                 _MARKS.get(row.get("verdict") or "", "  ") + printable(row["backend"]), str(row["calls"]),
                 us(row["median_us"]), f"{us(row['p10_us'])}–{us(row['p90_us'])}", *[us(row[c]) for c in parts],
-                decimals(row["kernels"], 0), pct(row["roofline"], 0), times(row["ratio_to_best"]),
+                decimals(row["kernels"], 0), roofline_share(row["roofline"]), times(row["ratio_to_best"]),
             ]
             for row in summary.filter(pl.col("shape") == shape).sort("median_us").iter_rows(named=True)
         ]
