@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Optional
@@ -18,9 +17,18 @@ from traceattr.analysis.verdicts import comparable_shapes
 from traceattr.backends.arms import same_program
 from traceattr.cli import app
 from traceattr.cli.many import attribute_many, exit_status
-from traceattr.cli.options import DaskOpt, GroupOpt, MatchOpt, TracesArg, WorkersOpt, check_group, check_regex
+from traceattr.cli.options import (
+    DaskOpt,
+    GroupOpt,
+    MatchOpt,
+    TracesArg,
+    WorkersOpt,
+    check_bandwidth,
+    check_group,
+    check_regex,
+)
 from traceattr.core import runfolder
-from traceattr.core.errors import NoDataError, TraceattrError
+from traceattr.core.errors import NoDataError
 from traceattr.core.output import ResultSet, check_file_target, check_out_folder, write_text
 from traceattr.core.records import runner_events
 from traceattr.jobs.many import Settings, across_reports, expand_inputs, rounds_per_report
@@ -61,8 +69,7 @@ def compare_command(
     """
     check_regex(match)
     check_group(group)
-    if bandwidth is not None and not (math.isfinite(bandwidth) and bandwidth > 0):
-        raise TraceattrError(f"--bandwidth must be a positive number of TB/s, got {bandwidth}")
+    check_bandwidth(bandwidth)
     paths = expand_inputs(traces)
     # refused before the work, not after it
     if out is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -11,6 +12,8 @@ import typer
 from traceattr.attribution.engine import MODES
 from traceattr.core.callnames import check_regex as check_regex  # with the options it checks; defined in core
 from traceattr.core.callnames import checked_group
+from traceattr.core.errors import TraceattrError
+from traceattr.trace.validate import MAX_MEMORY_BANDWIDTH, MIN_MEMORY_BANDWIDTH
 
 ModeChoice = Enum("ModeChoice", {m: m for m in MODES}, type=str)  # type: ignore[misc]
 
@@ -53,3 +56,11 @@ def check_group(group: str | None) -> None:
     """A grouping preset, or a regex polars accepts with the named groups grouping needs; else one line."""
     if group is not None:
         checked_group(group)
+
+
+def check_bandwidth(tb_per_s: float | None) -> None:
+    """--bandwidth (TB/s) within what a GPU can have (the bounds TARGET_INFO_GPU's is held to); else one line:
+    1e-300 would print a roofline share of 10^300 %."""
+    lo, hi = MIN_MEMORY_BANDWIDTH / 1e12, MAX_MEMORY_BANDWIDTH / 1e12
+    if tb_per_s is not None and not (math.isfinite(tb_per_s) and lo <= tb_per_s <= hi):
+        raise TraceattrError(f"--bandwidth must be a GPU's memory bandwidth in TB/s, {lo:g} to {hi:g}, got {tb_per_s}")
