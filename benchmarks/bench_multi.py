@@ -30,6 +30,7 @@ from pathlib import Path
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/synth: the trace writer
 from make_sweep_trace import build
 
 from tests.synth.writer import write_export

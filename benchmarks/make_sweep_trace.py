@@ -21,12 +21,15 @@ rows, 400,000 NVTX ranges.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
+# the trace writer is the tests' (tests/synth): the repository root on the path, from any folder
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.synth.builder import global_pid, global_tid
 from tests.synth.writer import write_export
 from traceattr.trace import schema as S

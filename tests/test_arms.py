@@ -256,7 +256,7 @@ def test_arm_labels_survive_analysis_and_terminal(tmp_path: Path) -> None:
     from traceattr.analysis.pipeline import analyse
     from traceattr.core.callnames import CallName, parse_message
     from traceattr.present.comparison import render_summary
-    from traceattr.present.terminal import console
+    from traceattr.present.console import console
 
     fa3 = "flashinfer::mla::hopper::BatchMLAPageAttentionHopperKernel<true, 1>"
     merge = "flashinfer::MergeStatesLargeNumIndexSetsKernel<8u, 64u, 2u, 4u, __nv_bfloat16, __nv_bfloat16>"

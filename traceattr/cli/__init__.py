@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import os
 import signal
 import sys
 import warnings
 from collections.abc import Iterable
+from typing import Any
 
 
 def _interrupted_while_starting(signum: int, _frame: object) -> None:
@@ -33,18 +35,89 @@ if _AS_PROGRAM:
             signal.signal(_signum, _interrupted_while_starting)
 
 import typer  # noqa: E402
+from typer.core import TyperCommand, TyperGroup  # noqa: E402
 
 from traceattr.core import stopping  # noqa: E402
 from traceattr.core.errors import TraceattrError, TraceNote  # noqa: E402
 
 try:  # typer ≥ 0.20 carries its own copy of click
-    from typer._click.core import ParameterSource
+    from typer._click.core import Command, Context, ParameterSource
     from typer._click.exceptions import NoArgsIsHelpError, UsageError
 except ImportError:  # pragma: no cover - older typer on plain click
-    from click.core import ParameterSource
+    from click.core import Command, Context, ParameterSource
     from click.exceptions import NoArgsIsHelpError, UsageError
 
+# Every command: its module under traceattr.cli and the first paragraph of its help, in the order
+# `traceattr --help` lists them. The module is imported only when its command runs (each pulls in
+# polars, the attribution, plotly or rich tables: `--help`, `--version` and `shapes` need none of
+# them), and typer turns only that command's signature into options. tests/test_startup.py holds
+# each summary to its command's docstring.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "attribute": ("attribute", "Attribute GPU ops to the NVTX ranges that launched them."),
+    "compare": ("compare", "Per shape: each backend's per-call time, where it goes, and the winner; crossovers "
+                "and fixed vs per-token cost along ctx."),
+    "diff": ("diff", "Per kernel, role and NVTX range name: instance count and GPU time before → after, largest "
+             "changes first."),
+    "profile": ("profile", "Time isolated MLA decode calls of every available backend under nsys, and attribute "
+                "them."),
+    "shapes": ("shapes", "The shape grammar, its defaults and presets, and published row names parsed."),
+    "report": ("report", "Write one self-contained HTML report: numbers, role bars, distributions, timeline, time "
+               "vs context."),
+    "round": ("round", "A/B a candidate arm against a baseline over a row set: per-row ratio, verdict and gates, "
+              "PR-ready receipts."),
+}  # fmt: skip
+
+
+class _Listed(TyperCommand):
+    """A command as ``--help`` lists it (name and summary), standing in until it is run."""
+
+
+class _LazyCommands(TyperGroup):
+    """The root group: every command listed (help, suggestions for a typo), each built when it runs."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        for name, (_module, summary) in COMMANDS.items():
+            self.commands.setdefault(name, _Listed(name, help=summary))
+
+    def resolve_command(self, ctx: Context, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if isinstance(command, _Listed) and name is not None:
+            command = self.commands[name] = load_command(name)
+        if command is not None:
+            _plain_flag(command.get_help_option(ctx))
+        return name, command, rest
+
+    def get_help_option(self, ctx: Context) -> Any:
+        return _plain_flag(super().get_help_option(ctx))
+
+
+def _plain_flag(option: Any) -> Any:
+    """*option* (a help flag) taken as it comes: typer ≥ 0.2x coerces every value through a pydantic
+    validator built on first use, and the help flag's (None unless given) would import pydantic
+    (~0.13 s) for every command, `--version` included. A bool flag needs no coercion."""
+    descriptor = getattr(option, "type_descriptor", None)
+    if descriptor is None or descriptor.annotation is not bool or getattr(option, "_runtime_param", 0) is not None:
+        return option  # older typer (no coercion layer), or already built
+    from typer._coercion import PassThroughRuntimeParam
+
+    option._runtime_param = PassThroughRuntimeParam(annotation=bool, parameter_info=descriptor.parameter_info)
+    return option
+
+
+def load_command(name: str) -> Command:
+    """The click command *name* as typer builds it from its function (importing its module)."""
+    import typer.main
+
+    importlib.import_module(f"traceattr.cli.{COMMANDS[name][0]}")
+    info = next(i for i in app.registered_commands if i.name == name)
+    return typer.main.get_command_from_info(
+        info, pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=app.rich_markup_mode
+    )
+
+
 app = typer.Typer(
+    cls=_LazyCommands,
     name="traceattr",
     help="Where does the GPU time of an attention call go? Attribute Nsight Systems traces to NVTX ranges and kernel roles.",
     no_args_is_help=True,
@@ -54,12 +127,37 @@ app = typer.Typer(
 )
 
 
+class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record comes (a redirection or a test may swap it)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self):  # type: ignore[no-untyped-def]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+
 @app.callback(invoke_without_command=True)
 def _root(
     ctx: typer.Context,
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Say on stderr how the work is done (e.g. which SQLite engine read a trace)."
+    ),
 ) -> None:
     """Attribute GPU time in Nsight Systems traces to NVTX ranges and kernel roles."""
+    # the library logs to "traceattr"; only the command line shows it, and only when asked
+    log = logging.getLogger("traceattr")
+    if verbose and not any(isinstance(h, _CurrentStderr) for h in log.handlers):
+        handler = _CurrentStderr()
+        handler.setFormatter(logging.Formatter("traceattr: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
     if version:
         from traceattr import __version__
 
@@ -85,27 +183,9 @@ def options_given(ctx: typer.Context, names: Iterable[str], *, changed: bool = F
     ]
 
 
-COMMANDS = ("attribute", "compare", "diff", "profile", "report", "round")
-
-
-def _register(argv: list[str] | None = None) -> None:
-    """Import the command modules (for their @app.command side effect).
-
-    Only the one being run when the command line names one: each pulls in
-    what it needs (plotly, rich tables, analysis), and ``attribute --out``
-    should not pay for the others' imports. Help and errors see them all.
-    """
-    args = sys.argv[1:] if argv is None else argv
-    first = next((a for a in args if not a.startswith("-")), None)
-    if first is None and "--version" in args:
-        return  # the version needs no command module
-    for name in [first] if first in COMMANDS else COMMANDS:
-        importlib.import_module(f"traceattr.cli.{name}")
-
-
 def _one_line(text: str) -> str:
     """A message as one terminal line: control characters (newlines, escapes) shown, not obeyed."""
-    from traceattr.present.terminal import printable
+    from traceattr.present.names import printable
 
     return printable(str(text).strip())
 
@@ -147,6 +227,16 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _main(argv: list[str] | None) -> None:
+    try:
+        _run(argv)
+    finally:  # --verbose lasts one command: a library user calling main() again is not left logging
+        log = logging.getLogger("traceattr")
+        for handler in [h for h in log.handlers if isinstance(h, _CurrentStderr)]:
+            log.removeHandler(handler)
+            log.setLevel(logging.NOTSET)
+
+
+def _run(argv: list[str] | None) -> None:
     if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on, KeyboardInterrupt as usual
     for signum in stopping.STOP_SIGNALS:
@@ -156,7 +246,6 @@ def _main(argv: list[str] | None) -> None:
         stopping.install()  # SIGTERM and SIGHUP clean up as Ctrl-C does
     warnings.showwarning = _show_warning
     try:
-        _register(argv)
         # standalone_mode=False: usage errors come back to us (one line, not click's box); typer turns a
         # Ctrl-C inside the command into exit code 130
         rc = app(args=argv, prog_name="traceattr", standalone_mode=False)

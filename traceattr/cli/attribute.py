@@ -96,7 +96,7 @@ def attribute_command(
         kernels_file = result.table(att.ops_lazy(), "kernels", file_fmt)
         result.write_manifest({
             "version": __version__, "input": str(path), "nsys_version": att.meta.nsys_version,
-            "schema_version": att.meta.schema_version, "mode": att.mode, "domain": domain, "match": match,
+            "schema_version": att.meta.schema_version, "engine": att.meta.engine, "mode": att.mode, "domain": domain, "match": match,
             "rules": str(rules) if rules else None, "notes": list(att.notes),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
             "seconds": round(time.time() - started, 3),
@@ -108,7 +108,8 @@ def attribute_command(
 
 def _render(att: Attribution, limit: int, each_range: bool) -> None:
     # rich's table machinery is imported only when a table is shown: `--out` never pays for it
-    from traceattr.present.terminal import console, render_attribution
+    from traceattr.present.console import console
+    from traceattr.present.terminal import render_attribution
 
     render_attribution(att, console(), limit, ranges=each_range)
 
@@ -147,7 +148,8 @@ def _attribute_many(
 
 
 def _render_many(combined: Combined, limit: int) -> None:
-    from traceattr.present.terminal import console, render_across, render_reports
+    from traceattr.present.console import console
+    from traceattr.present.terminal import render_across, render_reports
 
     con = console()
     render_reports(combined.reports, con)

@@ -130,7 +130,8 @@ def _show_and_write(
     notes: Sequence[str] = (),
 ) -> None:
     from traceattr.present.comparison import render_fit, render_rules, render_summary
-    from traceattr.present.terminal import console, render_across, render_notes, render_reports
+    from traceattr.present.console import console
+    from traceattr.present.terminal import render_across, render_notes, render_reports
 
     con = console()
     if analysis.note is not None:  # no winner to print: say why, in one line

@@ -11,7 +11,8 @@ import typer
 from traceattr.analysis.diff import diff
 from traceattr.cli import app
 from traceattr.core.output import ResultSet, check_out_folder
-from traceattr.present.terminal import console, render_diff
+from traceattr.present.console import console
+from traceattr.present.terminal import render_diff
 from traceattr.session import Session
 
 MANIFEST = "diff_run.json"  # names the set in --out DIR; see traceattr.core.output.ResultSet

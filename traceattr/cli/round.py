@@ -22,8 +22,8 @@ from traceattr.jobs.round import (
     retry_plan,
     run_round,
 )
+from traceattr.present.console import console
 from traceattr.present.receipt import markdown, protocol_text
-from traceattr.present.terminal import console
 
 _RETRY_MAY_SET = {"retry", "rounds", "out_root", "dry_run"}
 

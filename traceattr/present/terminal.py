@@ -17,16 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution
-from traceattr.present.comparison import render_summary as render_summary  # re-export: cli/profile.py reads it here
 from traceattr.present.formats import count, decimals, ms, pct, signed_count, signed_ms, signed_pct, size, us_from_ns
 from traceattr.present.names import distinct_display_names, printable, shorten
-from traceattr.present.names import plain_text as plain_text  # re-export: cli/profile.py reads it here
-
-
-def console() -> Console:
-    """A console that is wide enough for the tables when output is not a terminal."""
-    con = Console()
-    return con if con.is_terminal else Console(width=160)
 
 
 def render_range_summary(att: Attribution, console: Console, limit: int = 30) -> None:

@@ -1,0 +1,54 @@
+"""The command line starts light: `--version`, `--help` and `shapes` import neither polars nor the
+attribution stack (nor pydantic, which typer's coercion would pull in), and the lazily loaded
+commands are listed exactly as they would be if they were all imported."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("polars", "numpy", "pydantic", "traceattr.attribution", "traceattr.trace", "traceattr.analysis")
+
+
+def _imported_by(*args: str) -> tuple[list[str], str]:
+    probe = (
+        "import contextlib, io, sys\n"
+        f"sys.argv = ['traceattr', *{list(args)!r}]\n"
+        "from traceattr.cli import _main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        "    _main(None)\n"
+        f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))\n"
+        "print(out.getvalue()[:200], file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    return done.stdout.split(), done.stderr
+
+
+@pytest.mark.parametrize("args", [("--version",), ("--help",), ("shapes",), ()])
+def test_light_commands_import_no_frame_library(args: tuple[str, ...]) -> None:
+    heavy, shown = _imported_by(*args)
+    assert heavy == [], f"traceattr {' '.join(args)} imported {heavy}"
+    assert shown.strip(), "the command printed nothing"
+
+
+def test_a_trace_command_still_imports_what_it_needs() -> None:
+    heavy, _ = _imported_by("attribute", "--help")
+    assert "polars" in heavy  # the probe itself can see an import
+
+
+def test_listed_summaries_are_the_commands_own() -> None:
+    from traceattr.cli import COMMANDS, app, load_command
+
+    for name in COMMANDS:
+        command = load_command(name)
+        assert command.help is not None
+        assert inspect.cleandoc(command.help).split("\n\n")[0] == COMMANDS[name][1], name
+    # every command a module registers is listed (none runs unlisted, none listed twice)
+    for module in {m for m, _ in COMMANDS.values()}:
+        importlib.import_module(f"traceattr.cli.{module}")
+    assert sorted(i.name for i in app.registered_commands) == sorted(COMMANDS)
