@@ -243,11 +243,10 @@ class SqliteSource:
         if raw.height == 0 or raw.width == 0:
             return pl.DataFrame(schema=dict(query.schema))
         raw.columns = list(query.schema)
-        if any(t.is_integer() and raw[c].dtype.is_float() for c, t in query.schema.items()):
-            whole = [(pl.col(c) == pl.col(c).floor()).all() for c, t in query.schema.items() if t.is_integer()
-                     and raw[c].dtype.is_float()]  # fmt: skip
-            if not all(raw.select(whole).row(0)):  # a cast would truncate the fraction: _misfit names it
-                raise pl.exceptions.InvalidOperationError("a fraction in an integer column")
+        # a REAL in an integer column (the whole column then reads as floats): a cast would cut a fraction
+        floats = [c for c, t in query.schema.items() if t.is_integer() and raw[c].dtype.is_float()]
+        if floats and not all(raw.select((pl.col(c) == pl.col(c).floor()).all() for c in floats).row(0)):
+            raise pl.exceptions.InvalidOperationError("a fraction in an integer column")  # _misfit names it
         return raw.with_columns(
             decode_utf8(raw[c]).alias(c) if t == pl.String else pl.col(c).cast(t) for c, t in query.schema.items()
         )
