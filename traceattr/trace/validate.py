@@ -75,7 +75,7 @@ def validate(
             path, f"StringIds: id {dup[0]} is given {int((dup == dup[0]).sum())} times (ids name one string each)"
         )
     _string_ids(path, gpu_ops, strings)
-    notes += _zero_length_kernels(path, gpu_ops)
+    notes += _zero_length_kernels(gpu_ops)
     if gpu_ops.height and api.height:
         if gpu_ops["correlation_id"].null_count() == gpu_ops.height:
             raise TraceError(
@@ -133,21 +133,20 @@ def _string_ids(path: object, gpu_ops: pl.DataFrame, strings: pl.DataFrame) -> N
         )
 
 
-def _zero_length_kernels(path: object, gpu_ops: pl.DataFrame) -> list[str]:
-    """Refuse an export whose kernels all last 0 ns (no GPU time was measured); note some doing so."""
+def _zero_length_kernels(gpu_ops: pl.DataFrame) -> list[str]:
+    """A note when kernels last 0 ns: no real kernel does (a launch alone takes microseconds), yet the
+    attribution of what the file says still holds; calls made only of them are left out (analysis.calls)."""
     if gpu_ops.height == 0:
         return []
     kernel = pl.col("kind") == "kernel"
     counts = gpu_ops.select(kernel.sum().alias("k"), (kernel & (pl.col("end") == pl.col("start"))).sum().alias("z"))
     kernels, zero = counts.row(0)
-    if zero and zero == kernels:
-        raise TraceError(path, f"{S.KERNEL}: all {kernels:,} kernels last 0 ns (end = start): no GPU time was measured")
-    if zero:
-        return [
-            f"{zero:,} of {kernels:,} kernels last 0 ns (end = start in {S.KERNEL}): counted with no GPU time; "
-            "a call made only of such ops is left out of calls"
-        ]
-    return []
+    if not zero:
+        return []
+    return [
+        f"{zero:,} of {kernels:,} kernels last 0 ns (end = start in {S.KERNEL}): counted with no GPU time; "
+        "a call made only of such ops is left out of calls"
+    ]
 
 
 def drop_repeated_rows(
