@@ -173,12 +173,14 @@ def runner_json(
     program: tuple[str | None, str | None] = ("fa3", "fa3"),
     sha: tuple[str | None, str | None] = ("ab" * 32, "ab" * 32),
     status: dict[str, str] | None = None,
+    hold: dict[str, Any] | None = None,
+    rows: tuple[Row, ...] = ROWS,
 ) -> dict[str, Any]:
-    """A runner.json as the arms runner writes it (the agreed contract), for both rows."""
+    """A runner.json as the arms runner writes it (the agreed contract), for *rows*; *hold*: each shape's."""
     clocks = None if fraction is None else {"sm_clock_mhz_median": round(1980 * fraction), "sm_clock_max_mhz": 1980,
                                             "fraction": fraction}  # fmt: skip
     shapes = {}
-    for row in ROWS:
+    for row in rows:
         backends = {}
         for arm in arms:
             st = (status or {}).get(arm, "ok")
@@ -189,7 +191,8 @@ def runner_json(
             if digest is not None:
                 entry["output_sha256"] = digest
             backends[arm] = entry
-        shapes[row.shape] = {"backends": backends, **({"clocks": clocks} if clocks else {})}
+        shapes[row.shape] = {"backends": backends, **({"clocks": clocks} if clocks else {}),
+                             **({"hold": hold} if hold else {})}  # fmt: skip
     arms_info = {BASE: {"backend": "fa3", "options": {}, "program": program[0]},
                  CAND: {"backend": "fa3", "options": {"splits": 4}, "program": program[1]}}  # fmt: skip
     return {"gpu": {"name": "NVIDIA H200"}, "shapes": shapes, "arms": arms_info, "timed": True,
@@ -198,14 +201,22 @@ def runner_json(
 
 def synth_capture(
     path: Path, index: int, arms: tuple[str, ...], t: Timing, *, iters: int = 8, order: str = "abba",
-    skip: set[str] = frozenset(), name: str | None = None, **runner: Any,
+    skip: set[str] = frozenset(), name: str | None = None, shapes: tuple[str, ...] | None = None,
+    gaps: Callable[[str, str, int], int] | None = None, rows: tuple[Row, ...] = ROWS, **runner: Any,
 ) -> Capture:  # fmt: skip
-    """A trace as the runner writes it: per row, *iters* iterations of the arms in ABBA (or blocked) order."""
+    """A trace as the runner writes it: per row, *iters* iterations of the arms in ABBA (or blocked) order.
+
+    *shapes*: the rows asked for (default every row); *gaps*: ns of GPU idle inside a call, per (shape, arm,
+    iteration): the call is then two kernels with that gap between them, launched as the host got to them
+    (no queue wait: host-bound).
+    """
     b = TraceBuilder()
     dom = b.domain(DOMAIN, tid=1)
     letters = arm_letters(arms)
     now = 10_000
-    for row in ROWS:
+    for row in rows:
+        if shapes is not None and row.shape not in shapes:
+            continue
         if order == "abba":
             sequence = [(i, arm) for i in range(iters) for arm in round_order(arms, i)]
         else:
@@ -217,13 +228,22 @@ def synth_capture(
             dur = int(t(row.shape, arm, i, pos))
             b.push_range(tid=1, start=now, end=now + 5_000, message=CallName(arm, row.shape, letters[arm], i).message,
                          domain=dom)  # fmt: skip
-            b.launch(tid=1, start=now + 100, end=now + 200, kernel="mla_decode_kernel", gpu_start=now + 1_000,
-                     gpu_end=now + 1_000 + dur)  # fmt: skip
+            gap = gaps(row.shape, arm, i) if gaps else 0
+            if not gap:
+                b.launch(tid=1, start=now + 100, end=now + 200, kernel="mla_decode_kernel", gpu_start=now + 1_000,
+                         gpu_end=now + 1_000 + dur)  # fmt: skip
+            else:  # the split kernel, then the merge launched only after the gap (the host was late)
+                half = dur // 2
+                b.launch(tid=1, start=now + 100, end=now + 200, kernel="mla_decode_kernel", gpu_start=now + 1_000,
+                         gpu_end=now + 1_000 + half)  # fmt: skip
+                b.launch(tid=1, start=now + 300, end=now + 400, kernel="merge_states_kernel",
+                         gpu_start=now + 1_000 + half + gap, gpu_end=now + 1_000 + dur + gap)  # fmt: skip
+                dur += gap
             now += dur + 20_000
     trace = b.write(path / (name or f"capture{index}_{order}.sqlite"), gpu_name="NVIDIA H200", cc=(9, 0))
     att = attribute(load_trace(trace))
     status = {a: "unavailable" for a in skip}
-    runner_record = RunnerRecord.from_json(runner_json(arms, status=status, **runner))
+    runner_record = RunnerRecord.from_json(runner_json(arms, status=status, rows=rows, **runner))
     return Capture(index, call_table(att), runner_record, str(path), order, attribution=att)
 
 
@@ -243,4 +263,5 @@ class FakeExecutor:
         request.folder.mkdir(parents=True)
         for shape in request.shapes:
             on_line(f"[traceattr] timing {shape}: 2 arms × {plan.iters} rounds")
-        return synth_capture(request.folder, request.round, request.arms, self.t, order=request.order, **self.runner)
+        return synth_capture(request.folder, request.round, request.arms, self.t, order=request.order,
+                             shapes=request.shapes, **self.runner)  # fmt: skip

@@ -16,7 +16,7 @@ from tests.helpers import DATA
 from traceattr.analysis.calls import calls
 from traceattr.analysis.crossover import crossovers
 from traceattr.analysis.pipeline import with_events
-from traceattr.analysis.roofline import peak_bandwidth
+from traceattr.analysis.roofline import device_compute_peak, peak_bandwidth
 from traceattr.analysis.summary import summarize
 from traceattr.attribution.engine import attribute
 from traceattr.core.callnames import CallName, parse_message
@@ -85,7 +85,7 @@ def sweep(exports: dict[str, Path]):
     att = attribute(load_trace(exports[SWEEP]))
     table = calls(att)
     bandwidth, _ = peak_bandwidth(att.trace.devices)
-    return att, table, summarize(table, bandwidth)
+    return att, table, summarize(table, bandwidth, compute_peak=device_compute_peak(att.trace.devices))
 
 
 def test_calls_of_a_real_profile_run(sweep) -> None:
@@ -122,7 +122,8 @@ def test_winners_and_the_crossover(sweep) -> None:
     assert row["ratio_at_low_lo"] > 1 > row["ratio_at_high_hi"]  # really faster on both sides
     assert row["ctx_low"] == 131_000 and row["ctx_high"] == 512_000 and 131_000 < row["crossover_ctx"] < 512_000
     q900 = summary.filter(pl.col("shape") == "q8_ctx900k_h16_b1_bf16_p64", pl.col("backend") == "fa3")
-    assert 0.45 < q900["roofline"].item() < 0.55  # ~50% of 4.8 TB/s for 1.04 GB
+    # 251 GFLOP take longer at 989 TFLOP/s than 1.04 GB at 4.8 TB/s: compute bound, ~59% of it
+    assert q900["bound"].item() == "compute" and 0.55 < q900["roofline"].item() < 0.65
 
 
 def test_cuda_events_cross_check(sweep) -> None:

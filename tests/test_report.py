@@ -86,7 +86,8 @@ class _Tables(HTMLParser):
 
 
 def _numbers(page: str) -> list[dict[str, str]]:
-    table = page[page.index('<table class="numbers') : page.index("</table>")]
+    start = page.index('<table class="numbers ')  # the main table (the folded one is numbers-more)
+    table = page[start : page.index("</table>", start)]
     parser = _Tables()
     parser.feed(table)
     head, *rows = parser.rows
@@ -135,7 +136,7 @@ def _without_plotlyjs(page: str) -> str:
 # -- page structure ---------------------------------------------------------------------------
 def test_sections_in_order_and_every_plot_present(example_html: str) -> None:
     ids = re.findall(r'<section id="([\w-]+)">', example_html)
-    assert ids == ["numbers", "context", "attribution", "distributions", "timeline"]
+    assert ids == ["decision", "numbers", "context", "attribution", "distributions", "timeline", "run"]
     for plot in PLOTS:
         assert f'<div id="{plot}" class="plotly-graph-div"' in example_html
     figures = _figures(example_html)
@@ -159,7 +160,7 @@ def test_self_contained(example_html: str) -> None:
 def test_single_ctx_trace_has_no_context_section(exports: dict[str, Path]) -> None:
     page = build_report(traceattr.open(exports["h200_torch_tiny"]).attribute())
     ids = re.findall(r'<section id="([\w-]+)">', page)
-    assert ids == ["numbers", "attribution", "distributions", "timeline"]
+    assert ids == ["decision", "numbers", "attribution", "distributions", "timeline", "run"]
     assert "NVTX +1" in page  # its nested range gets a lane of its own
 
 
@@ -171,7 +172,7 @@ def test_numbers_table_example(example_html: str) -> None:
     assert "fastest" in fa3["backend"] and "fastest" not in fa2["backend"]
     assert fa3["× best"] == "1.00×" and fa2["× best"] == "2.25×"
     assert fa3["median µs"] == "428.03" and fa2["median µs"] == "961.21"
-    assert fa3["roofline"] == "51.3%"  # of the 4.81 TB/s nsys reports for this H200
+    assert fa3["roofline"] == "60% compute"  # of the H200's 989 TFLOP/s dense bf16: q8 × 917,504 ctx is compute bound
     assert fa3["round wins"] == "10/10"
     # fa3 is the fastest at every shape of the example
     assert {s for (s, b), r in rows.items() if "fastest" in r["backend"] and b == "fa3"} == {s for s, _ in rows}
@@ -183,7 +184,7 @@ def test_flashmla_reduce_segment_is_the_combine_kernel(flashmla_att: Attribution
     fig = attribution_figure(d.summary)
     bars = {t.name: t for t in fig.data if t.type == "bar" and t.meta == "us"}
     shares = {t.name: t for t in fig.data if t.type == "bar" and t.meta == "share"}
-    assert all(t.visible for t in shares.values()) and not any(t.visible for t in bars.values())
+    assert all(t.visible for t in bars.values()) and not any(t.visible for t in shares.values())  # opens in µs
     groups = list(zip(*bars["reduce"].x, strict=True))
     mla = groups.index(("q8_ctx128k", "flashmla"))
     fa3 = groups.index(("q8_ctx128k", "fa3"))
@@ -194,7 +195,7 @@ def test_flashmla_reduce_segment_is_the_combine_kernel(flashmla_att: Attribution
     assert bars["attention"].y[fa3] == pytest.approx(80.2)  # the median call, with its drift
     assert bars["reduce"].marker.color != bars["attention"].marker.color
     stack = sum(bars[seg].y[mla] for seg in ("schedule", "attention", "reduce", "gaps"))
-    assert shares["reduce"].y[mla] == pytest.approx(100 * 5 / stack)  # the default view: shares of the call
+    assert shares["reduce"].y[mla] == pytest.approx(100 * 5 / stack)  # the other view: shares of the call
     assert fig.layout.xaxis.tickangle == 0  # 4 bars of short names: labels side by side
     long = d.summary.with_columns(pl.col("backend") + "[splits=16,page=32,kv=fp8,graphs]")
     assert attribution_figure(long).layout.xaxis.tickangle == -40  # they would collide: slanted
@@ -352,7 +353,7 @@ def test_caps_leave_visible_notes(flashmla_att: Attribution, tmp_path: Path) -> 
         assert re.search(r'<div class="note">[^<]*' + re.escape(text), page), text
     # time vs context never drops a shape: both context lengths and the crossover stay
     assert re.findall(r'<section id="([\w-]+)">', page) == [
-        "numbers", "context", "attribution", "distributions", "timeline"
+        "decision", "numbers", "context", "attribution", "distributions", "timeline", "run"
     ]  # fmt: skip
     d = collect(flashmla_att, limits=limits)
     assert sorted(d.context["ctx"].unique()) == [128_000, 900_000] and d.crossovers.height == 1
@@ -362,9 +363,9 @@ def test_write_report_info_and_run_header(flashmla_att: Attribution, tmp_path: P
     run = {"gpu": {"name": "NVIDIA H200", "driver": "575.57"}, "nsys": {"command": "nsys profile -o <out>"}}
     info = write_report(flashmla_att, tmp_path / "sub" / "r.html", title="FlashMLA <vs> fa3", run=RunRecord(run))
     assert info.path.is_file() and info.size_bytes == info.path.stat().st_size
-    assert info.figures == ["numbers", "context", "attribution", "distributions", "timeline"]
+    assert info.figures == ["decision", "numbers", "context", "attribution", "distributions", "timeline", "run"]
     page = info.path.read_text(encoding="utf-8")
-    assert page.count("* plotly.js v") == 1 and list(_figures(page)) == [f"fig-{f}" for f in info.figures[1:]]
+    assert page.count("* plotly.js v") == 1 and list(_figures(page)) == [f"fig-{f}" for f in info.figures[2:-1]]
     assert "<title>FlashMLA &lt;vs&gt; fa3</title>" in page
     assert "<td>gpu.driver</td><td>575.57</td>" in page and "nsys profile -o &lt;out&gt;" in page
     assert not list(info.path.parent.glob("*.partial"))

@@ -208,7 +208,10 @@ def test_example_report_renders_without_errors(browser: Browser, tmp_path: Path)
       })()
     """)
     assert first == "80.45"
-    # the attribution toggle: µs instead of shares
+    # the attribution opens in µs; its toggle shows shares
+    assert browser.evaluate("document.getElementById('fig-attribution').layout.yaxis.title.text") == (
+        "µs of the median call"
+    )
     title = browser.evaluate("""
       new Promise(function (done) {
         var gd = document.getElementById('fig-attribution');
@@ -217,7 +220,47 @@ def test_example_report_renders_without_errors(browser: Browser, tmp_path: Path)
         setTimeout(function () { done(gd.layout.yaxis.title.text); }, 300);
       })
     """)
-    assert title == "µs of the median call"
+    assert title == "% of the median call"
+    assert browser.problems() == []
+
+
+SWEEP = EXAMPLE.with_name("h200_mla_sweep.sqlite")
+RULE = "fa3 below ≈238k ctx, flashmla above"
+
+
+def test_report_opens_on_the_decision(browser: Browser, tmp_path: Path) -> None:
+    """The shipped sweep's report states its rule and winners on the first screen; metadata waits, folded."""
+    page = write_report(traceattr.open(SWEEP).attribute(), tmp_path / "sweep.html").path
+    _open_report(browser, page)
+    seen = browser.evaluate(
+        "var RULE = "
+        + json.dumps(RULE)
+        + ";"
+        + """
+      (function () {
+        var text = document.body.innerText, rule = document.querySelector('#decision ul.rules li');
+        var ctx = document.getElementById('fig-context'), names = Array.from(
+          ctx.querySelectorAll('svg.main-svg .textpoint text')).map(function (t) { return t.textContent; });
+        var ys = ctx.data.filter(function (t) { return t.meta === 'ratio'; })
+          .reduce(function (m, t) { return Math.max(m, Math.max.apply(null, t.y)); }, 0);
+        return {at: text.indexOf(RULE), ruleBottom: rule.getBoundingClientRect().bottom, screen: window.innerHeight,
+                winners: document.querySelectorAll('#decision table.winners tbody tr').length,
+                table: document.querySelector('table.numbers').scrollWidth, names: names, maxRatio: ys,
+                yTop: Math.pow(10, ctx._fullLayout.yaxis.range[1]), yType: ctx._fullLayout.yaxis.type,
+                runFolded: !document.querySelector('#run details').open,
+                metadataAt: text.indexOf('Nsight Systems'), noteAt: text.indexOf('NVTX names longer')};
+      })()
+    """
+    )
+    assert 0 <= seen["at"] < 1500, seen  # within the first ~1,500 characters of the visible text …
+    assert seen["ruleBottom"] < seen["screen"], seen  # … and above the fold
+    assert seen["winners"] == 5  # one line per shape
+    assert seen["table"] <= 1600, seen
+    # the decision chart: log ratio axis reaching the slowest backend, every backend named on the chart
+    assert seen["yType"] == "log" and seen["yTop"] >= seen["maxRatio"], seen
+    assert {"fa3", "fa3-per-token", "fa2", "flashmla"} <= set(seen["names"]), seen
+    # run metadata and loader notes: at the end, folded (not in the visible text)
+    assert seen["runFolded"] and seen["metadataAt"] == -1 and seen["noteAt"] == -1, seen
     assert browser.problems() == []
 
 

@@ -2,6 +2,6 @@
 
 * :mod:`calls` — one row per measured call (backend, shape, arm, iteration, times, roles)
 * :mod:`summary` — per backend and shape: medians, spread, roles, roofline share, winner
-* :mod:`roofline` — peak memory bandwidth of the device a trace ran on
+* :mod:`roofline` — bytes and FLOPs of a shape, the GPU's peaks, which bound applies
 * :mod:`stats` — is one arm really faster: ratio of medians, bootstrap interval, verdict
 """

@@ -19,7 +19,6 @@ import contextlib
 
 import polars as pl
 
-from traceattr.analysis.verdicts import comparable_shapes
 from traceattr.attribution.calltime import EXPOSED_COLUMNS, QUEUE_COLUMNS, call_times
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution
 from traceattr.core.callnames import (
@@ -157,3 +156,16 @@ def grouping_note(calls: pl.DataFrame) -> str | None:
             f"nothing to compare; {hint}"
         )
     return None
+
+
+# Which shapes are compared: here, beside the call table, so that reading a report's calls (many
+# reports' workers) needs no statistics (scipy takes seconds to import).
+def comparable() -> pl.Expr:
+    """True on the rows (calls or summary rows) of a shape measured with two or more backends: the only shapes
+    compared, so the only ones with a winner, a tie or a rule."""
+    return pl.col("backend").n_unique().over("shape") > 1
+
+
+def comparable_shapes(frame: pl.DataFrame) -> list[str]:
+    """The shapes of *frame* (calls or summary rows) that are :func:`comparable`, sorted."""
+    return sorted(frame.filter(pl.col("shape").is_not_null() & comparable())["shape"].unique().to_list())

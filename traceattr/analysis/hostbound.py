@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import polars as pl
 
 GAP_SHARE = 0.10  # a call's idle gaps above this share of its span: it waited for a launch, not for a kernel
+HOST_SHARE = 0.05  # host-bound calls above this share of an arm's calls in a capture: the host set the row's time
 
 HOSTBOUND_SCHEMA: dict[str, pl.DataType] = {
     "calls": pl.UInt32(),

@@ -18,7 +18,7 @@ from traceattr.analysis.calls import calls as call_table
 from traceattr.analysis.calls import grouping_note
 from traceattr.analysis.crossover import crossovers
 from traceattr.analysis.fit import fit
-from traceattr.analysis.roofline import peak_bandwidth
+from traceattr.analysis.roofline import ComputePeak, device_compute_peak, peak_bandwidth
 from traceattr.analysis.summary import summarize
 from traceattr.analysis.verdicts import SameProgram, same_label
 from traceattr.attribution.engine import Attribution
@@ -33,6 +33,7 @@ class Analysis:
     peak_bytes_per_s: float | None
     peak_source: str
     note: str | None = None  # analysis.calls.grouping_note: why nothing can be compared (then no winner is shown)
+    compute_peak: ComputePeak | None = None  # dense FLOP/s per dtype (analysis.roofline), with its source
 
 
 def analyse(
@@ -47,7 +48,10 @@ def analyse(
     *group* a grouping preset or regex (:mod:`traceattr.core.callnames`; default: the presets tried in turn);
     *same_program*: which arms run one program (:data:`~traceattr.analysis.verdicts.SameProgram`)."""
     peak, source = peak_bandwidth(att.trace.devices, peak_bytes_per_s)
-    return analyse_calls(call_table(att, group), peak, source, events=events, same_program=same_program)
+    return analyse_calls(
+        call_table(att, group), peak, source, events=events, same_program=same_program,
+        compute_peak=device_compute_peak(att.trace.devices),
+    )  # fmt: skip
 
 
 def analyse_calls(
@@ -57,9 +61,11 @@ def analyse_calls(
     *,
     events: Sequence[dict[str, Any]] | None = None,
     same_program: SameProgram = same_label,
+    compute_peak: ComputePeak | None = None,
 ) -> Analysis:
-    """The analyses of a call table already made (calls pooled from many reports: :mod:`traceattr.jobs.many`)."""
-    summary = summarize(table, peak_bytes_per_s, same_program)
+    """The analyses of a call table already made (calls pooled from many reports: :mod:`traceattr.jobs.many`);
+    the roofline needs *compute_peak* besides the bandwidth (:func:`traceattr.analysis.roofline.compute_peak`)."""
+    summary = summarize(table, peak_bytes_per_s, same_program, compute_peak)
     if events is not None:
         summary = with_events(summary, table, events)
     return Analysis(
@@ -70,6 +76,7 @@ def analyse_calls(
         peak_bytes_per_s,
         peak_source,
         grouping_note(table),
+        compute_peak,
     )
 
 

@@ -46,6 +46,7 @@ from typing import Any
 
 import polars as pl
 
+from traceattr.analysis.causes import cause_kinds, evidence, row_evidence
 from traceattr.analysis.stats import SAME_WITHIN, compare_samples, geomean
 from traceattr.attribution.engine import Attribution
 from traceattr.core.precision import CONFIDENCE, median_noise
@@ -56,7 +57,8 @@ GATES = ("arms", "directional", "clock", "parity")
 
 _DTYPES: dict[str, pl.DataType] = {"str": pl.String(), "int": pl.Int64(), "float": pl.Float64(),
                                    "bool": pl.Boolean(), "list[int]": pl.List(pl.Int64()),
-                                   "list[float]": pl.List(pl.Float64())}  # fmt: skip
+                                   "list[float]": pl.List(pl.Float64()),
+                                   "list[str]": pl.List(pl.String())}  # fmt: skip
 # the receipt's columns (core.records.RECEIPT_COLUMNS names them and their JSON types) as a frame schema
 RECEIPT_SCHEMA: dict[str, pl.DataType] = {name: _DTYPES[kind] for name, kind in RECEIPT_COLUMNS.items()}
 
@@ -99,6 +101,10 @@ class Capture:
     order: str = "abba"  # "blocked": back to back (the sensitivity captures)
     attribution: Attribution | None = None
     run: RunRecord | None = None
+    shapes: tuple[str, ...] | None = None  # the rows this capture was asked to time (None: every row)
+
+    def has(self, shape: str) -> bool:
+        return self.shapes is None or shape in self.shapes
 
 
 @dataclass(frozen=True)
@@ -265,8 +271,13 @@ def round_rows(
     *,
     sensitivity: Sequence[Capture] = (),
     attempt: int = 1,
+    stopped: Mapping[str, str] | None = None,
 ) -> pl.DataFrame:
-    """The receipt rows (:data:`RECEIPT_SCHEMA`) of one attempt at *rows* (see the module doc)."""
+    """The receipt rows (:data:`RECEIPT_SCHEMA`) of one attempt at *rows* (see the module doc).
+
+    A capture only covers the rows it was asked for (``Capture.shapes``): a row whose refusal was certain
+    early is left out of the later captures, and *stopped* says why (row label → text).
+    """
     if baseline == candidate:
         raise ValueError("baseline and candidate must be distinct arm labels")
     s = samples(captures, baseline, candidate)
@@ -276,8 +287,10 @@ def round_rows(
     timed = {(r, b, sh) for r, b, sh in s.select("round", "backend", "shape").unique().iter_rows()}
     blocked = {sh: (b, c) for sh, b, c in _sensitivity(sensitivity, baseline, candidate).iter_rows()}
     noise = span_noise(s)
+    split, hostbound = evidence(s, captures, baseline, candidate)
     out = []
     for row in rows:
+        caps = [c for c in captures if c.has(row.shape)]
         sp = p.filter(pl.col("shape") == row.shape)
         rounds_us = per_round.filter(pl.col("shape") == row.shape)
         # one ratio of medians: the headline µs, their ratio and its interval, all over the paired calls
@@ -287,11 +300,11 @@ def round_rows(
         ratio = _finite(cmp.ratio) if b_us and c_us else None
         seen = {(r, b) for r, b, sh in timed if sh == row.shape}
         iters_rounds = sp.group_by("round").len().sort("round")["len"].to_list()
-        a_status, a_note = arms_gate(captures, row.shape, (baseline, candidate), seen)
+        a_status, a_note = arms_gate(caps, row.shape, (baseline, candidate), seen)
         d = dirs.get(row.shape)
         d_status = NOT_MEASURED if d is None else (PASS if d <= gates.directional_limit else FAIL)
-        k_status, k_frac, k_mhz = clock_gate(captures, row.shape, gates.min_clock)
-        p_status, p_mode, p_value = parity_gate(captures, row.shape, baseline, candidate, gates.parity)
+        k_status, k_frac, k_mhz = clock_gate(caps, row.shape, gates.min_clock)
+        p_status, p_mode, p_value = parity_gate(caps, row.shape, baseline, candidate, gates.parity)
         refused = []
         if a_status != PASS:
             refused.append(f"arms: {a_note}")
@@ -310,6 +323,10 @@ def round_rows(
                 sens = abs(cb / bb - ratio)
                 b_shift, c_shift = bb / b_us - 1, cb / c_us - 1
         flagged = bool(sens is not None and ratio is not None and cmp.decided and abs(ratio - 1) < sens)
+        mine = s.filter(pl.col("shape") == row.shape)
+        spans = {side: mine.filter(pl.col("backend") == arm)["t_us"].to_numpy()
+                 for side, arm in (("baseline", baseline), ("candidate", candidate))}  # fmt: skip
+        facts = row_evidence(row.shape, [c.round for c in caps], split, hostbound, caps, baseline, candidate, spans)
         out.append({
             "row": row.label, "shape": row.shape, "attempt": attempt,
             "status": "refused" if refused else "pass", "refused_by": "; ".join(refused),
@@ -323,12 +340,78 @@ def round_rows(
             "clock_fraction": k_frac, "clock_mhz": k_mhz, "clock_gate": k_status,
             "parity": p_mode, "parity_value": p_value, "parity_gate": p_status,
             "sensitivity": sens, "baseline_shift": b_shift, "candidate_shift": c_shift, "flagged": flagged,
+            "cause": None, "stopped": (stopped or {}).get(row.label), **facts,
         })  # fmt: skip
+        record = out[-1]
+        record["causes"] = cause_kinds(record, gates.directional_limit) if refused else None
     return pl.DataFrame(out, schema=RECEIPT_SCHEMA, orient="row") if out else pl.DataFrame(schema=RECEIPT_SCHEMA)
 
 
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
+
+
+# -- stopping early: rows whose refusal the captures so far already make certain --------------------
+CERTAIN_ROUNDS = 2  # captures a row needs before its refusal may be called certain (both arm orders first)
+CERTAIN_FACTOR = 3.0  # directional disagreement this many times the limit in every capture so far
+
+
+def directional_by_round(p: pl.DataFrame, baseline: str, candidate: str) -> pl.DataFrame:
+    """``shape, round, directional``: the directional disagreement inside each capture (ABBA has both orders)."""
+    first = pl.col("first")
+    return (
+        p.group_by("shape", "round")
+        .agg(
+            (pl.col("ratio").filter(first == baseline).median() - pl.col("ratio").filter(first == candidate).median())
+            .abs()
+            .alias("directional")
+        )
+        .sort("shape", "round")
+    )
+
+
+def certain_refusals(
+    rows: Sequence[Row], captures: Sequence[Capture], baseline: str, candidate: str, gates: Gates = Gates()
+) -> dict[str, str]:
+    """``{row label: why}`` for the rows whose refusal more captures cannot undo.
+
+    The clock gate takes the lowest clock over the captures, the arms gate needs every capture and
+    bitwise parity every output: one failed capture refuses the row for good. The directional gate
+    pools the captures, so it is called certain only when the disagreement is more than
+    :data:`CERTAIN_FACTOR` times the limit in each of at least :data:`CERTAIN_ROUNDS` captures (each
+    capture's ABBA holds both orders). Rows measured in fewer captures are never certain.
+    """
+    out: dict[str, str] = {}
+    covered = [r for r in rows if sum(c.has(r.shape) for c in captures) >= CERTAIN_ROUNDS]
+    if not covered:
+        return out
+    s = samples(captures, baseline, candidate)
+    per_round = directional_by_round(pairs(s, baseline, candidate), baseline, candidate)
+    timed = set(s.select("round", "backend", "shape").unique().iter_rows())
+    limit = CERTAIN_FACTOR * gates.directional_limit
+    for row in covered:  # the gates alone: no bootstrap here (this runs after every capture)
+        caps = [c for c in captures if c.has(row.shape)]
+        seen = {(r, b) for r, b, sh in timed if sh == row.shape}
+        hard = [
+            name
+            for name, status in (
+                ("arms", arms_gate(caps, row.shape, (baseline, candidate), seen)[0]),
+                ("clock", clock_gate(caps, row.shape, gates.min_clock)[0]),
+                ("parity", parity_gate(caps, row.shape, baseline, candidate, gates.parity)[0]),
+            )
+            if status == FAIL
+        ]
+        if hard:
+            out[row.label] = f"refusal certain after {len(caps)} rounds ({', '.join(hard)} gate failed)"
+            continue
+        d = per_round.filter(pl.col("shape") == row.shape)["directional"]
+        if d.len() >= CERTAIN_ROUNDS and d.null_count() == 0 and bool((d > limit).all()):
+            values = ", ".join(f"{v:.3f}" for v in d.to_list())
+            out[row.label] = (
+                f"refusal certain after {len(caps)} rounds: directional {values} in each round, over "
+                f"{CERTAIN_FACTOR:g}× the limit {gates.directional_limit}"
+            )
+    return out
 
 
 @dataclass(frozen=True)
@@ -405,8 +488,13 @@ class Receipt:
         return cls.from_record(ReceiptRecord.from_json(content))
 
     def csv_frame(self) -> pl.DataFrame:
-        """The rows with per-round lists as ``;``-joined text (CSV has no lists)."""
+        """The rows with every list as ``;``-joined text (CSV has no lists; µs to 3 decimals)."""
+        lists = [name for name, dtype in self.rows.schema.items() if isinstance(dtype, pl.List)]
         return self.rows.with_columns(
-            pl.col(c).list.eval(pl.element().round(3).cast(pl.String)).list.join(";")
-            for c in ("baseline_rounds_us", "candidate_rounds_us")
-        ).with_columns(pl.col("iters_rounds").cast(pl.List(pl.String)).list.join(";"))
+            (
+                pl.col(c).list.eval(pl.element().round(3).cast(pl.String))
+                if self.rows.schema[c] == pl.List(pl.Float64)
+                else pl.col(c).cast(pl.List(pl.String))
+            ).list.join(";")
+            for c in lists
+        )

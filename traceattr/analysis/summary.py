@@ -9,8 +9,10 @@ of a row add up to exactly 1. ``<role>_sum_us`` (op time summed per role,
 overlaps counted twice) are kept for reference. ``launch_latency_us`` splits
 into ``launch_overhead_us`` + ``queue_wait_us`` per call (medians need not
 add up); ``stream_idle_before_us`` is the stream's idle time before the
-call's first op. ``roofline`` is the share of peak HBM bandwidth the
-median call reaches for the bytes the shape must move (KV read once + Q + O).
+call's first op. ``bytes`` and ``flops`` are what one call of the shape must
+move and compute, ``bound`` which of the GPU's peaks limits it (memory or
+compute), and ``roofline`` the share of that bound the median call reaches
+(:mod:`traceattr.analysis.roofline`; null where a peak or the shape is unknown).
 ``winner`` is a declared winner: faster than every other backend with 95%
 confidence (:mod:`traceattr.analysis.verdicts`); ``verdict`` says winner, tie
 (within ``tie_pct`` %), slower, same program or alone, and
@@ -24,10 +26,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceattr.analysis.roofline import ComputePeak, bound_columns, shape_work
 from traceattr.analysis.verdicts import SameProgram, call_samples, same_label, shape_verdicts
 from traceattr.attribution.calltime import EXPOSED_COLUMNS, LAUNCH_COLUMNS
 from traceattr.attribution.engine import ROLE_COLUMNS
-from traceattr.core.shapes import ShapeError, parse_shape
 
 PART_COLUMNS = (*EXPOSED_COLUMNS, "gap_ns")  # per call they add up to gpu_span_ns
 PARTS = tuple(c.removesuffix("_ns") for c in PART_COLUMNS)  # attention_exposed, …, overlap, gap
@@ -36,15 +38,19 @@ SUMMARY_COLUMNS = (
     "busy_us", "kernel_sum_us", *(f"{p}_us" for p in PARTS), *(f"{p}_share" for p in PARTS),
     "launch_latency_us", *(c.replace("_ns", "_us") for c in LAUNCH_COLUMNS), "kernels",
     *[c.replace("_ns", "_us") for c in ROLE_COLUMNS],
-    "bytes", "roofline", "ratio_to_best", "vs_best_low", "vs_best_high", "verdict", "same_program_as", "winner",
+    "bytes", "flops", "bound", "roofline", "ratio_to_best", "vs_best_low", "vs_best_high", "verdict", "same_program_as", "winner",
     "tie_pct", "round_wins", "rounds", "consistent",
 )  # fmt: skip
 
 
 def summarize(
-    calls: pl.DataFrame, peak_bytes_per_s: float | None, same_program: SameProgram = same_label
+    calls: pl.DataFrame,
+    peak_bytes_per_s: float | None,
+    same_program: SameProgram = same_label,
+    compute_peak: ComputePeak | None = None,
 ) -> pl.DataFrame:
-    """One row per (shape, backend) of *calls* (see :mod:`traceattr.analysis.calls`)."""
+    """One row per (shape, backend) of *calls* (see :mod:`traceattr.analysis.calls`); the roofline needs both
+    peaks, *peak_bytes_per_s* and *compute_peak*."""
     us = 1e-3
     c = calls.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series")))
     agg = c.group_by("shape", "backend").agg(
@@ -68,28 +74,13 @@ def summarize(
         pl.col("kernels").median().alias("kernels"),
         *[(pl.col(r).median() * us).alias(r.replace("_ns", "_us")) for r in ROLE_COLUMNS],
     )
-    nbytes = pl.DataFrame(
-        [(s, _bytes(s)) for s in agg["shape"].unique().to_list()],
-        schema={"shape": pl.String, "bytes": pl.Int64},
-        orient="row",
-    )
-    agg = agg.join(nbytes, on="shape", how="left")
-    roof = (pl.col("bytes") / (pl.col("median_us") * 1e-6) / peak_bytes_per_s) if peak_bytes_per_s else pl.lit(None)
+    agg = agg.join(shape_work(agg["shape"].unique().to_list()), on="shape", how="left")
     best = pl.col("median_us").min().over("shape")
     agg = agg.with_columns(
-        roof.cast(pl.Float64).alias("roofline"),
+        *bound_columns(peak_bytes_per_s, compute_peak),
         (pl.col("median_us") / best).alias("ratio_to_best"),
     ).join(shape_verdicts(agg, call_samples(c), same_program), on=["shape", "backend"], how="left")
     return agg.join(_rounds(c), on=["shape", "backend"], how="left").select(SUMMARY_COLUMNS).sort("shape", "median_us")
-
-
-def _bytes(shape: str | None) -> int | None:
-    if shape is None:
-        return None
-    try:
-        return parse_shape(shape).bytes_moved()
-    except ShapeError:
-        return None
 
 
 def _rounds(c: pl.DataFrame) -> pl.DataFrame:

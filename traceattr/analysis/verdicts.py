@@ -19,6 +19,7 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
+from traceattr.analysis.calls import comparable
 from traceattr.analysis.stats import Comparison, compare_samples
 
 Samples = dict[tuple[str, str], np.ndarray]
@@ -42,17 +43,6 @@ VERDICT_SCHEMA = {
     "winner": pl.Boolean,  # a declared winner (verdict "winner")
     "tie_pct": pl.Float64,  # per shape, where no winner is declared: the ±x% of the tie
 }
-
-
-def comparable() -> pl.Expr:
-    """True on the rows (calls or summary rows) of a shape measured with two or more backends: the only shapes
-    compared, so the only ones with a winner, a tie or a rule."""
-    return pl.col("backend").n_unique().over("shape") > 1
-
-
-def comparable_shapes(frame: pl.DataFrame) -> list[str]:
-    """The shapes of *frame* (calls or summary rows) that are :func:`comparable`, sorted."""
-    return sorted(frame.filter(pl.col("shape").is_not_null() & comparable())["shape"].unique().to_list())
 
 
 def call_samples(calls: pl.DataFrame) -> Samples:

@@ -56,8 +56,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "attribute": ("attribute", "Attribute GPU ops to the NVTX ranges that launched them."),
     "compare": ("compare", "Per shape: each backend's per-call time, where it goes, and the winner; crossovers "
                 "and fixed vs per-token cost along ctx."),
-    "diff": ("diff", "Per kernel, role and NVTX range name: instance count and GPU time before → after, largest "
-             "changes first."),
+    "diff": ("diff", "Per kernel, role and NVTX range name: calls, GPU time and time per call before → after, the "
+             "change split into count and per call."),
     "profile": ("profile", "Time isolated MLA decode calls of every available backend under nsys, and attribute "
                 "them."),
     "shapes": ("shapes", "The shape grammar, its defaults and presets, and published row names parsed."),
@@ -65,6 +65,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "vs context."),
     "round": ("round", "A/B a candidate arm against a baseline over a row set: per-row ratio, verdict and gates, "
               "PR-ready receipts."),
+    "sweep": ("sweep", "Find where the faster of two or more arms changes along ctx: measure both ends, then "
+              "bisect in log ctx."),
+    "dispatch": ("dispatch", "A dispatch table per shape family (traceattr.dispatch/2): ctx breakpoints, regret, "
+                 "leave-one-out, graph-safe choice."),
 }  # fmt: skip
 
 

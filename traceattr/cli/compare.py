@@ -12,8 +12,8 @@ import typer
 from rich.markup import escape
 
 from traceattr import __version__
+from traceattr.analysis.calls import comparable_shapes
 from traceattr.analysis.pipeline import Analysis, analyse, analyse_calls
-from traceattr.analysis.verdicts import comparable_shapes
 from traceattr.backends.arms import same_program
 from traceattr.cli import app
 from traceattr.cli.many import attribute_many, exit_status

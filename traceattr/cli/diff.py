@@ -1,4 +1,4 @@
-"""``traceattr diff``: what changed between two traces or run folders."""
+"""``traceattr diff``: what changed between two traces or run folders, or two sets of captures."""
 
 from __future__ import annotations
 
@@ -8,33 +8,71 @@ from typing import Annotated, Optional
 
 import typer
 
-from traceattr.analysis.diff import diff
+from traceattr.analysis.diff import diff_tallies, tally
 from traceattr.cli import app
+from traceattr.core.errors import TraceattrError
 from traceattr.core.output import ResultSet, check_out_folder
+from traceattr.jobs.many import expand_inputs
 from traceattr.present.console import console
-from traceattr.present.terminal import render_diff
+from traceattr.present.difftable import render_diff
 from traceattr.session import Session
 
 MANIFEST = "diff_run.json"  # names the set in --out DIR; see traceattr.core.output.ResultSet
+SEPARATOR = "vs"  # between the before and the after captures: diff a1 a2 vs b1 b2
+
+
+def sides(paths: list[str]) -> tuple[list[Path], list[Path]]:
+    """The captures before and after: ``A B`` (each a trace, a run folder or a folder of reports) or
+    ``a1 a2 … vs b1 b2 …``; a one-line error for anything else."""
+    if SEPARATOR in paths:
+        cut = paths.index(SEPARATOR)
+        before, after = paths[:cut], paths[cut + 1 :]
+        if SEPARATOR in after:
+            raise TraceattrError(f"diff: {SEPARATOR!r} given twice; write: diff a1 a2 {SEPARATOR} b1 b2")
+    elif len(paths) == 2:
+        before, after = paths[:1], paths[1:]
+    else:
+        raise TraceattrError(
+            f"diff: {len(paths)} paths and no {SEPARATOR!r}; write: diff BEFORE AFTER (traces, run folders or "
+            f"folders of reports), or diff a1 a2 {SEPARATOR} b1 b2"
+        )
+    if not before or not after:
+        raise TraceattrError(f"diff: no capture {'before' if not before else 'after'} {SEPARATOR!r}")
+    return expand_inputs(before), expand_inputs(after)
 
 
 @app.command("diff")
 def diff_command(
-    before: Annotated[Path, typer.Argument(help="The trace (.sqlite, .nsys-rep) or run folder before the change.")],
-    after: Annotated[Path, typer.Argument(help="The trace or run folder after it.")],
+    paths: Annotated[
+        list[str],
+        typer.Argument(
+            help="BEFORE AFTER: traces (.sqlite, .nsys-rep), run folders, or folders of reports (several captures "
+            f"a side); or several paths a side split by the word {SEPARATOR!r}: a1 a2 {SEPARATOR} b1 b2.",
+            show_default=False,
+        ),
+    ],
     top: Annotated[int, typer.Option(help="Kernels and range names shown per table (0: all).")] = 15,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write diff.csv and diff.json here.")] = None,
 ) -> None:
-    """Per kernel, role and NVTX range name: instance count and GPU time before → after, largest changes first.
+    """Per kernel, role and NVTX range name: calls, GPU time and time per call before → after, the change split into count and per call.
 
-    Example: traceattr diff before.sqlite after.sqlite
+    The change in time is "from count" (calls gained or lost) plus "from per call" (each call slower or faster);
+    with several captures a side, a 95% interval on the per-call change. Percentages are in percent everywhere
+    (the *_pct columns of diff.csv/json too).
+
+    Examples: traceattr diff before.sqlite after.sqlite · traceattr diff before/ after/ · traceattr diff a1.sqlite
+    a2.sqlite vs b1.sqlite b2.sqlite
     """
+    before, after = sides(paths)
+    inputs = (*before, *after)
     if out is not None:  # refused before the work, not after it
-        check_out_folder(out, command="diff", manifest=MANIFEST, inputs=(before, after))
-    d = diff(Session(before).attribute(), Session(after).attribute())
-    render_diff(d, console(), top)
+        check_out_folder(out, command="diff", manifest=MANIFEST, inputs=inputs)
+    # one capture attributed at a time: only its tally is kept
+    d = diff_tallies([tally(Session(p).attribute()) for p in before], [tally(Session(p).attribute()) for p in after])
+    render_diff(d, console(), top, captures=(len(before), len(after)))
     if out is not None:
-        with ResultSet(out, command="diff", manifest=MANIFEST, inputs=(before, after)) as result:
+        with ResultSet(out, command="diff", manifest=MANIFEST, inputs=inputs) as result:
             files = [result.table(d, "diff", "csv"), result.table(d, "diff", "json")]
-            result.write_manifest({"inputs": [str(before), str(after)]})
+            result.write_manifest({"inputs": [str(p) for p in inputs], "before": [str(p) for p in before],
+                                   "after": [str(p) for p in after]})  # fmt: skip
         print(f"wrote {', '.join(map(str, files))}", file=sys.stderr)

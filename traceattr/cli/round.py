@@ -53,13 +53,17 @@ def round_command(
         ),
     ] = 0.005,
     max_iters: Annotated[int, typer.Option(help="Never more ABBA iterations per capture than this.")] = 500,
-    hold_us: Annotated[
-        float,
+    hold: Annotated[
+        bool,
         typer.Option(
-            help="µs per call of GPU spin before each ABBA group, so the host enqueues the group before the GPU "
-            "reaches it (0: none)."
+            "--hold/--no-hold",
+            help="Hold the GPU before each ABBA group until the host has enqueued the whole group (released by "
+            "the host), so no call waits for its own launch.",
         ),
-    ] = 100.0,
+    ] = True,
+    hold_us: Annotated[
+        Optional[float], typer.Option("--hold-us", hidden=True, help="Deprecated: > 0 is --hold, 0 is --no-hold.")
+    ] = None,
     warmup: Annotated[int, typer.Option(help="Untimed calls per arm after validation.")] = 3,
     graphs: Annotated[bool, typer.Option("--graphs", help="Replay each call as a captured CUDA graph.")] = False,
     between: Annotated[
@@ -101,7 +105,7 @@ def round_command(
     else:
         plan = _new_plan(
             rows, baseline, candidate, out_root, rounds=rounds, iters=iters, max_noise=max_noise, max_iters=max_iters,
-            hold_us=hold_us, warmup=warmup, graphs=graphs, between=between, flush_mb=flush_mb,
+            hold=hold if hold_us is None else hold_us > 0, warmup=warmup, graphs=graphs, between=between, flush_mb=flush_mb,
             sensitivity=sensitivity, seed=seed,
             gates=(directional_limit, min_clock, parity, confidence, same_within),
         )  # fmt: skip
@@ -137,7 +141,7 @@ def _retry(ctx: typer.Context, retry: Path, rounds: int | None, out_root: Path) 
 
 def _new_plan(
     rows: str | None, baseline: str | None, candidate: str | None, out_root: Path, *, rounds: int | None, iters: int,
-    max_noise: float, max_iters: int, hold_us: float, warmup: int, graphs: bool, between: str, flush_mb: int | None,
+    max_noise: float, max_iters: int, hold: bool, warmup: int, graphs: bool, between: str, flush_mb: int | None,
     sensitivity: bool, seed: int, gates: tuple[float, float, bool, float, float],
 ) -> RoundPlan:  # fmt: skip
     """The plan of a new round from the options; every range is checked here, before any capture."""
@@ -152,7 +156,7 @@ def _new_plan(
     return RoundPlan(
         rows=read_rows(rows), baseline=baseline, candidate=candidate,
         folder=folder_name(out_root, baseline, candidate), rounds=3 if rounds is None else rounds, iters=iters,
-        max_noise=max_noise or None, max_iters=max_iters if max_noise else None, hold_us=hold_us,
+        max_noise=max_noise or None, max_iters=max_iters if max_noise else None, hold=hold,
         warmup=warmup, graphs=graphs, between=between, flush_bytes=flush_mb * (1 << 20) if flush_mb else None,
         sensitivity=sensitivity, seed=seed, gates=checked, rows_source=rows,
     )  # fmt: skip

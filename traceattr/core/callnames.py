@@ -148,8 +148,9 @@ def checked_group(group: str) -> str:
 
 
 # Names of ranges other tools repeat, with a per-instance counter the name carries:
-# PyTorch's emit_nvtx (", seq = 12", ", op_id = 34") and traceattr's own " iter=5".
-_INSTANCE_COUNTERS = rf", (?:seq|op_id) = \d+| iter={_VALUES['iter']}"
+# PyTorch's emit_nvtx (", seq = 12", ", op_id = 34") and traceattr's own " arm=A" and " iter=5" (the arm letter
+# is the call's place in the ABBA order, not what runs: one backend in two runs is one name).
+_INSTANCE_COUNTERS = rf", (?:seq|op_id) = \d+| arm={_VALUES['arm']}| iter={_VALUES['iter']}"
 # A series name and its iteration after a separator: "decode:3", "step#3", "probe_3", "warm 3".
 _SERIES_ITERATION = r"^(?P<series>.+?)[:#_ ](?P<iter>\d+)$"
 # Every run of shape parts in a name, with what delimits it.

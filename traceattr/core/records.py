@@ -7,6 +7,7 @@ file                    record                      written by
 ``runner.json``         :class:`RunnerRecord`       the runner (:mod:`traceattr.runner.loop`'s docstring)
 ``run.json``            :class:`RunRecord`          ``profile``, last: a run folder with it is complete
 ``receipt.json``        :class:`ReceiptRecord`      ``round``, last: a round folder with it is complete
+``search.json``         :class:`SearchRecord`       ``sweep``, after every step; complete with a ``result``
 ======================  ==========================  =====================================================
 
 Every record has ``to_json``/``from_json`` and a versioned ``schema`` string
@@ -495,6 +496,14 @@ RECEIPT_COLUMNS: dict[str, str] = {
     "clock_fraction": "float", "clock_mhz": "float", "clock_gate": "str",
     "parity": "str", "parity_value": "str", "parity_gate": "str",
     "sensitivity": "float", "baseline_shift": "float", "candidate_shift": "float", "flagged": "bool",
+    # why a refused row was refused (analysis.causes; absent in receipts written before): the mechanisms the
+    # captures show, in words with the numbers, and the evidence they come from
+    "causes": "list[str]", "cause": "str", "stopped": "str",
+    "baseline_after_self": "list[float]", "baseline_after_other": "list[float]",  # [median, low, high] µs
+    "candidate_after_self": "list[float]", "candidate_after_other": "list[float]",
+    "baseline_modes": "list[float]", "candidate_modes": "list[float]",  # [lower µs, upper µs, upper share]
+    "host_bound_baseline": "list[int]", "host_bound_candidate": "list[int]", "calls_rounds": "list[int]",
+    "hold_timeouts": "int", "hold_gpu_wait_us": "float",
 }  # fmt: skip
 _REQUIRED_COLUMNS = ("row", "shape", "attempt", "status", "verdict")
 _ROW_STATUS = ("pass", "refused")
@@ -507,6 +516,7 @@ _COLUMN_CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "bool": _bool,
     "list[int]": _list(_int()),
     "list[float]": _list(_any_number),
+    "list[str]": _list(_str),
 }
 
 
@@ -537,7 +547,7 @@ def _round_protocol(value: Any, name: str) -> dict[str, Any]:
     checks: dict[str, Callable[[Any, str], Any]] = {
         "rounds": _int(1, MAX_ROUNDS), "warmup": _int(1, MAX_ITERS),
         "max_noise": _number(0, 1, open_low=True, open_high=True), "max_iters": _int(iters or 2, MAX_ITERS),
-        "hold_us": _number(0, 10_000), "between": _str, "order": _str, "flush_bytes": _int(1, 1 << 40),
+        "hold_us": _number(0, 10_000), "hold": _bool, "between": _str, "order": _str, "flush_bytes": _int(1, 1 << 40),
         "graphs": _bool, "sensitivity": _bool, "seed": _int(),
     }  # fmt: skip
     _not_null(p, checks.keys() - {"max_noise", "max_iters", "flush_bytes"}, at)  # null there: "not set"
@@ -621,3 +631,98 @@ class ReceiptRecord:
     @classmethod
     def read(cls, path: Path) -> ReceiptRecord:
         return cls.from_json(read_object(path, "receipt"), path)
+
+
+# -- search.json (traceattr sweep) ---------------------------------------------------------------
+
+SEARCH_FORMAT = "traceattr.search/1"
+SEARCH = "search.json"  # in a sweep folder, beside one run folder per step (step-1, step-2, …)
+# who is really faster at a measured ctx (analysis.bisect.side_of), and what a search concluded (analysis.bisect)
+SEARCH_SIDES: tuple[str, ...] = ("below", "above", "same", "ambiguous", "refused")
+SEARCH_KINDS: tuple[str, ...] = (
+    "measure", "crossover", "tie band", "undecided band", "no crossover", "budget", "resolution", "refused",
+)  # fmt: skip
+MAX_STEPS = 100  # captures one search may run
+
+
+def _ctx_pair(value: Any, name: str) -> list[int]:
+    pair = _list(_int(1))(value, name)
+    if len(pair) != 2 or pair[0] > pair[1]:
+        raise Invalid(f"{name} must be [low, high] with low ≤ high, got {value!r:.40}")
+    return pair
+
+
+def _decision(value: Any, name: str) -> dict[str, Any]:
+    d, at = _object(value, name), f"{name}."
+    _field(d, "kind", _one_of(SEARCH_KINDS), at)
+    _field(d, "next_ctx", _int(1), at, None)
+    for key in ("bracket", "band"):
+        _field(d, key, _ctx_pair, at, None)
+    _field(d, "estimate", _int(1), at, None)
+    return dict(d)
+
+
+def _search_point(value: Any, name: str) -> dict[str, Any]:
+    p, at = _object(value, name), f"{name}."
+    _field(p, "ctx", _int(1), at)
+    _field(p, "shape", _str, at)
+    _field(p, "side", _one_of(SEARCH_SIDES), at)
+    _field(p, "status", _one_of(_ROW_STATUS), at)
+    for key in ("ratio", "low", "high"):
+        _field(p, key, _any_number, at, None)
+    _field(p, "medians_us", _objects(_any_number), at, None)
+    _field(p, "gates", _object, at, None)
+    return dict(p)
+
+
+def _search_step(value: Any, name: str) -> dict[str, Any]:
+    s, at = _object(value, name), f"{name}."
+    _field(s, "step", _int(1, MAX_STEPS), at)
+    _field(s, "folder", _str, at)
+    _field(s, "points", _list(_search_point), at)
+    _field(s, "decision", _decision, at)
+    _field(s, "seconds", _number(0), at, None)
+    return dict(s)
+
+
+@dataclass(frozen=True)
+class SearchRecord:
+    """search.json of ``traceattr sweep``: what was searched (``header``), each step's captured points with
+    their gates and the decision after it, and the ``result`` (None: the search did not finish)."""
+
+    header: Mapping[str, Any]
+    steps: tuple[dict[str, Any], ...] = ()
+    result: Mapping[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": SEARCH_FORMAT, **self.header, "steps": list(self.steps),
+                "result": None if self.result is None else dict(self.result)}  # fmt: skip
+
+    @property
+    def passing_folders(self) -> tuple[str, ...]:
+        """The step run folders with at least one point that passed every gate."""
+        return tuple(s["folder"] for s in self.steps if any(p["status"] == "pass" for p in s["points"]))
+
+    @classmethod
+    def from_json(cls, content: Mapping[str, Any], path: Path | str = SEARCH) -> SearchRecord:
+        return _reading(path, "search record", lambda: cls._parse(content))
+
+    @classmethod
+    def _parse(cls, c: Mapping[str, Any]) -> SearchRecord:
+        _check_schema(c, SEARCH_FORMAT)
+        if c.get("command") != "sweep":
+            raise Invalid("not a traceattr sweep record")
+        _field(c, "family", _str)
+        _field(c, "arms", _list(_str))
+        _field(c, "ctx_range", _ctx_pair)
+        _field(c, "width", _number(0, 1, open_low=True, open_high=True))
+        _field(c, "max_steps", _int(1, MAX_STEPS))
+        _field(c, "graphs", _bool, default=False)
+        steps = tuple(_field(c, "steps", _list(_search_step), default=[]))
+        result = _field(c, "result", _decision, default=None)
+        header = {k: v for k, v in c.items() if k not in ("schema", "steps", "result")}
+        return cls(header, steps, result)
+
+    @classmethod
+    def read(cls, path: Path) -> SearchRecord:
+        return cls.from_json(read_object(path, "search record"), path)

@@ -23,15 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from traceattr import __version__
-from traceattr.analysis.rounds import Capture, Gates, Receipt, Row, round_rows
+from traceattr.analysis.rounds import Capture, Gates, Receipt, Row, certain_refusals, round_rows
 from traceattr.backends.arms import parse_arm, same_program
 from traceattr.core import runfolder
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import write_manifest, write_table, write_text
 from traceattr.core.records import MAX_ROUNDS, ReceiptRecord, read_object, read_run, read_runner
 from traceattr.core.shapes import PUBLISHED_ROWS, ShapeError, parse_shape
-from traceattr.present.receipt import markdown
+from traceattr.present.receipt import markdown, with_causes
 from traceattr.runner.plan import check_between, check_timing
+
+HOLD_ON_US = 100.0  # plan.json's hold_us for "hold on": any value > 0 switches it on; the host sets its length
 
 # Named row sets (--rows NAME); a file of shapes, one a line, works too.
 ROW_SETS: dict[str, tuple[str, ...]] = {
@@ -92,7 +94,7 @@ class RoundPlan:
     warmup: int = 3
     max_noise: float | None = None  # add ABBA iterations until each arm's median is this precise (fraction)
     max_iters: int | None = None
-    hold_us: float = 100.0  # > 0: the GPU is held before each ABBA group until the host has enqueued it (runner.hold)
+    hold: bool = True  # the GPU is held before each ABBA group until the host has enqueued it (runner.hold)
     graphs: bool = False
     between: str = "flush"
     flush_bytes: int | None = None
@@ -122,6 +124,11 @@ class RoundPlan:
         check_timing(self.iters, self.max_noise, self.max_iters, self.hold_us)
 
     @property
+    def hold_us(self) -> float:
+        """What plan.json's ``hold_us`` says: > 0 switches the runner's host-released hold on (no length)."""
+        return HOLD_ON_US if self.hold else 0.0
+
+    @property
     def labels(self) -> tuple[str, str]:
         """(baseline, candidate) as their calls name them: the arms' labels."""
         return arm_label(self.baseline), arm_label(self.candidate)
@@ -148,7 +155,7 @@ class RoundPlan:
             "arms": {"baseline": self.baseline, "candidate": self.candidate},
             "protocol": {
                 "rounds": self.rounds, "iters": self.iters, "warmup": self.warmup, "order": "abba",
-                "max_noise": self.max_noise, "max_iters": self.max_iters, "hold_us": self.hold_us,
+                "max_noise": self.max_noise, "max_iters": self.max_iters, "hold": self.hold, "hold_us": self.hold_us,
                 "arm_order": "alternating between rounds", "between": self.between, "cold_l2": self.between != "none",
                 "flush_bytes": self.flush_bytes, "graphs": self.graphs, "seed": self.seed,
                 "sensitivity": self.sensitivity, "timing": "nsys GPU span per call (first op start to last op end)",
@@ -182,7 +189,7 @@ def profile_executor(request: CaptureRequest, plan: RoundPlan, on_line: Callable
     # one report.html for the whole round (the receipt first), not one per capture
     result = execute(replace(profile_plan, folder=request.folder), on_line=on_line, report=False)
     return Capture(request.round, result.calls, result.runner, str(request.folder), request.order,
-                   attribution=result.attribution, run=result.run)  # fmt: skip
+                   attribution=result.attribution, run=result.run, shapes=request.shapes)  # fmt: skip
 
 
 _TIMING = re.compile(r"^\[traceattr\] timing (\S+?):")
@@ -205,7 +212,13 @@ def run_round(
     plan.folder.mkdir(parents=True, exist_ok=False)
     captures: list[Capture] = []
     sensitivity: list[Capture] = []
-    for request in plan.requests():
+    requests = plan.requests()
+    last_abba = max((i for i, r in enumerate(requests) if r.order == "abba"), default=-1)
+    live, stopped = list(plan.rows), {}  # rows still measured; why the others stopped early
+    for i, request in enumerate(requests):
+        if not live:  # every row's refusal is already certain: no capture left would change the receipt
+            break
+        request = replace(request, shapes=tuple(r.shape for r in live))
         label = "back to back" if request.order == "blocked" else f"round {request.round + 1}"
 
         def show(line: str, label: str = label) -> None:
@@ -215,9 +228,12 @@ def run_round(
             if m and on_progress is not None:
                 on_progress(f"{label}: {m.group(1)}")
 
-        capture = executor(request, plan, show)
+        capture = replace(executor(request, plan, show), shapes=request.shapes)
         (sensitivity if request.order == "blocked" else captures).append(capture)
-    rows = round_rows(plan.rows, captures, *plan.labels, plan.gates, sensitivity=sensitivity)
+        if request.order == "abba" and i < last_abba:  # more rounds to come: stop the rows already decided
+            stopped.update(certain_refusals(live, captures, *plan.labels, plan.gates))
+            live = [r for r in live if r.label not in stopped]
+    rows = round_rows(plan.rows, captures, *plan.labels, plan.gates, sensitivity=sensitivity, stopped=stopped)
     folders = tuple(c.folder for c in [*captures, *sensitivity] if c.folder)
     if previous is None:
         header = plan.header()
@@ -229,6 +245,7 @@ def run_round(
         merged = previous.with_attempt(rows, folders)
         retries = [*previous.header.get("retry_rounds", []), plan.rounds]
         receipt = replace(merged, header={**previous.header, "retry_rounds": retries})
+    receipt = with_causes(receipt)
     if report:
         # a round's figures are its first capture's, just made; a retry's receipt starts with the earlier round's
         first = captures[0] if previous is None and captures else None
@@ -321,7 +338,8 @@ def retry_plan(previous: Receipt, out_root: Path, *, rounds: int | None = None) 
     return RoundPlan(
         rows=rows, baseline=baseline, candidate=candidate, folder=folder_name(out_root, baseline, candidate, "retry"),
         rounds=rounds or int(p.get("rounds", 3)), iters=int(p.get("iters", 20)), warmup=int(p.get("warmup", 3)),
-        max_noise=p.get("max_noise"), max_iters=p.get("max_iters"), hold_us=float(p.get("hold_us", 0.0)),
+        max_noise=p.get("max_noise"), max_iters=p.get("max_iters"),
+        hold=bool(p["hold"]) if "hold" in p else float(p.get("hold_us", 0.0)) > 0,
         graphs=bool(p.get("graphs")), between=p.get("between", "flush"), flush_bytes=p.get("flush_bytes"),
         sensitivity=bool(p.get("sensitivity")), seed=int(p.get("seed", 0)),
         gates=Gates(**{k: v for k, v in g.items() if k in Gates.__dataclass_fields__}),

@@ -4,6 +4,11 @@ Built from the same frames the terminal and the report show (the summary's
 per-shape verdicts and :func:`traceattr.analysis.crossover.crossovers`), so the
 three never disagree. The schema (``traceattr.dispatch/1``) is documented in
 the README; :func:`backend_for` is the reference reader.
+
+``traceattr dispatch`` writes ``traceattr.dispatch/2`` (:func:`dispatch_table_doc`): each family of
+version 1 plus its key (q, heads, batch, dtype, page), the regret-minimising ``dispatch`` of
+:mod:`traceattr.analysis.dispatch_table`, its regret, the "always X" baselines, leave-one-out
+predictions and the graph-safe choice. :func:`backend_for` reads both.
 """
 
 from __future__ import annotations
@@ -11,16 +16,24 @@ from __future__ import annotations
 from typing import Any
 
 import polars as pl
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
 
 from traceattr.analysis.crossover import with_family
+from traceattr.analysis.dispatch_table import DispatchTable, FamilyTable, Regret, lookup
 from traceattr.analysis.stats import SAME_WITHIN
 from traceattr.analysis.verdicts import best_everywhere
 from traceattr.core.jsonable import finite
 from traceattr.core.precision import CONFIDENCE
-from traceattr.core.shapes import ShapeError, parse_shape
-from traceattr.present.formats import rule_text
+from traceattr.core.shapes import ShapeError, fmt_ctx, parse_shape
+from traceattr.present.formats import pct, rule_text
+from traceattr.present.names import printable
 
 SCHEMA = "traceattr.dispatch/1"
+SCHEMA_V2 = "traceattr.dispatch/2"
+SCHEMAS = (SCHEMA, SCHEMA_V2)  # what backend_for reads
 
 
 def _ratio(value: float, lo: float, hi: float) -> dict[str, Any]:
@@ -93,12 +106,12 @@ def _segments(rules: list[dict[str, Any]], rows: pl.DataFrame) -> list[dict[str,
 
 
 def backend_for(doc: dict[str, Any], shape: str) -> str | None:
-    """The backend a ``traceattr.dispatch/1`` document picks for *shape*, or None (no rule for its family).
+    """The backend a ``traceattr.dispatch/1`` or ``/2`` document picks for *shape*, or None (no rule for its family).
 
     Context lengths outside the family's ``measured_ctx`` extrapolate the outermost segment.
     """
-    if doc.get("schema") != SCHEMA:
-        raise ValueError(f"not a {SCHEMA} document: schema {doc.get('schema')!r}")
+    if doc.get("schema") not in SCHEMAS:
+        raise ValueError(f"not a {' or '.join(SCHEMAS)} document: schema {doc.get('schema')!r}")
     try:
         s = parse_shape(shape)
     except ShapeError:
@@ -111,3 +124,125 @@ def backend_for(doc: dict[str, Any], shape: str) -> str | None:
                 ):
                     return seg["backend"]
     return None
+
+
+# -- traceattr.dispatch/2 ---------------------------------------------------------------------
+
+
+def _regret(r: Regret) -> dict[str, Any]:
+    return {"mean": finite(r.mean), "max": finite(r.max), "shapes": r.shapes, "right": r.right,
+            "unmeasured": r.unmeasured}  # fmt: skip
+
+
+def _family_v2(v1: dict[str, Any], t: FamilyTable) -> dict[str, Any]:
+    gs = t.graph_safe
+    return {
+        "family": t.family,
+        **{k: v for k, v in t.key.items() if v is not None},
+        "measured_ctx": v1["measured_ctx"],
+        "dispatch": [
+            {
+                "ctx_from": s.ctx_from,
+                "ctx_to": s.ctx_to,
+                "backend": s.backend,
+                **({"measured": list(s.measured), "decided": s.decided} if s.measured else {}),
+            }
+            for s in t.segments
+        ],
+        "regret": {
+            "table": _regret(t.regret),
+            "always": {b: _regret(r) for b, r in t.baselines.items()},
+            "leave_one_out": _regret(t.loo_regret),
+            "per_shape": [
+                {
+                    "ctx": p.ctx,
+                    "shape": p.shape,
+                    "fastest": p.fastest,
+                    "table": _choice(t, p.ctx),
+                    "regret": finite(p.regret(_choice(t, p.ctx))),
+                    **_held(t, p.ctx),
+                }
+                for p in t.points
+            ],
+        },
+        "graph_safe": None
+        if gs is None
+        else {
+            "backend": gs.backend,
+            "expected_us": finite(gs.expected_us),
+            "per_ctx_us": finite(gs.per_ctx_us),
+            "expected_regret": finite(gs.expected_regret),
+            "max_regret": finite(gs.max_regret),
+            "expected_us_by_backend": {b: finite(v) for b, v in gs.expected_us_by_backend.items()},
+            "outside_measured": finite(gs.outside_share),
+        },
+        "rules": v1["rules"],
+        "ties": v1["ties"],
+        "points": v1["points"],
+    }
+
+
+def _choice(t: FamilyTable, ctx: int) -> str | None:
+    return lookup(t.segments, ctx)
+
+
+def _held(t: FamilyTable, ctx: int) -> dict[str, Any]:
+    h = next((h for h in t.loo if h.ctx == ctx), None)
+    if h is None:
+        return {"loo": None}
+    return {"loo": {"predicted": h.predicted, "regret": finite(h.regret), "right": h.right,
+                    "extrapolated": h.extrapolated}}  # fmt: skip
+
+
+def dispatch_table_doc(
+    summary: pl.DataFrame, crossings: pl.DataFrame, table: DispatchTable, source: str
+) -> dict[str, Any]:
+    """The ``traceattr.dispatch/2`` document (README: "Dispatch tables"); families measured with one backend
+    per ctx have nothing to choose and are left out."""
+    v1 = dispatch_rules(summary, crossings, source)
+    by_name = {f["family"]: f for f in v1["families"]}
+    return {
+        "schema": SCHEMA_V2,
+        "source": source,
+        "statistic": v1["statistic"],
+        "confidence": v1["confidence"],
+        "same_within": v1["same_within"],
+        "regret_is": "t(choice) / t(fastest) - 1 of the medians at a measured shape",
+        "distribution": table.distribution,
+        "regret": {"table": _regret(table.regret), "leave_one_out": _regret(table.loo_regret)},
+        "families": [_family_v2(by_name[t.family], t) for t in table.families],
+    }
+
+
+def _segments_text(t: FamilyTable) -> str:
+    parts = []
+    for s in t.segments:
+        where = f"≥{fmt_ctx(s.ctx_from)}" if s.ctx_to is None and s.ctx_from is not None else (
+            f"<{fmt_ctx(s.ctx_to)}" if s.ctx_from is None and s.ctx_to is not None else
+            "all ctx" if s.ctx_from is None else f"{fmt_ctx(s.ctx_from)}–{fmt_ctx(s.ctx_to)}")  # fmt: skip
+        mark = "" if s.decided is None else (" (95%)" if s.decided else " (within noise)")
+        parts.append(f"{s.backend} {where}{mark}")
+    return ", ".join(parts)
+
+
+def _regret_cell(r: Regret) -> str:
+    if r.mean is None:
+        return ""
+    return f"{pct(r.mean)} / {pct(r.max)} ({r.right}/{r.shapes})"
+
+
+def render_table(table: DispatchTable, con: Console) -> None:
+    """Per family: the table, its regret (mean / max, right/shapes), leave-one-out, baselines, graph-safe choice."""
+    grid = Table(title="Dispatch table and its regret: t(choice)/t(fastest) − 1, mean / max (right/shapes)",
+                 title_justify="left")  # fmt: skip
+    for col in ("family", "dispatch", "table", "leave-one-out", "always …", "graph-safe (expected regret)"):
+        grid.add_column(col)
+    for t in table.families:
+        always = "; ".join(f"{b}: {_regret_cell(r)}" for b, r in t.baselines.items())
+        gs = t.graph_safe
+        safe = "" if gs is None else f"{gs.backend} (+{pct(gs.expected_regret)}, worst +{pct(gs.max_regret)})"
+        cells = (t.family, _segments_text(t), _regret_cell(t.regret), _regret_cell(t.loo_regret), always, safe)
+        grid.add_row(*(Text(printable(c)) for c in cells))  # arm labels such as fa3[graphs] are not markup
+    con.print(grid)
+    con.print(escape(f"all shapes: table {_regret_cell(table.regret)}, leave-one-out {_regret_cell(table.loo_regret)}; "
+                     f"graph-safe over {table.distribution}"), soft_wrap=True)  # fmt: skip

@@ -113,3 +113,36 @@ def rule_text(row: Mapping[str, Any]) -> str:
             f"(measured at {measured})"
         )
     return f"{row['faster_below']} vs {row['faster_above']}: {tie_text(row['noise_pct'])} between {measured}, no rule"
+
+
+def signed_percent(percent: float | None, digits: int = 1) -> str:
+    """A relative change already in percent (the ``*_pct`` columns of ``diff``), its sign shown: -3.14 -> ``-3.1%``."""
+    return "" if percent is None else f"{percent:+.{digits}f}%"
+
+
+def percent_interval(low: float | None, high: float | None, digits: int = 1) -> str:
+    """An interval of a change in percent: ``[-0.4%, +1.2%]``; empty when an end is missing."""
+    if low is None or high is None:
+        return ""
+    return f"[{signed_percent(low, digits)}, {signed_percent(high, digits)}]"
+
+
+ABOVE_PEAK = "⚑ above peak"
+
+
+def roofline_share(fraction: float | None, digits: int = 0) -> str:
+    """The share of the applying roofline bound: ``54%``; above 100% a flag, not a number (a peak or the shape
+    is wrong: no call beats its bound)."""
+    if fraction is None:
+        return ""
+    return ABOVE_PEAK if fraction > 1 else f"{100 * fraction:.{digits}f}%"
+
+
+def flops(n: float | None) -> str:
+    """A FLOP count: ``54.8 GFLOP``."""
+    if n is None:
+        return ""
+    for unit, scale in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} FLOP"

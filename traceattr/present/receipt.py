@@ -1,14 +1,19 @@
-"""A round receipt as markdown, to paste into a PR: the protocol line, one table row per attempt, the totals."""
+"""A round receipt in words: markdown to paste into a PR (the protocol line, one table row per attempt, the
+totals, every refusal with its cause) and the cause of each refused row (:func:`cause_text`)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import polars as pl
 
+from traceattr.analysis.causes import drift, predecessor_shift
+from traceattr.analysis.hostbound import HOST_SHARE
 from traceattr.analysis.rounds import Receipt
+from traceattr.present.formats import count, decimals, pct, signed_pct, us, with_interval
 
 
 def markdown(receipt: Receipt) -> str:
@@ -42,32 +47,212 @@ def markdown(receipt: Receipt) -> str:
         lines.append(
             f"| {label} | {_num(r['baseline_us'], 2)} | {_num(r['candidate_us'], 2)} | {ratio} | {verdict} | {gates} |"
         )
-    s = receipt.summary()
-    gm = "n/a" if s["geomean"] is None else f"{s['geomean']:.4f}"
-    lines += [
-        "",
-        f"geomean candidate/baseline over passing rows: **{gm}** · **{s['passing']} / {s['rows']} rows pass**",
-    ]
+    lines += ["", totals_text(receipt)]
     if any(rows["flagged"].fill_null(False)):
         lines.append("⚑ the verdict is smaller than the protocol sensitivity (back to back vs interleaved)")
+    refused = receipt.refused
+    if refused.height:
+        lines += ["", "Why each refused row was refused (what the captures show):", ""]
+        for r in refused.iter_rows(named=True):
+            spent = f"{count(r['pairs'])} ABBA iterations over {count(r['rounds'])} rounds"
+            lines.append(f"- **{_md(r['row'])}** ({spent}): {_md(r['cause'] or cause_text(r, h))}")
     return "\n".join(lines) + "\n"
+
+
+def totals_text(receipt: Receipt) -> str:
+    """``geomean candidate/baseline over passing rows: **0.9060** · **6 / 8 rows pass**`` (markdown)."""
+    s = receipt.summary()
+    gm = "n/a" if s["geomean"] is None else decimals(s["geomean"], 4)
+    spent = receipt.rows["pairs"].fill_null(0).sum()
+    return (
+        f"geomean candidate/baseline over passing rows: **{gm}** · **{s['passing']} / {s['rows']} rows pass** · "
+        f"{count(int(spent))} ABBA iterations spent"
+    )
+
+
+# -- causes ------------------------------------------------------------------------------------
+
+
+def with_causes(receipt: Receipt) -> Receipt:
+    """*receipt* with ``cause`` written for every refused row that has none (from its evidence columns)."""
+    rows = receipt.rows
+    if not rows.height:
+        return receipt
+    texts = [
+        r["cause"] if r["cause"] or r["status"] == "pass" else cause_text(r, receipt.header)
+        for r in rows.iter_rows(named=True)
+    ]
+    return replace(receipt, rows=rows.with_columns(pl.Series("cause", texts, pl.String)))
+
+
+def cause_text(row: Mapping[str, Any], header: Mapping[str, Any]) -> str:
+    """Why a refused receipt row was refused, in words with the numbers (analysis.causes found the kinds)."""
+    kinds = row.get("causes")
+    if kinds is None:
+        return "not diagnosed: this receipt was written before traceattr recorded causes"
+    gates = header.get("gates") or {}
+    limit = float(gates.get("directional_limit") or 0.02)
+    names = {
+        "baseline": str(header.get("baseline", "baseline")),
+        "candidate": str(header.get("candidate", "candidate")),
+    }
+    parts = [_CAUSE_WORDS[k](row, names, limit, gates) for k in kinds if k in _CAUSE_WORDS]
+    if not parts:
+        parts = ["no mechanism shows in the captures (no host-bound calls, no predecessor split, no drift, one "
+                 "group of spans): " + _evidence_summary(row, names)]  # fmt: skip
+    text = "; ".join(parts)
+    if row.get("stopped"):
+        text += f" (stopped early: {row['stopped']})"
+    return text
+
+
+def _arms_words(row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any]) -> str:
+    return f"an arm did not run: {row.get('arms_note') or 'no calls'}"
+
+
+def _parity_words(row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any]) -> str:
+    return f"outputs ({row.get('parity')}): {row.get('parity_value') or 'not checked'}"
+
+
+def _clock_words(row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any]) -> str:
+    fraction = row.get("clock_fraction")
+    if fraction is None:
+        return "clock: the loaded SM clock was not measured (NVML unavailable in a capture)"
+    mhz = row.get("clock_mhz")
+    return (
+        f"clock: the SM clock ran at {pct(fraction)} of its maximum"
+        + (f" ({us(mhz, 0)} MHz)" if mhz is not None else "")
+        + f" while the row was timed, below {pct(float(gates.get('min_clock') or 0))}: the GPU was throttled"
+    )
+
+
+def _host_words(row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any]) -> str:
+    calls = row.get("calls_rounds") or []
+    found = []
+    for side in ("baseline", "candidate"):
+        counts = row.get(f"host_bound_{side}") or []
+        per_round = [
+            f"{count(n)} / {count(total)} in round {i + 1}"
+            for i, (n, total) in enumerate(zip(counts, calls, strict=False))
+            if total and n / total > HOST_SHARE
+        ]
+        if per_round:
+            found.append(f"{names[side]} {', '.join(per_round)}")
+    text = "host-bound: " + (
+        "; ".join(found) + " calls waited for their own launches (no queue wait before the call, GPU idle between "
+        "its kernels)"
+        if found
+        else "no host-bound calls, but"
+    )
+    hold = []
+    if row.get("hold_timeouts"):
+        hold.append(f"the hold timed out {count(row['hold_timeouts'])} times (the group ran without it)")
+    if row.get("hold_gpu_wait_us") is not None:
+        hold.append(f"the GPU waited {us(row['hold_gpu_wait_us'])} µs per group for the host to enqueue it")
+    if hold:
+        text += ("; " if found else " ") + ", ".join(hold)
+    return text + "; fix: --graphs, or keep the host-released hold on (--hold)"
+
+
+def _split(values: Sequence[float]) -> str:
+    return with_interval(values[0], values[1], values[2], lambda v: us(v, 2)) + " µs"
+
+
+def _predecessor_words(row: Mapping[str, Any], names: Mapping[str, str], limit: float,
+                       gates: Mapping[str, Any]) -> str:  # fmt: skip
+    parts = []
+    for side in ("baseline", "candidate"):
+        self_, other = row.get(f"{side}_after_self"), row.get(f"{side}_after_other")
+        if not self_ or not other:
+            continue
+        shift = other[0] / self_[0] - 1
+        mark = "" if predecessor_shift(row, side, limit) is not None else " (within noise)"
+        parts.append(f"{names[side]} {_split(other)} after the other arm vs {_split(self_)} after itself "
+                     f"({signed_pct(shift)}{mark})")  # fmt: skip
+    return (
+        "predecessor: " + "; ".join(parts) + " (in ABBA the call after itself is also the first of its group, "
+        "so this is the position in the group too)"
+    )
+
+
+def _drift_words(row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any]) -> str:
+    parts = []
+    for side in ("baseline", "candidate"):
+        spread = drift(row, side, limit)
+        if spread is None:
+            continue
+        medians = ", ".join(us(v, 2) for v in row.get(f"{side}_rounds_us") or [])
+        parts.append(f"{names[side]}'s per-round medians {medians} µs ({pct(spread)} apart)")
+    noise = row.get("noise")
+    tail = f", each round's median within ±{pct(noise, 2)}" if noise is not None else ""
+    return "drift across rounds: " + "; ".join(parts) + tail
+
+
+def _bimodal_words(row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any]) -> str:
+    parts = []
+    for side in ("baseline", "candidate"):
+        modes = row.get(f"{side}_modes")
+        if modes:
+            low, high, share = modes
+            text = (f"{names[side]}'s calls fall in two groups, {us(low, 2)} µs and {us(high, 2)} µs "
+                    f"({pct(share, 0)} in the slower)")  # fmt: skip
+            split = sorted(v[0] for v in (row.get(f"{side}_after_self"), row.get(f"{side}_after_other")) if v)
+            if len(split) == 2 and all(abs(m / s - 1) < 0.01 for m, s in zip((low, high), split, strict=True)):
+                text += ": the calls after itself and after the other arm"
+            parts.append(text)
+    return "bimodal: " + "; ".join(parts)
+
+
+_CAUSE_WORDS = {
+    "arms": _arms_words, "parity": _parity_words, "clock": _clock_words, "host-bound": _host_words,
+    "predecessor": _predecessor_words, "drift": _drift_words, "bimodal": _bimodal_words,
+}  # fmt: skip
+
+
+def _evidence_summary(row: Mapping[str, Any], names: Mapping[str, str]) -> str:
+    parts = []
+    for side in ("baseline", "candidate"):
+        medians = ", ".join(us(v, 2) for v in row.get(f"{side}_rounds_us") or [])
+        parts.append(f"{names[side]} per-round medians {medians} µs")
+    if row.get("directional") is not None:
+        parts.append(f"directional {decimals(row['directional'], 4)}")
+    return ", ".join(parts)
 
 
 def protocol_text(h: Mapping[str, Any]) -> str:
     """The receipt's one-line protocol: sampling, order, what runs between calls, graphs, hold, gates."""
     p = h.get("protocol") or {}
     g = h.get("gates") or {}
+    ran = (h.get("runner") or {}).get("protocol") or {}  # what the runner recorded, where it did
     flush = p.get("flush_bytes")
+    kind = ran.get("flush_kind") or p.get("flush_kind")
+    flushed = f"{(flush or 0) / 2**20:.0f} MiB L2 flush" + (f", {_FLUSH_WORDS.get(kind, kind)}" if kind else "")
     parts = [
         _sampling(p),
         f"{p.get('order', 'abba').upper()} inside, arm order alternating between rounds",
-        f"between calls: {p.get('between', '?')}" + (f" ({flush / 2**20:.0f} MiB L2 flush)" if flush else ""),
+        f"between calls: {p.get('between', '?')}" + (f" ({flushed})" if flush else ""),
         "CUDA graphs" if p.get("graphs") else "eager",
-        *([f"GPU held {p['hold_us']:g} µs per call while each group is enqueued"] if p.get("hold_us") else []),
+        *_hold_words(p, ran),
         f"gates: directional ≤ {g.get('directional_limit')}, loaded SM clock ≥ {g.get('min_clock')}, parity "
         + ("on" if g.get("parity", True) else "off"),
     ]
     return " · ".join(parts)
+
+
+_FLUSH_WORDS = {"fill+evict": "a fill, then reads that evict", "fill": "a fill (writes only)"}
+
+
+def _hold_words(p: Mapping[str, Any], ran: Mapping[str, Any]) -> list[str]:
+    """The hold as it ran: runner.json's ``hold``, else the plan's ``hold``, else (receipts written while the
+    hold was a fixed spin and the runner did not say) the spin's length."""
+    hold = ran.get("hold")
+    if hold is None and "hold" in p:
+        hold = "host" if p["hold"] else "none"
+    if hold == "host":
+        return ["GPU held before each ABBA group until the host has enqueued it (host-released hold)"]
+    if hold is not None or not p.get("hold_us"):
+        return ["no hold"] if hold is not None else []
+    return [f"GPU held {p['hold_us']:g} µs per call while each group is enqueued (fixed spin)"]
 
 
 def _sampling(p: Mapping[str, Any]) -> str:

@@ -86,7 +86,7 @@ from traceattr.core.shapes import Shape, parse_shape
 from traceattr.runner.environment import ClockSampler, gpu_facts, versions
 from traceattr.runner.flush import Flush
 from traceattr.runner.hold import DEFAULT_TIMEOUT_S, HoldLog, HostHold
-from traceattr.runner.plan import RunPlan, arm_letters, between_arm, call_order, more_rounds
+from traceattr.runner.plan import RunPlan, arm_letters, between_arm, call_order, event_directional, more_rounds
 
 
 def say(message: str) -> None:
@@ -344,7 +344,10 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
                         events.append({"backend": name, "shape": shape.name, "iter": r, "event_us": us})
                 done += todo
                 noise = {name: median_noise(v) for name, v in times.items()}
-                todo = more_rounds(done, noise, plan)
+                # stop early when more calls cannot help: the orders disagree far beyond any gate, or the
+                # hold gave up (the host sets the spread); the round names the cause
+                todo = more_rounds(done, noise, plan, directional=event_directional(times, order_arms),
+                                   host_waited=holder is not None and held is None)  # fmt: skip
                 if todo:
                     worst = max(noise, key=lambda k: math.inf if math.isnan(noise[k]) else noise[k])
                     say(f"noise {shape.name}: {done} rounds, {worst} median ±{noise[worst]:.2%}: {todo} more")

@@ -11,8 +11,8 @@ from traceattr.backends.arms import parse_arm
 from traceattr.core.errors import TraceattrError
 from traceattr.core.records import RunPlan
 
-__all__ = ["RunPlan", "arm_letters", "between_arm", "call_order", "check_between", "check_timing", "more_rounds",
-           "round_order"]  # fmt: skip
+__all__ = ["RunPlan", "arm_letters", "between_arm", "call_order", "check_between", "check_timing", "event_directional",
+           "more_rounds", "round_order"]  # fmt: skip
 
 
 BETWEEN = ("flush", "none")  # or "flush+ARM"
@@ -86,15 +86,58 @@ def check_timing(iters: int, max_noise: float | None, max_iters: int | None, hol
         raise TraceattrError(f"--max-iters ({max_iters}) must be at least --iters ({iters})")
 
 
-def more_rounds(done: int, noise: dict[str, float], plan: RunPlan) -> int:
+# a directional disagreement this large inside one capture is refused under the default limit (0.02) with a
+# wide margin: more calls make the median more precise, not the row answerable (the round's own gate decides)
+HOPELESS_DIRECTIONAL = 0.10
+
+
+def more_rounds(
+    done: int, noise: dict[str, float], plan: RunPlan, *, directional: float | None = None,
+    host_waited: bool = False,
+) -> int:  # fmt: skip
     """How many more ABBA rounds a shape needs after *done*, given each arm's median noise so far (0: stop).
 
-    The rule looks only at each arm's own spread, never at how the arms
-    compare, so stopping on it cannot steer a verdict.
+    The noise rule looks only at each arm's own spread, never at how the arms
+    compare, so stopping on it cannot steer a verdict. Two things stop the
+    loop before the noise target, because more calls cannot help:
+
+    * *host_waited*: the hold timed out, so the GPU waited for the host and the
+      host sets the spread (``runner.hold``; the receipt names the cause);
+    * *directional* (:func:`event_directional`, the capture's CUDA-event
+      disagreement between the two arm orders) above :data:`HOPELESS_DIRECTIONAL`
+      after the first ``plan.iters`` rounds: the row will be refused by the
+      order, however precise its medians.
+
+    The round decides what needs several captures (``analysis.rounds.certain_refusals``
+    drops such rows from the captures still to come).
     """
-    if plan.max_noise is None:
+    if plan.max_noise is None or host_waited:
+        return 0
+    if directional is not None and directional > HOPELESS_DIRECTIONAL and done >= plan.iters:
         return 0
     cap = plan.max_iters if plan.max_iters is not None else max(plan.iters, DEFAULT_MAX_ITERS)
     if done >= cap or all(v <= plan.max_noise for v in noise.values()):
         return 0
     return min(NOISE_STEP, cap - done)
+
+
+def event_directional(times: dict[str, list[float]], arms: tuple[str, ...]) -> float | None:
+    """|median ratio when the first arm ran first − when the second did|, from ABBA's per-round times.
+
+    *times*: each arm's time per round in round order, *arms* in the capture's order (round r runs
+    :func:`round_order`). None unless exactly two arms with an even and an odd round each.
+    """
+    if len(arms) != 2:
+        return None
+    a, b = (times.get(arm, []) for arm in arms)
+    ratios = [(y / x, r % 2) for r, (x, y) in enumerate(zip(a, b, strict=False)) if x > 0]
+    even = sorted(v for v, parity in ratios if parity == 0)
+    odd = sorted(v for v, parity in ratios if parity == 1)
+    if not even or not odd:
+        return None
+    return abs(_median(even) - _median(odd))
+
+
+def _median(ordered: list[float]) -> float:
+    n = len(ordered)
+    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2

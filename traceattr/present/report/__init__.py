@@ -1,9 +1,12 @@
 """One self-contained HTML report of an attribution: open, keep and send it.
 
-Sections, in order: numbers table, attribution bars, per-call distributions,
-timeline of a call's kernels, and time vs context (when a shape family was
-measured at several context lengths). plotly.js is embedded once and the page
-makes no network request. Layers: :mod:`.data` computes the frames (pure
+Sections, in order: the decision (per family the rule, per shape the winner:
+the first screen answers what the sweep was run for), the numbers table, the
+decision along context (when a shape family was measured at several context
+lengths), attribution bars, per-call distributions, the timeline of a call's
+kernels, and last, folded, the run's details (trace, GPU, peaks, run.json,
+notes that are not findings). plotly.js is embedded once and the page makes
+no network request. Layers: :mod:`.data` computes the frames (pure
 polars), :mod:`.figures_compare` / :mod:`.figures_timeline` / :mod:`.table`
 draw them, :mod:`.html` assembles the page.
 
@@ -13,6 +16,7 @@ draw them, :mod:`.html` assembles the page.
 
 from __future__ import annotations
 
+import html as html_text
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,12 +32,14 @@ from traceattr.core.output import write_text
 from traceattr.core.records import RunRecord
 from traceattr.present.formats import bandwidth, count, gigabytes
 from traceattr.present.report.data import Limits, ReportData, collect
+from traceattr.present.report.decision import decision_html
 from traceattr.present.report.figures_compare import attribution_figure, distributions_figure
 from traceattr.present.report.figures_decision import context_figure, context_notes
 from traceattr.present.report.figures_timeline import picker_html, timeline_figure
 from traceattr.present.report.html import Section, facts_html, notes_html, page, run_html
+from traceattr.present.report.round import gated_rules, round_page
 from traceattr.present.report.style import backend_colors, figure_html
-from traceattr.present.report.table import numbers_table, receipt_table
+from traceattr.present.report.table import numbers_table
 
 __all__ = ["Limits", "ReportInfo", "build_report", "write_report"]
 
@@ -111,18 +117,38 @@ class _Options:
 
 def _build(att: Attribution, o: _Options) -> _Built:
     d = collect(att, o.peak_bytes_per_s, o.limits, group=o.group, events=o.events, same_program=o.same_program)
+    rule_notes: list[str] = []
+    if o.receipt is not None:  # a round's page draws only the rules its receipt supports
+        d, rule_notes = gated_rules(d, o.receipt)
     colors = backend_colors(d.table["backend"])
     title = o.title or f"traceattr report: {att.meta.path.name}"
     sections = _sections(d, colors)
-    if o.receipt is not None:
-        sections.insert(0, _receipt_section(o.receipt))
     general = [*att.notes, *d.notes.get("report", ())]
     notes = [*general, *(n for s in sections for n in s.notes)]
-    header = facts_html(_facts(att, d))
+    # metadata and notes that are not findings come last, folded: the first screen is the decision
+    details = facts_html(_facts(att, d))
     if o.run is not None and o.run.facts:
-        header += run_html(o.run.facts)
-    header += notes_html(general)
+        details += run_html(o.run.facts)
+    details += notes_html(general)
+    summary = f"Trace, GPU, peaks{', run.json' if o.run is not None and o.run.facts else ''}" + (
+        f" and {len(general)} note{'s' if len(general) != 1 else ''}" if general else ""
+    )
+    folded = f"<details><summary>{summary}</summary>{details}</details>"
+    if o.receipt is not None:  # a round's page leads with its receipt; the first capture's figures follow
+        sections, header = round_page(o.receipt, sections, folded, rule_notes), ""
+    else:
+        sections.append(Section("run", "Run details", "What was measured, where, and with which tool.", folded))
+        header = f'<p class="subtitle">{html_text.escape(_subtitle(att, d))}</p>'
     return _Built(page(title, header, sections, get_plotlyjs()), [s.id for s in sections], notes)
+
+
+def _subtitle(att: Attribution, d: ReportData) -> str:
+    """One line under the title: the trace, its GPU, what was measured (the rest is in Run details)."""
+    gpu = att.trace.devices["name"][0] if att.trace.devices.height and "name" in att.trace.devices.columns else None
+    return " · ".join(
+        x for x in (att.meta.path.name, gpu, f"{count(d.totals.calls)} calls, {count(d.totals.backends)} backends, "
+                    f"{count(d.totals.shapes)} shapes") if x
+    )  # fmt: skip
 
 
 def _facts(att: Attribution, d: ReportData) -> list[tuple[str, str]]:
@@ -142,6 +168,7 @@ def _facts(att: Attribution, d: ReportData) -> list[tuple[str, str]]:
         if d.peak_bytes_per_s
         else f"unknown ({d.peak_source}): no roofline share"
     )
+    compute = d.compute_peak.describe() if d.compute_peak else "unknown for this GPU: no roofline share"
     return [
         ("trace", str(meta.path)),
         ("GPU", "; ".join(gpus) or "not recorded"),
@@ -151,7 +178,8 @@ def _facts(att: Attribution, d: ReportData) -> list[tuple[str, str]]:
             "measured",
             f"{count(d.totals.calls)} calls · {count(d.totals.backends)} backends · {count(d.totals.shapes)} shapes",
         ),
-        ("roofline peak", peak),
+        ("peak bandwidth", peak),
+        ("peak compute", compute),
         ("generated", f"traceattr {__version__}, {time.strftime('%Y-%m-%d %H:%M:%S %z')}"),
     ]
 
@@ -168,19 +196,35 @@ def _has_events(d: ReportData) -> bool:
     return "event_us" in d.table.columns and d.table["event_us"].is_not_null().any()
 
 
+def _peak_note(d: ReportData) -> str:
+    memory = f"{bandwidth(d.peak_bytes_per_s)} ({d.peak_source})" if d.peak_bytes_per_s else "bandwidth unknown"
+    compute = d.compute_peak.describe() if d.compute_peak else "compute peak unknown"
+    return f"peaks: {memory}; {compute}"
+
+
 def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
-    peak_note = f"peak {bandwidth(d.peak_bytes_per_s)} ({d.peak_source})" if d.peak_bytes_per_s else "peak unknown"
+    peak_note = _peak_note(d)
     out = [
+        Section(
+            "decision",
+            "The decision",
+            "Per family of shapes measured at several context lengths, the rule (bracket: the two measured "
+            "contexts around the change; ratios with 95% intervals), then per shape the fastest backend with its "
+            "margin over the next (95% interval of the ratio of medians) and its roofline share.",
+            decision_html(d),
+            tuple(d.notes.get("decision", ())),
+        ),
         Section(
             "numbers",
             "Numbers",
             "Per shape and backend, over every measured call. A call's time is its GPU span, first op start to last "
-            "op end. × best: median over the fastest backend's median at that shape. Roofline: share of peak HBM "
-            "bandwidth for the bytes the shape must move. Role columns are exposed time, as in the next section. "
-            "Launch overhead + queue wait = first launch call to first op, where queue wait is the time the stream "
-            "was still busy with earlier work (the CPU ran ahead); stream idle before: from the stream's previous op "
-            "to the call's first op." + (_EVENTS_NOTE if _has_events(d) else "") + " Medians over calls; click a "
-            "column to sort.",
+            "op end. × best: median over the fastest backend's median at that shape. Roofline: the share of the "
+            "bound that applies, memory (the bytes the shape must move over the bandwidth) or compute (its FLOPs "
+            "over the dense peak for its dtype), whichever takes longer; ⚑ above peak means a peak or the shape is "
+            "wrong. Role columns are exposed time, as in Where the time goes. Folded under the table: launch "
+            "overhead + queue wait (= first launch call to first op; queue wait: the stream was still busy with "
+            "earlier work, the CPU ran ahead), stream idle before the call (from the stream's previous op), busy "
+            "time, cv." + (_EVENTS_NOTE if _has_events(d) else "") + " Medians over calls; click a column to sort.",
             numbers_table(d.table, colors, peak_note),
             tuple(d.notes.get("numbers", ())),
         ),
@@ -190,8 +234,8 @@ def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
             "Each call's GPU span cut by what runs at each instant: a role's exposed time (only that role "
             "running), overlap (two or more roles at once, as FlashMLA's combine kernel launched before its split "
             "kernel ends) and gaps (hatched: nothing running), so the parts add up to the span exactly. The bars "
-            "are each backend's median call, one group per shape, as shares of its span or in µs (the black tick: "
-            "its span); hover for the part's share of all calls' time. Reduce (orange) is a separate "
+            "are each backend's median call, one group per shape, in µs (the black tick: its span) or as shares of "
+            "its span; hover for the part's share of all calls' time. Reduce (orange) is a separate "
             "merge/combine kernel; backends that merge inside the attention kernel (fa3) show none.",
             figure_html(attribution_figure(d.summary), "fig-attribution"),
         ),
@@ -215,14 +259,14 @@ def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
             tuple(d.notes.get("timeline", ())),
         ),
     ]
-    if d.context.height:  # the decision a sweep was run for comes right after the numbers
+    if d.context.height:  # the chart of the decision comes right after the numbers
         out.insert(
-            1,
+            2,
             Section(
                 "context",
                 "The decision along context",
                 "Per family of shapes that differ only in context: each backend's median time as a ratio to the "
-                "fastest backend's at that context (log context, linear ratio; bars: 95% bootstrap interval of the "
+                "fastest backend's at that context (log context, log ratio: every backend on the chart, named at its line's end; bars: 95% bootstrap interval of the "
                 "ratio, from every call). A rule (green bracket: the two measured contexts around the change, the "
                 "dotted line the interpolated crossover) is written only where both sides are really faster; a grey "
                 "bracket is a tie within noise, open markers a backend tied with the fastest. Below, per shape, the "
@@ -233,18 +277,3 @@ def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
             ),
         )
     return out
-
-
-def _receipt_section(receipt: Receipt) -> Section:
-    h = receipt.header
-    return Section(
-        "round",
-        f"Round: {h.get('candidate')} vs {h.get('baseline')}",
-        "Per row: each arm's median of its per-round medians, ratio candidate/baseline with its bootstrap interval "
-        "(paired calls), and the verdict (faster/slower: the interval excludes 1; same: within the tolerance; "
-        "ambiguous: neither). A row is refused when a gate fails or was not measured: directional disagreement "
-        "(baseline-first vs candidate-first ratios), loaded SM clock / max, output parity. Retried rows keep every "
-        "attempt; the counts use the latest. ⚑: the verdict is smaller than the protocol sensitivity. The figures "
-        "below show the first round's capture.",
-        receipt_table(receipt),
-    )

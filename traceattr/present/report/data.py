@@ -13,10 +13,12 @@ from typing import Any
 
 import polars as pl
 
+from traceattr.analysis.calls import comparable_shapes
 from traceattr.analysis.crossover import with_family
 from traceattr.analysis.pipeline import analyse
+from traceattr.analysis.roofline import ComputePeak
 from traceattr.analysis.summary import PART_COLUMNS, PARTS
-from traceattr.analysis.verdicts import SameProgram, comparable_shapes, same_label
+from traceattr.analysis.verdicts import SameProgram, same_label
 from traceattr.attribution.calltime import subtrees
 from traceattr.attribution.engine import Attribution
 from traceattr.core.errors import NoDataError
@@ -81,6 +83,7 @@ class ReportData:
     crossovers: pl.DataFrame  # analysis.crossover.crossovers() plus at_us (time where the lines cross)
     timeline: TimelineData
     notes: dict[str, list[str]] = field(default_factory=dict)  # section id ("report": all) -> what was sampled
+    compute_peak: ComputePeak | None = None  # dense FLOP/s per dtype, for the roofline's compute bound
 
     @property
     def shapes(self) -> list[str]:
@@ -120,7 +123,8 @@ def collect(
     peak, source = analysis.peak_bytes_per_s, analysis.peak_source
     full = _natural_order(analysis.summary).join(_median_call_parts(c), on=list(GROUP), how="left")
     totals = Totals(c.height, c["backend"].n_unique(), c["shape"].n_unique())
-    notes: dict[str, list[str]] = {"report": [analysis.note]} if analysis.note else {}
+    # why nothing can be compared is a finding (the decision section says it); sampling notes are not
+    notes: dict[str, list[str]] = {"decision": [analysis.note]} if analysis.note else {}
 
     # Many shapes (a trace whose ranges are not a benchmark, e.g. one range per torch op) would make
     # thousands of panels: the figures draw the shapes with the most GPU time, the table more rows.
@@ -172,6 +176,7 @@ def collect(
         crossovers=crossings,
         timeline=timeline,
         notes=notes,
+        compute_peak=analysis.compute_peak,
     )
 
 

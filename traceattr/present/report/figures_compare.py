@@ -31,9 +31,10 @@ def attribution_figure(summary: pl.DataFrame) -> go.Figure:
     The parts partition each call's span (:mod:`traceattr.attribution.calltime`); the bars are the
     median call's (one real call: its parts add up to its span, the black tick in µs, 100% in
     shares; see :func:`traceattr.present.report.data.collect`); the hover adds the part's share of all
-    calls' time. Shares first: a 5% combine kernel is a visible band even next to
-    shapes ten times slower, which a shared µs axis would flatten. Each trace's ``meta`` says which
-    view it belongs to ("share" or "us").
+    calls' time. µs first: a backend that runs one kernel is a 100% bar in shares whatever it costs,
+    so shares alone would hide that fp8 takes 3× as long; the shares view (one click) shows a 5% combine
+    kernel as a visible band next to shapes ten times slower. Each trace's ``meta`` says which view it
+    belongs to ("us" or "share").
     """
     s = summary
     backends = [esc(v) for v in s["backend"].to_list()]
@@ -41,7 +42,7 @@ def attribution_figure(summary: pl.DataFrame) -> go.Figure:
     x = backends if s["shape"].equals(s["backend"]) else [[esc(v) for v in s["shape"].to_list()], backends]
     shown = [seg for seg in SEGMENTS if (s[f"call_{segment_part(seg)}_us"].fill_null(0) > 0).any()]
     fig = new_figure(460, barmode="stack", hovermode="closest")
-    for view in ("share", "us"):
+    for view in ("us", "share"):
         for seg in shown:
             values = s[f"call_{segment_part(seg)}_us"].fill_null(0)
             share = (values / s["call_span_us"]).fill_nan(0).fill_null(0)
@@ -62,25 +63,25 @@ def attribution_figure(summary: pl.DataFrame) -> go.Figure:
                 go.Bar(
                     x=x, y=(100 * share if view == "share" else values).to_list(), name=seg, legendgroup=seg,
                     marker=marker, hovertext=hover, hovertemplate="%{hovertext}<extra></extra>",
-                    visible=view == "share", meta=view,
+                    visible=view == "us", meta=view,
                 )
             )  # fmt: skip
     fig.add_trace(
         go.Scatter(
-            x=x, y=s["call_span_us"].to_list(), mode="markers", name="median call (span)", visible=False, meta="us",
+            x=x, y=s["call_span_us"].to_list(), mode="markers", name="median call (span)", visible=True, meta="us",
             marker={"symbol": "line-ew-open", "size": 26, "color": "#111", "line": {"width": 2}},
             hovertemplate="median call %{y:,.2f} µs<extra></extra>",
         )
     )  # fmt: skip
-    shares = [t.meta == "share" for t in fig.data]
+    in_us = [t.meta == "us" for t in fig.data]
     share_title, us_title = "% of the median call", "µs of the median call"
     # level labels side by side while they fit the plot (~150 characters wide); slanted once they would collide
     crowded = len(backends) * max((len(b) for b in s["backend"].to_list()), default=0) > _LABEL_ROOM
     fig.update_layout(
-        yaxis={"title": {"text": share_title}, "rangemode": "tozero"},
+        yaxis={"title": {"text": us_title}, "rangemode": "tozero"},
         xaxis={"tickangle": -40 if crowded else 0, "automargin": True},
-        updatemenus=[_unit_buttons(shares, ("shares", "µs"),
-                                   ({"yaxis.title.text": share_title}, {"yaxis.title.text": us_title}))],
+        updatemenus=[_unit_buttons(in_us, ("µs", "shares"),
+                                   ({"yaxis.title.text": us_title}, {"yaxis.title.text": share_title}))],
         margin={"t": 90},
     )  # fmt: skip
     return fig

@@ -3,7 +3,8 @@
 Per shape family (shapes that differ only in ctx), two rows share the width:
 
 * every backend's median time as a ratio to the fastest backend's at that ctx
-  (log ctx, linear ratio; bars: the 95% interval of that ratio), with each
+  (log ctx, log ratio, so a backend 5× off stays on the chart beside a 1.07×
+  one; each line named at its right end; bars: the 95% interval), with each
   crossing of :func:`traceattr.analysis.crossover.crossovers` written on the
   chart in the words ``compare`` prints and its measured bracket shaded: a
   decided rule in green, a tie within noise in grey. Open markers are backends
@@ -28,8 +29,9 @@ from traceattr.present.report.data import ReportData
 from traceattr.present.report.style import ROLE_COLORS, SEGMENTS, TEMPLATE, esc, segment_part, segment_pattern
 
 MAX_COLS = 6  # role panels per row; a family with more context lengths wraps onto more rows
-RATIO_PX, BARS_PX, GAP_PX = 330, 200, 96  # heights: ratio panel, role panel row, space between rows
-RATIO_CAP = 2.5  # the ratio axis stops here; slower backends say how far off they are in the legend
+RATIO_PX, BARS_PX, GAP_PX = 400, 200, 96  # heights: ratio panel, role panel row, space between rows
+RATIO_TICKS = (0.9, 0.95, 1, 1.05, 1.1, 1.25, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+LABEL_ROOM = 2.6  # the ctx axis runs this factor past the largest ctx: room for the backends' names
 DECIDED_FILL, TIE_FILL = "rgba(26,127,55,0.10)", "rgba(120,120,120,0.14)"
 
 
@@ -92,14 +94,11 @@ def _shapes(d: ReportData, family: str) -> list[tuple[int, str]]:
 
 def _ratio_panel(fig: go.Figure, d: ReportData, family: str, row: int, colors: dict[str, str], first: bool) -> None:
     part = d.context.filter(pl.col("family") == family)
-    # the axis is for the decision: room for the runner-up's gap (and its interval) 2.5 times over
-    runner_up = part.filter(pl.col("ratio_to_best") > 1).group_by("ctx").agg(pl.col("vs_best_high").min())
-    gap = float(runner_up["vs_best_high"].max() or 1.04) - 1  # type: ignore[arg-type]
-    top = min(RATIO_CAP, max(1.1, 1 + 2.5 * gap))
+    # a log axis from below 1 to above the slowest backend's interval: every backend on the chart
+    top = float(part.select(pl.max_horizontal("vs_best_high", "ratio_to_best").max()).item() or 1.1) * 1.08
     for backend in sorted(part["backend"].unique().to_list()):
         line = part.filter(pl.col("backend") == backend).sort("ctx")
-        worst = float(line["ratio_to_best"].max())  # type: ignore[arg-type]
-        name = esc(backend) + (f" (to {times(worst)}, off scale)" if worst > top else "")
+        name = esc(backend)
         low = line["vs_best_low"].fill_null(line["ratio_to_best"])
         high = line["vs_best_high"].fill_null(line["ratio_to_best"])
         tie = (line["verdict"] == "tie").to_list()
@@ -113,7 +112,9 @@ def _ratio_panel(fig: go.Figure, d: ReportData, family: str, row: int, colors: d
         ]  # fmt: skip
         fig.add_trace(
             go.Scatter(
-                x=line["ctx"].to_list(), y=line["ratio_to_best"].to_list(), mode="lines+markers", name=name,
+                x=line["ctx"].to_list(), y=line["ratio_to_best"].to_list(), mode="lines+markers+text", name=name,
+                text=[""] * (line.height - 1) + [name], textposition="middle right",
+                textfont={"color": colors[backend], "size": 12},
                 legendgroup=backend, showlegend=first, line={"color": colors[backend], "width": 2},
                 marker={"size": 9, "color": colors[backend]},
                 error_y={"type": "data", "symmetric": False, "array": (high - line["ratio_to_best"]).to_list(),
@@ -133,7 +134,8 @@ def _ratio_panel(fig: go.Figure, d: ReportData, family: str, row: int, colors: d
                 row=row, col=1,
             )  # fmt: skip
     ctx = part["ctx"].cast(pl.Float64)
-    lo_x, hi_x = math.log10(float(ctx.min()) / 1.3), math.log10(float(ctx.max()) * 1.3)  # type: ignore[arg-type]
+    lo_x = math.log10(float(ctx.min()) / 1.3)  # type: ignore[arg-type]
+    hi_x = math.log10(float(ctx.max()) * LABEL_ROOM)  # type: ignore[arg-type]
     axis = fig.get_subplot(row, 1)
     for k, r in enumerate(d.crossovers.filter(pl.col("family") == family).iter_rows(named=True)):
         fill = DECIDED_FILL if r["decided"] else TIE_FILL
@@ -155,8 +157,20 @@ def _ratio_panel(fig: go.Figure, d: ReportData, family: str, row: int, colors: d
     ticks = _ctx_ticks(sorted(set(part["ctx"].to_list())))
     fig.update_xaxes(type="log", range=[lo_x, hi_x], tickvals=ticks, ticktext=[fmt_ctx(v) for v in ticks],
                      title_text="context length (tokens)", title_standoff=4, row=row, col=1)  # fmt: skip
-    fig.update_yaxes(range=[min(0.97, float(part["vs_best_low"].min() or 1) - 0.01), top], title_text="× fastest",
-                     row=row, col=1)  # fmt: skip
+    bottom = min(0.97, float(part["vs_best_low"].min() or 1) - 0.01)  # type: ignore[arg-type]
+    ticks_y = _ratio_ticks(bottom, top)
+    fig.update_yaxes(type="log", range=[math.log10(bottom), math.log10(top)], tickvals=ticks_y,
+                     ticktext=[f"{t:g}×" for t in ticks_y], title_text="× fastest (log)", row=row, col=1)  # fmt: skip
+
+
+def _ratio_ticks(bottom: float, top: float) -> list[float]:
+    """Ticks of the log ratio axis, 1 always, the others thinned so that about a dozen fit without crowding."""
+    room = (math.log10(top) - math.log10(bottom)) / 12
+    ticks: list[float] = []
+    for t in sorted({1.0, *RATIO_TICKS}):
+        if bottom <= t <= top and (t == 1 or all(abs(math.log10(t / k)) >= room for k in ticks)):
+            ticks.append(t)
+    return ticks
 
 
 def _verdict_words(verdict: str | None, tie_pct: float | None, same: str | None) -> str:

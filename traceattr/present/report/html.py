@@ -52,6 +52,12 @@ table.kv td:first-child { color: var(--muted); white-space: nowrap; }
 .picker select { font: inherit; max-width: 60ch; }
 .hint { color: var(--muted); font-size: 12px; }
 .plot { width: 100%; }
+.subtitle { color: var(--muted); margin: 0 0 6px; font-size: 13px; }
+ul.rules { margin: 4px 0 10px; padding-left: 20px; font-size: 15px; }
+ul.rules li { margin: 3px 0; }
+table.winners { font-size: 13px; margin: 4px 0; }
+table.winners td, table.winners th { text-align: left; }
+details > summary { cursor: pointer; color: var(--muted); margin: 6px 0; }
 """
 
 # Sorting the numbers table and switching timeline views: the only script of ours.

@@ -2,7 +2,10 @@
 
 A plain HTML table rather than a plot, so it can be read, copied and
 searched. Each numeric cell carries its raw value in ``data-v`` for sorting;
-every text cell is escaped.
+every text cell is escaped. The columns a decision reads (times, ratio,
+roofline, where the time goes) make the table; the secondary ones (launch,
+queue, stream idle, busy, cv, CUDA events, rounds) a second table folded
+under it, so the first fits 1,600 px.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import polars as pl
 
 from traceattr.analysis.rounds import Receipt
 from traceattr.attribution.roles import ROLES
-from traceattr.present.formats import count, decimals, interval, pct, signed_pct, tie_text, times, us
+from traceattr.present.formats import count, decimals, interval, pct, roofline_share, signed_pct, tie_text, times, us
 
 
 @dataclass(frozen=True)
@@ -52,12 +55,11 @@ def _columns(summary: pl.DataFrame, peak_note: str) -> list[Column]:
                lambda r: f"<b>{us(r['median_us'], 2)}</b>", lambda r: r["median_us"]),
         Column("spread", "p10–p90 µs", "10th to 90th percentile of the span",
                lambda r: f"{us(r['p10_us'])}–{us(r['p90_us'])}", lambda r: r["p90_us"] - r["p10_us"]),
-        Column("cv", "cv", "coefficient of variation of the span (std / mean)", lambda r: pct(r["cv"]), lambda r: r["cv"]),
         Column("ratio", "× best", "median / the fastest backend's median at this shape",
                lambda r: times(r["ratio_to_best"]), lambda r: r["ratio_to_best"]),
-        Column("roofline", "roofline", f"share of peak HBM bandwidth reached for the bytes the shape must move; {peak_note}",
-               lambda r: pct(r["roofline"]), lambda r: r["roofline"]),
-        Column("busy", "busy µs", "GPU busy time inside the span (union of ops)", lambda r: us(r["busy_us"]), lambda r: r["busy_us"]),
+        Column("roofline", "roofline", "share of the roofline bound that applies: memory (bytes the shape must move "
+               "/ bandwidth) or compute (its FLOPs / the dense peak for its dtype), whichever is longer; ⚑: above "
+               f"the bound, so a peak or the shape is wrong; {peak_note}", _roofline, lambda r: r["roofline"]),
         Column("kernels", "kernels", "kernels per call (median)", lambda r: f"{r['kernels']:g}", lambda r: r["kernels"]),
     ]  # fmt: skip
     parts = " (median per call; exposed parts, overlap and gaps add up to each call's span)"
@@ -66,8 +68,29 @@ def _columns(summary: pl.DataFrame, peak_note: str) -> list[Column]:
         if (summary[f"{part}_us"].fill_null(0) > 0).any():
             what = "time ops of two or more roles run at once" if seg == "overlap" else f"time only {seg} ops run"
             cols.append(_num(part, f"{seg} µs", what + parts, f"{part}_us"))
+    cols.append(_num("gaps", "gaps µs", "time nothing runs inside the span" + parts, "gap_us"))
+    if summary["rounds"].drop_nulls().len():
+        cols.append(Column("rounds", "round wins", "rounds (iterations) in which this backend was the fastest",
+                           lambda r: "" if r["rounds"] is None else f"{r['round_wins']}/{r['rounds']}"
+                           + ("" if r["consistent"] in (True, None) else " ⚠"),
+                           lambda r: r["round_wins"]))  # fmt: skip
+    return cols
+
+
+def _roofline(r: dict) -> str:
+    share = roofline_share(r["roofline"])
+    return f"{share} {r['bound']}" if share and r["bound"] else share
+
+
+def _secondary_columns(summary: pl.DataFrame) -> list[Column]:
+    """The columns folded under the table: how the call started, how steady it is, cross-checks."""
+    cols = [
+        Column("shape", "shape", "the call's shape (q, ctx, heads, …)", lambda r: html.escape(r["shape"]), lambda r: r["shape"]),
+        Column("backend", "backend", "", lambda r: html.escape(r["backend"]), lambda r: r["backend"]),
+        Column("busy", "busy µs", "GPU busy time inside the span (union of ops)", lambda r: us(r["busy_us"]), lambda r: r["busy_us"]),
+        Column("cv", "cv", "coefficient of variation of the span (std / mean)", lambda r: pct(r["cv"]), lambda r: r["cv"]),
+    ]  # fmt: skip
     cols += [
-        _num("gaps", "gaps µs", "time nothing runs inside the span" + parts, "gap_us"),
         _num("launch_overhead", "launch overhead µs", "first launch call to first GPU op, less the queue wait (median)",
              "launch_overhead_us"),
         _num("queue_wait", "queue wait µs", "the part of first launch call to first GPU op during which the stream was "
@@ -84,11 +107,6 @@ def _columns(summary: pl.DataFrame, peak_note: str) -> list[Column]:
                    "launched later); tail: the stop event recorded after the last op ended", _event_parts,
                    lambda r: r["event_minus_span_us"]),
         ]  # fmt: skip
-    if summary["rounds"].drop_nulls().len():
-        cols.append(Column("rounds", "round wins", "rounds (iterations) in which this backend was the fastest",
-                           lambda r: "" if r["rounds"] is None else f"{r['round_wins']}/{r['rounds']}"
-                           + ("" if r["consistent"] in (True, None) else " ⚠"),
-                           lambda r: r["round_wins"]))  # fmt: skip
     return cols
 
 
@@ -104,8 +122,18 @@ def _badge(r: dict) -> str:
 
 
 def numbers_table(summary: pl.DataFrame, colors: dict[str, str], peak_note: str) -> str:
-    """*summary* as a sortable HTML table; the fastest backend of each shape is marked."""
-    cols = _columns(summary, peak_note)
+    """*summary* as a sortable HTML table, the fastest backend of each shape marked, and its secondary columns
+    as a second table folded under it."""
+    more = _table(summary, _secondary_columns(summary), colors, "numbers-more")
+    return (
+        _table(summary, _columns(summary, peak_note), colors, "numbers")
+        + "<details><summary>More columns: launch overhead, queue wait, stream idle before, busy, cv"
+        + (", CUDA events" if "event_us" in summary.columns and summary["event_us"].is_not_null().any() else "")
+        + f"</summary>{more}</details>"
+    )
+
+
+def _table(summary: pl.DataFrame, cols: list[Column], colors: dict[str, str], table_class: str) -> str:
     head = "".join(
         f'<th data-key="{c.key}" title="{html.escape(c.tip)}" tabindex="0">{html.escape(c.head)}</th>' for c in cols
     )
@@ -120,10 +148,10 @@ def numbers_table(summary: pl.DataFrame, colors: dict[str, str], peak_note: str)
                 swatch = f'<span class="swatch" style="background:{colors.get(r["backend"], "#999")}"></span>'
                 text = swatch + text + _badge(r)
             cells.append(f"<td{sort}>{text}</td>")
-        cls = ' class="win"' if r["winner"] else ""
-        rows.append(f"<tr{cls}>{''.join(cells)}</tr>")
+        win = ' class="win"' if r["winner"] else ""
+        rows.append(f"<tr{win}>{''.join(cells)}</tr>")
     return (
-        '<div class="table-wrap"><table class="numbers sortable">'
+        f'<div class="table-wrap"><table class="{table_class} sortable">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
 

@@ -1,0 +1,175 @@
+"""traceattr.dispatch/2: breakpoints, regret, leave-one-out and the graph-safe choice on constructed sweeps and the
+shipped example; backend_for reads v1 and v2."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.helpers import run
+from tests.synth.builder import TraceBuilder
+from traceattr.analysis.dispatch_table import (
+    ShapePoint,
+    build_segments,
+    dispatch_table,
+    graph_safe,
+    leave_one_out,
+    lookup,
+    parse_histogram,
+)
+from traceattr.analysis.pipeline import analyse
+from traceattr.attribution.engine import attribute
+from traceattr.core.callnames import DOMAIN, CallName
+from traceattr.core.errors import TraceattrError
+from traceattr.present.dispatch import SCHEMA_V2, backend_for, dispatch_rules, dispatch_table_doc
+from traceattr.trace.loader import load_trace
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "traces" / "h200_mla_sweep.sqlite"
+
+
+def sweep(path: Path, times: dict[str, dict[str, float]], iters: int = 12, seed: int = 0) -> Path:
+    """A sweep trace: per shape, *iters* ABBA calls of each backend of ``times[shape]`` (µs, 0.2% noise)."""
+    rng = np.random.default_rng(seed)
+    b = TraceBuilder()
+    dom = b.domain(DOMAIN, tid=1)
+    now = 10_000
+    for shape, per in times.items():
+        arms = tuple(per)
+        for i in range(iters):
+            for arm in arms if i % 2 == 0 else arms[::-1]:
+                dur = int(1000 * per[arm] * (1 + 0.002 * rng.standard_normal()))
+                b.push_range(tid=1, start=now, end=now + 5_000, message=CallName(arm, shape, "A", i).message,
+                             domain=dom)  # fmt: skip
+                b.launch(tid=1, start=now + 100, end=now + 200, kernel="mla_decode_kernel", gpu_start=now + 1_000,
+                         gpu_end=now + 1_000 + dur)  # fmt: skip
+                now += dur + 20_000
+    return b.write(path, gpu_name="NVIDIA H200", cc=(9, 0))
+
+
+def linear(ctx_k: float) -> dict[str, float]:
+    return {"fa3": 25 + 0.45 * ctx_k, "flashmla": 36 + 0.39 * ctx_k}
+
+
+CTX = (8, 32, 64, 131, 256, 512, 900)
+
+
+def analysed(path: Path):  # type: ignore[no-untyped-def]
+    a = analyse(attribute(load_trace(path)))
+    return a.summary, a.crossovers
+
+
+def test_known_crossover_gives_one_breakpoint_and_zero_in_sample_regret(tmp_path: Path) -> None:
+    summary, cross = analysed(sweep(tmp_path / "s.sqlite", {f"q8_ctx{c}k": linear(c) for c in CTX}))
+    table = dispatch_table(summary, cross)
+    (fam,) = table.families
+    assert [s.backend for s in fam.segments] == ["fa3", "flashmla"]
+    assert 150_000 < fam.segments[1].ctx_from < 220_000  # the lines cross at 183k
+    assert fam.segments[1].measured == (131_000, 256_000) and fam.segments[1].decided
+    assert fam.regret.max == 0 and fam.regret.right == len(CTX)
+    # always fa3: slower above the crossing; always flashmla: slower below it
+    assert fam.baselines["fa3"].max > 0.05 and fam.baselines["flashmla"].max > 0.3
+    # leave-one-out: the held-out points next to the crossing may flip, each within its small regret
+    assert fam.loo_regret.shapes == len(CTX) and fam.loo_regret.max < 0.1
+    gs = fam.graph_safe
+    assert gs is not None and gs.backend in ("fa3", "flashmla") and gs.expected_regret > 0
+    assert gs.per_ctx_us <= min(gs.expected_us_by_backend.values())
+    assert fam.key["q"] == 8 and fam.key["heads"] == 16 and fam.key["kv_dtype"] == "bf16"
+
+
+def test_one_backend_always_best(tmp_path: Path) -> None:
+    times = {f"q1_ctx{c}k_b4": {"fa3": 10 + 0.2 * c, "fa2": 20 + 0.5 * c} for c in CTX}
+    summary, cross = analysed(sweep(tmp_path / "s.sqlite", times))
+    (fam,) = dispatch_table(summary, cross).families
+    assert [(s.ctx_from, s.ctx_to, s.backend) for s in fam.segments] == [(None, None, "fa3")]
+    assert fam.regret.max == 0 and fam.baselines["fa3"].max == 0 and fam.loo_regret.max == 0
+    assert fam.graph_safe is not None and fam.graph_safe.backend == "fa3" and fam.graph_safe.expected_regret == 0
+    assert fam.key["batch"] == 4
+
+
+def test_tie_band_keeps_the_backend_chosen_before(tmp_path: Path) -> None:
+    """Medians that flip-flop inside a tie do not make breakpoints: the choice switches once."""
+    times = {}
+    for i, c in enumerate(CTX):
+        lead = 1.2 if c < 64 else (1.0 + (0.003 if i % 2 else -0.003)) if c < 512 else 0.85
+        times[f"q8_ctx{c}k"] = {"fa3": 100.0, "flashmla": 100.0 * lead}
+    summary, cross = analysed(sweep(tmp_path / "s.sqlite", times))
+    (fam,) = dispatch_table(summary, cross).families
+    assert [s.backend for s in fam.segments] == ["fa3", "flashmla"]
+    assert fam.segments[1].measured == (256_000, 512_000)
+    assert fam.regret.max is not None and fam.regret.max < 0.01  # ties chosen the other way cost noise
+
+
+def test_segments_lookup_and_loo_by_hand() -> None:
+    def p(ctx: int, a: float, b: float, good: tuple[str, ...]) -> ShapePoint:
+        return ShapePoint(ctx, f"q8_ctx{ctx}", {"a": a, "b": b}, frozenset(good))
+
+    pts = [p(1000, 1.0, 2.0, ("a",)), p(10_000, 2.0, 2.0, ("a", "b")), p(100_000, 4.0, 2.0, ("b",))]
+    segs = build_segments(pts)
+    assert [s.backend for s in segs] == ["a", "b"]
+    assert segs[1].ctx_from == round(math.sqrt(10_000 * 100_000))  # equal medians at 10k: the geometric mean
+    assert lookup(segs, 999) == "a" and lookup(segs, 10**7) == "b"
+    held = {h.ctx: h for h in leave_one_out(pts)}
+    assert held[10_000].right and held[1000].extrapolated and held[100_000].extrapolated
+    assert held[100_000].predicted == "a" and held[100_000].regret == pytest.approx(1.0)  # extrapolating a tie
+    gs = graph_safe(pts, segs, [(100_000, 100_000, 1.0)])
+    assert gs is not None and gs.backend == "b" and gs.expected_regret == pytest.approx(0)
+
+
+def test_histogram_format() -> None:
+    bins = parse_histogram("ctx_low ctx_high weight\n# lengths\n8k, 32k, 3\n131072 1\n1m 2m 0.5 # tail\n", "h.txt")
+    assert bins == ((8000, 32000, 3.0), (131072, 131072, 1.0), (1_000_000, 2_000_000, 0.5))
+    for bad, why in (("8k 4k 1", "ends before"), ("8k -1", "≥ 0"), ("abc 1", "context length"), ("", "no request"),
+                     ("8k 1 2 3", "expected")):  # fmt: skip
+        with pytest.raises(TraceattrError, match=why):
+            parse_histogram(bad, "h.txt")
+
+
+def test_shipped_sweep_v2_and_backend_for_reads_both(tmp_path: Path) -> None:
+    summary, cross = analysed(EXAMPLE)
+    table = dispatch_table(summary, cross)
+    doc = json.loads(json.dumps(dispatch_table_doc(summary, cross, table, "example")))
+    assert doc["schema"] == SCHEMA_V2
+    (fam,) = doc["families"]
+    assert [s["backend"] for s in fam["dispatch"]] == ["fa3", "flashmla"]
+    assert fam["dispatch"][1]["ctx_from"] == 237574 and fam["dispatch"][1]["decided"] is True
+    # the numbers the README writes down
+    assert doc["regret"]["leave_one_out"] == {"mean": 0.0, "max": 0.0, "shapes": 5, "right": 5, "unmeasured": 0}
+    assert fam["regret"]["always"]["fa3"]["max"] == pytest.approx(0.1033, abs=1e-3)
+    assert fam["regret"]["always"]["flashmla"]["max"] == pytest.approx(0.4027, abs=1e-3)
+    assert fam["graph_safe"]["backend"] == "flashmla"
+    assert fam["graph_safe"]["expected_regret"] == pytest.approx(0.0417, abs=1e-3)
+    v1 = dispatch_rules(summary, cross, "example")
+    for shape in ("q8_ctx8k", "q8_ctx200k", "q8_ctx300k", "q8_ctx2m", "q4_ctx8k", "nonsense"):
+        assert backend_for(doc, shape) == backend_for(v1, shape)
+    with pytest.raises(ValueError, match="dispatch/2"):
+        backend_for({"schema": "traceattr.dispatch/3"}, "q8_ctx8k")
+
+
+def test_dispatch_command(tmp_path: Path) -> None:
+    out = tmp_path / "table.json"
+    hist = tmp_path / "lengths.txt"
+    hist.write_text("8k 64k 1\n512k 1m 1\n", encoding="utf-8")
+    done = run("dispatch", str(EXAMPLE), "-o", str(out), "--ctx-dist", str(hist))
+    assert done.returncode == 0, done.stderr
+    assert "leave-one-out" in done.stdout and "graph-safe" in done.stdout
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert doc["distribution"] == f"request lengths of {hist}"
+    assert doc["families"][0]["graph_safe"]["outside_measured"] > 0  # 900k–1m lies beyond the sweep
+    hist.write_text("8k x\n", encoding="utf-8")
+    bad = run("dispatch", str(EXAMPLE), "--ctx-dist", str(hist))
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "lengths.txt:1" in bad.stderr
+
+
+def test_sweep_command_without_a_gpu(tmp_path: Path) -> None:
+    dry = run("sweep", "-s", "q8_ctx*", "-b", "fa3", "-b", "flashmla", "--ctx-range", "8k:1m", "--dry-run",
+              "--out-root", str(tmp_path))  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    assert "step-1" in dry.stdout and "q8_ctx1m_h16_b1_bf16_p64" in dry.stdout
+    bad = run("sweep", "-s", "q8_ctx8k", "-b", "fa3", "-b", "flashmla", "--ctx-range", "8k:1m")
+    assert bad.returncode == 2 and "ctx*" in bad.stderr and bad.stderr.count("\n") == 1
+    bad = run("sweep", "-s", "q8_ctx*", "-b", "fa3", "-b", "flashmla", "--ctx-range", "1m:8k")
+    assert bad.returncode == 2 and "--ctx-range" in bad.stderr

@@ -1,0 +1,380 @@
+"""A dispatch table a serving engine can load, and what it costs: breakpoints along ctx, regret, graph-safe choice.
+
+Per shape family (the shape with ctx left out: heads, dtype, page, batch, q alike) the table says which
+backend to run for each ctx interval. It is built from the measured points alone:
+
+* at each measured ctx the choice is the fastest median, except that a backend chosen at the ctx
+  before stays chosen where it ties with the fastest (verdict ``winner``/``tie``, or the fastest's
+  same program): a switch inside a tie buys nothing and flip-flops on noise;
+* where the choice changes between two measured ctx, the breakpoint is where the two backends'
+  medians cross, log(t_a / t_b) interpolated linearly in log ctx (:mod:`traceattr.analysis.crossover`'s
+  interpolation); where their medians do not cross there, the geometric mean of the two ctx.
+  ``decided`` says whether the sweep's crossovers hold a 95%-confidence rule there.
+
+**Regret** of a choice at a shape: t(choice) / t(fastest) − 1, medians (0: the fastest was chosen).
+For every measured shape, the table's regret (in-sample), the same for "always backend X" (every
+backend measured at every ctx of the family: the baselines engines use), and **leave-one-out**: each
+measured ctx predicted by the table built from the family's other points, so the regret says how far
+the table can be trusted between (and, at the ends, beyond) measured points.
+
+**Graph-safe choice**: an engine that captures one CUDA graph per batch/q bucket cannot switch
+backend by ctx inside it. Per family, the one backend with the least expected time over a ctx
+distribution (uniform in log ctx over the measured range by default, or a histogram of request
+lengths: :func:`parse_histogram`), with its expected regret against the per-ctx table: what capturing
+graphs for both backends and dispatching per batch by seq_len would buy. Times between measured ctx
+interpolate log t linearly in log ctx; beyond them they extrapolate the outermost segment (the share
+of the distribution out there is reported).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from traceattr.analysis.crossover import with_family
+from traceattr.core.errors import TraceattrError
+from traceattr.core.shapes import parse_shape
+
+_GRID = 64  # points per histogram bin (log-spaced) when integrating expected time
+
+
+@dataclass(frozen=True)
+class ShapePoint:
+    """One measured ctx of a family: each backend's median and which backends tie with the fastest."""
+
+    ctx: int
+    shape: str
+    median_us: Mapping[str, float]
+    good: frozenset[str]  # the fastest, and every backend not really slower than it (tie, same program)
+
+    @property
+    def fastest(self) -> str:
+        return min(self.median_us, key=lambda b: (self.median_us[b], b))
+
+    def regret(self, backend: str | None) -> float | None:
+        """t(backend) / t(fastest) − 1; None where *backend* was not measured here."""
+        if backend is None or backend not in self.median_us:
+            return None
+        return self.median_us[backend] / self.median_us[self.fastest] - 1
+
+
+@dataclass(frozen=True)
+class Segment:
+    ctx_from: int | None  # None: unbounded
+    ctx_to: int | None
+    backend: str
+    measured: tuple[int, int] | None = None  # the measured ctx its lower breakpoint lies between
+    decided: bool | None = None  # whether a 95% rule of the sweep's crossovers stands at that breakpoint
+
+
+def lookup(segments: Sequence[Segment], ctx: float) -> str | None:
+    """The backend *segments* choose at *ctx* (``ctx_from ≤ ctx < ctx_to``)."""
+    for seg in segments:
+        if (seg.ctx_from is None or ctx >= seg.ctx_from) and (seg.ctx_to is None or ctx < seg.ctx_to):
+            return seg.backend
+    return None
+
+
+def build_segments(points: Sequence[ShapePoint]) -> list[Segment]:
+    """The table of *points* (one family, any order): see the module doc."""
+    pts = sorted(points, key=lambda p: p.ctx)
+    choices: list[str] = []
+    for p in pts:
+        keep = choices[-1] if choices and choices[-1] in p.good else None
+        choices.append(keep or p.fastest)
+    segments: list[Segment] = []
+    start: int | None = None
+    measured: tuple[int, int] | None = None
+    for i, (p, choice) in enumerate(zip(pts, choices, strict=True)):
+        if i + 1 < len(pts) and choices[i + 1] != choice:
+            q = pts[i + 1]
+            cut = _crossing(p, q, choice, choices[i + 1])
+            segments.append(Segment(start, cut, choice, measured))
+            start, measured = cut, (p.ctx, q.ctx)
+    if pts:
+        segments.append(Segment(start, None, choices[-1], measured))
+    return segments
+
+
+def _crossing(p: ShapePoint, q: ShapePoint, a: str, b: str) -> int:
+    """Where the medians of *a* and *b* cross between *p* and *q* (log-linear), else their geometric mean."""
+    try:
+        d0 = math.log(p.median_us[a] / p.median_us[b])
+        d1 = math.log(q.median_us[a] / q.median_us[b])
+    except (KeyError, ValueError, ZeroDivisionError):
+        d0 = d1 = 0.0
+    x0, x1 = math.log(p.ctx), math.log(q.ctx)
+    if d0 < 0 < d1 or d1 < 0 < d0:  # a faster at p (d0 < 0) and slower at q, or the other way round
+        return round(math.exp(x0 + d0 / (d0 - d1) * (x1 - x0)))
+    return round(math.exp((x0 + x1) / 2))
+
+
+@dataclass(frozen=True)
+class Regret:
+    """Regret over a set of shapes: mean and max of t(choice) / t(fastest) − 1, and how many were right."""
+
+    mean: float | None
+    max: float | None
+    shapes: int  # shapes with a measured choice
+    right: int  # of those, where the choice was the fastest or tied with it
+    unmeasured: int = 0  # shapes where the choice was not measured (no regret to compute)
+
+    @classmethod
+    def of(cls, pairs: Sequence[tuple[ShapePoint, str | None]]) -> Regret:
+        values = [(p.regret(b), b in p.good) for p, b in pairs]
+        known = [(v, ok) for v, ok in values if v is not None]
+        regrets = [v for v, _ in known]
+        return cls(
+            float(np.mean(regrets)) if regrets else None,
+            max(regrets) if regrets else None,
+            len(known),
+            sum(ok for _, ok in known),
+            len(values) - len(known),
+        )
+
+
+@dataclass(frozen=True)
+class Held:
+    """One leave-one-out prediction: the table of the family's other points, at this point."""
+
+    ctx: int
+    shape: str
+    predicted: str | None
+    fastest: str
+    regret: float | None
+    right: bool  # the prediction is the fastest or tied with it here
+    extrapolated: bool  # outside the other points' ctx range
+
+
+@dataclass(frozen=True)
+class GraphSafe:
+    """The one backend per bucket (family) with the least expected time over the ctx distribution."""
+
+    backend: str
+    expected_us: float  # expected time per call of that backend
+    per_ctx_us: float  # expected time of the per-ctx table
+    expected_regret: float  # expected_us / per_ctx_us − 1
+    max_regret: float  # the worst ctx of the distribution: t(backend) / t(table choice) − 1
+    expected_us_by_backend: Mapping[str, float]
+    outside_share: float  # the distribution's weight outside the measured ctx (extrapolated times)
+
+
+@dataclass(frozen=True)
+class FamilyTable:
+    family: str
+    key: Mapping[str, object]  # heads, kv_dtype, page, batch, q (and pattern, dcp, prefix)
+    points: tuple[ShapePoint, ...]
+    segments: tuple[Segment, ...]
+    regret: Regret
+    baselines: Mapping[str, Regret]  # "always X", for each backend measured at every ctx of the family
+    loo: tuple[Held, ...]
+    loo_regret: Regret
+    graph_safe: GraphSafe | None
+
+
+@dataclass(frozen=True)
+class DispatchTable:
+    families: tuple[FamilyTable, ...]
+    regret: Regret  # over every measured shape of every family
+    loo_regret: Regret
+    distribution: str  # how the graph-safe choice weighs ctx
+    notes: tuple[str, ...] = field(default=())
+
+
+# -- ctx distributions -------------------------------------------------------------------
+
+Bin = tuple[int, int, float]  # (low, high, weight): uniform in log ctx over [low, high]; low == high: one ctx
+
+
+def parse_histogram(text: str, where: str) -> tuple[Bin, ...]:
+    """Request lengths, one bin a line: ``ctx weight`` (that ctx) or ``low high weight`` (uniform in log ctx).
+
+    Numbers separated by commas or blanks, ctx as integers or with k/m (``131k``), weights ≥ 0 (counts
+    or shares, normalised); ``#`` starts a comment; a first line of words is a header. Errors name
+    *where* and the line.
+    """
+    bins: list[Bin] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = [x for x in re.split(r"[,\s]+", line) if x]
+        if not bins and all(re.fullmatch(r"[A-Za-z_]\w*", x) for x in parts):
+            continue  # a header
+        try:
+            if len(parts) not in (2, 3):
+                raise ValueError("expected `ctx weight` or `low high weight`")
+            ctx = [_ctx_value(x) for x in parts[:-1]]
+            weight = float(parts[-1])
+            if not (math.isfinite(weight) and weight >= 0):
+                raise ValueError(f"weight {parts[-1]!r} must be a number ≥ 0")
+            low, high = ctx[0], ctx[-1]
+            if high < low:
+                raise ValueError(f"bin {parts[0]}–{parts[1]} ends before it starts")
+        except ValueError as err:
+            raise TraceattrError(f"{where}:{number}: {err}") from None
+        bins.append((low, high, weight))
+    if not bins or sum(w for *_, w in bins) <= 0:
+        raise TraceattrError(f"{where}: no request lengths with a positive weight")
+    return tuple(bins)
+
+
+def _ctx_value(text: str) -> int:
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([kKmM]?)", text)
+    if not m:
+        raise ValueError(f"{text!r} is not a context length (like 8192, 131k, 1m)")
+    value = round(float(m.group(1)) * {"": 1, "k": 1000, "m": 1_000_000}[m.group(2).lower()])
+    if value < 1:
+        raise ValueError(f"context length {text!r} must be at least 1")
+    return value
+
+
+def _samples(bins: Sequence[Bin]) -> tuple[np.ndarray, np.ndarray]:
+    """(ctx, weight) points standing for *bins*: each ranged bin as log-spaced midpoints of equal weight."""
+    xs, ws = [], []
+    for low, high, weight in bins:
+        if low == high:
+            xs.append(np.array([float(low)]))
+            ws.append(np.array([weight]))
+        else:
+            edges = np.linspace(math.log(low), math.log(high), _GRID + 1)
+            xs.append(np.exp((edges[:-1] + edges[1:]) / 2))
+            ws.append(np.full(_GRID, weight / _GRID))
+    x, w = np.concatenate(xs), np.concatenate(ws)
+    return x, w / w.sum()
+
+
+def _times(points: Sequence[ShapePoint], backend: str, ctx: np.ndarray) -> np.ndarray:
+    """*backend*'s time at *ctx*: log t linear in log ctx between its measured points, the outermost
+    segments extended beyond them (one point: that time everywhere)."""
+    known = sorted((p.ctx, p.median_us[backend]) for p in points if backend in p.median_us)
+    x = np.log([c for c, _ in known])
+    y = np.log([t for _, t in known])
+    lx = np.log(ctx)
+    if len(known) == 1:
+        return np.full(len(ctx), math.exp(y[0]))
+    out = np.interp(lx, x, y)
+    left, right = lx < x[0], lx > x[-1]
+    out[left] = y[0] + (lx[left] - x[0]) * (y[1] - y[0]) / (x[1] - x[0])
+    out[right] = y[-1] + (lx[right] - x[-1]) * (y[-1] - y[-2]) / (x[-1] - x[-2])
+    return np.exp(out)
+
+
+def graph_safe(
+    points: Sequence[ShapePoint], segments: Sequence[Segment], bins: Sequence[Bin] | None = None
+) -> GraphSafe | None:
+    """The graph-safe choice of one family (module doc); *bins* None: uniform in log ctx over the measured range."""
+    everywhere = sorted(set.intersection(*(set(p.median_us) for p in points))) if points else []
+    if not everywhere:
+        return None
+    lo, hi = min(p.ctx for p in points), max(p.ctx for p in points)
+    x, w = _samples(bins if bins is not None else [(lo, hi, 1.0)])
+    times = {b: _times(points, b, x) for b in everywhere}
+    chosen = [lookup(segments, c) for c in x]
+    if any(b not in times for b in chosen):
+        return None  # the table picks a backend not measured everywhere: no expected time for it
+    table = np.array([times[b][i] for i, b in enumerate(chosen)])  # type: ignore[index]
+    expected = {b: float(np.dot(w, t)) for b, t in times.items()}
+    best = min(expected, key=lambda b: (expected[b], b))
+    per_ctx = float(np.dot(w, table))
+    worst = float(np.max(np.where(w > 0, times[best] / table - 1, -np.inf)))
+    outside = float(w[(x < lo) | (x > hi)].sum())
+    return GraphSafe(best, expected[best], per_ctx, expected[best] / per_ctx - 1, worst, expected, outside)
+
+
+# -- the table ---------------------------------------------------------------------------
+
+
+def family_points(summary: pl.DataFrame) -> dict[str, list[ShapePoint]]:
+    """Per family, its measured points (summary rows with verdicts: ``shape, backend, median_us, verdict, …``)."""
+    fam = with_family(summary).filter(pl.col("median_us").is_not_null() & (pl.col("median_us") > 0))
+    good = pl.col("verdict").is_in(["winner", "tie", "same program"]) | (pl.col("ratio_to_best") == 1)
+    rows = (
+        fam.group_by("family", "ctx", "shape")
+        .agg(pl.col("backend"), pl.col("median_us"), pl.col("backend").filter(good).alias("good"))
+        .sort("family", "ctx")
+    )
+    out: dict[str, list[ShapePoint]] = {}
+    for family, ctx, shape, backends, medians, ok in rows.iter_rows():
+        if len(backends) < 2:
+            continue  # one backend: nothing to choose between
+        point = ShapePoint(ctx, shape, dict(zip(backends, medians, strict=True)), frozenset(ok))
+        out.setdefault(family, []).append(point)
+    return out
+
+
+def _key(shape: str) -> dict[str, object]:
+    s = parse_shape(shape)
+    key: dict[str, object] = {"q": s.q, "heads": s.heads, "batch": s.batch, "kv_dtype": s.kv_dtype, "page": s.page}
+    key.update({"pattern": s.pattern, "dcp": s.dcp, "prefix": s.prefix})
+    return key
+
+
+def _decided(segments: list[Segment], crossings: pl.DataFrame, family: str) -> list[Segment]:
+    """Each breakpoint marked with whether a decided rule of *crossings* stands between its measured ctx."""
+    rules = crossings.filter((pl.col("family") == family) & pl.col("decided"))
+    out = []
+    for prev, seg in zip([None, *segments], segments, strict=False):
+        if seg.measured is None or prev is None:
+            out.append(seg)
+            continue
+        a, b = seg.measured
+        hit = rules.filter(
+            (pl.col("faster_below") == prev.backend)
+            & (pl.col("faster_above") == seg.backend)
+            & (pl.col("ctx_low") <= a)
+            & (pl.col("ctx_high") >= b)
+        )
+        out.append(Segment(seg.ctx_from, seg.ctx_to, seg.backend, seg.measured, hit.height > 0))
+    return out
+
+
+def leave_one_out(points: Sequence[ShapePoint]) -> tuple[Held, ...]:
+    """Each point predicted by the table of the others (none for a family of one point)."""
+    held = []
+    for k, p in enumerate(points):
+        others = [q for i, q in enumerate(points) if i != k]
+        if not others:
+            continue
+        predicted = lookup(build_segments(others), p.ctx)
+        span = (min(q.ctx for q in others), max(q.ctx for q in others))
+        held.append(Held(p.ctx, p.shape, predicted, p.fastest, p.regret(predicted), predicted in p.good,
+                         not span[0] <= p.ctx <= span[1]))  # fmt: skip
+    return tuple(held)
+
+
+def _loo_regret(held: Sequence[Held]) -> Regret:
+    known = [h for h in held if h.regret is not None]
+    values = [h.regret for h in known if h.regret is not None]
+    return Regret(float(np.mean(values)) if values else None, max(values) if values else None, len(known),
+                  sum(h.right for h in known), len(held) - len(known))  # fmt: skip
+
+
+def dispatch_table(
+    summary: pl.DataFrame, crossings: pl.DataFrame, bins: Sequence[Bin] | None = None, distribution: str = ""
+) -> DispatchTable:
+    """The table of a sweep's *summary* (with verdicts) and :func:`~traceattr.analysis.crossover.crossovers`."""
+    families = []
+    for family, pts in sorted(family_points(summary).items()):
+        segments = _decided(build_segments(pts), crossings, family)
+        everywhere = sorted(set.intersection(*(set(p.median_us) for p in pts)))
+        held = leave_one_out(pts)
+        families.append(FamilyTable(
+            family, _key(pts[0].shape), tuple(pts), tuple(segments),
+            Regret.of([(p, lookup(segments, p.ctx)) for p in pts]),
+            {b: Regret.of([(p, b) for p in pts]) for b in everywhere},
+            held, _loo_regret(held), graph_safe(pts, segments, bins),
+        ))  # fmt: skip
+    every = [(p, lookup(f.segments, p.ctx)) for f in families for p in f.points]
+    held_all = [h for f in families for h in f.loo]
+    return DispatchTable(
+        tuple(families),
+        Regret.of(every),
+        _loo_regret(held_all),
+        distribution or "uniform in log ctx over each family's measured range",
+    )
