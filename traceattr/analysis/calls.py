@@ -72,7 +72,18 @@ def call_series(names: pl.Expr) -> pl.Expr:
 
 def calls(att: Attribution, group: str | None = None) -> pl.DataFrame:
     """Measured calls of *att* in time order; *group*: a preset name or regex (see module doc)."""
-    ranges = att.ranges.filter(pl.col("range_id").is_not_null() & (pl.col("gpu_ops") > 0)).with_columns(
+    # a range that never closed has no duration of its own (it ends where the trace does): no call, as in nsys;
+    # nor one whose ops all last 0 ns (zero-length kernels, noted at load): it measured no time to compare
+    worked = pl.col("range_id").is_not_null() & (pl.col("gpu_ops") > 0)
+    ranges = att.ranges.filter(worked & pl.col("closed") & (pl.col("gpu_sum_ns") > 0))
+    if ranges.height == 0 and (left_out := att.ranges.filter(worked)).height:
+        unclosed = int((~left_out["closed"]).sum())
+        why = {0: "lasts 0 ns (its GPU ops all do)", left_out.height: "never closed (no end time; nsys projects none)"}
+        raise TraceattrError(
+            f"{att.meta.path}: every NVTX range with GPU work ({left_out.height:,}) "
+            f"{why.get(unclosed, 'never closed or lasts 0 ns')}: no call has a duration"
+        )
+    ranges = ranges.with_columns(
         pl.col("name").fill_null(UNNAMED)  # a range without text is still a call, shown by this label
     )
     ranges = ranges.with_columns(pl.coalesce("message", "name").alias("_text"))

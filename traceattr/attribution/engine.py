@@ -92,6 +92,9 @@ def attribute(
     if orphans:
         notes.append(f"{orphans} GPU ops have no launch record in the trace (sliced capture): listed as {NO_LAUNCH}")
 
+    early = _before_launch(trace.gpu_ops, placement)
+    if early:
+        notes.append(early)
     facts = op_facts(trace.gpu_ops, placement)
     # laminar threads from subtrees (in the range table's order); every holds only the other threads' pairs
     laminar = _subtree_metrics(index, deepest, facts, ranges["range_id"]) if subtree else None
@@ -113,7 +116,23 @@ def attribute(
     metrics = pair_metrics(pl.concat([assign, buckets]), facts)
     del assign, every, facts
     table = range_table(ranges, metrics, laminar)
+    if early:  # a negative latency is the clocks' disagreement, not a time: shown as unknown
+        latency = pl.col("launch_latency_ns")
+        table = table.with_columns(pl.when(latency >= 0).then(latency).alias("launch_latency_ns"))
     return Attribution(table, placement, mode, tuple(notes), trace, names, select or RangeFilter())
+
+
+def _before_launch(gpu_ops: pl.DataFrame, placement: pl.DataFrame) -> str | None:
+    """A note when GPU ops start before the CUDA call that launched them (*placement* is in op_id
+    order, one row per op): impossible on one clock, so the GPU and CPU timestamps disagree."""
+    lead = placement["api_start_ns"] - gpu_ops["start"]
+    early = int((lead > 0).sum())
+    if not early:
+        return None
+    return (
+        f"{early:,} of {gpu_ops.height:,} GPU ops start before the CUDA call that launched them (by up to "
+        f"{lead.max() / 1e3:,.1f} µs: the GPU and CPU clocks disagree): launch latencies below 0 are not shown"
+    )
 
 
 __all__ = [

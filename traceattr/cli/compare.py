@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,12 +31,13 @@ from traceattr.cli.options import (
     TracesArg,
     WideOpt,
     WorkersOpt,
+    check_bandwidth,
     check_group,
     check_regex,
     check_selected,
 )
 from traceattr.core import runfolder
-from traceattr.core.errors import NoDataError, TraceattrError
+from traceattr.core.errors import NoDataError
 from traceattr.core.output import ResultSet, check_file_target, check_out_folder, write_text
 from traceattr.core.records import runner_events
 from traceattr.jobs.many import Settings, across_reports, expand_inputs, rounds_per_report
@@ -95,8 +95,7 @@ def compare_command(
     check_regex(match)
     check_group(group)
     role_rules = RoleRules.load(rules)
-    if bandwidth is not None and not (math.isfinite(bandwidth) and bandwidth > 0):
-        raise TraceattrError(f"--bandwidth must be a positive number of TB/s, got {bandwidth}")
+    check_bandwidth(bandwidth)
     paths = expand_inputs(traces)
     # refused before the work, not after it
     if out is not None:

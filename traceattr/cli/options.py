@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -12,6 +13,7 @@ from traceattr.attribution.engine import MODES, Attribution
 from traceattr.core.callnames import check_regex as check_regex  # with the options it checks; defined in core
 from traceattr.core.callnames import checked_group
 from traceattr.core.errors import TraceattrError
+from traceattr.trace.validate import MAX_MEMORY_BANDWIDTH, MIN_MEMORY_BANDWIDTH
 
 # Exit statuses, one convention for every command (README: exit status): 0 the command answered;
 # 1 a bug (a traceback); 2 refused input, or nothing to answer (nothing matched, nothing to compare);
@@ -84,3 +86,11 @@ def check_selected(att: Attribution, domain: str | None, match: str | None) -> N
         f"; a name here reads {example[0][:120]!r}" if example else "; the trace has no NVTX ranges"
     )
     raise TraceattrError(f"{att.meta.path}: no NVTX range matches {asked}{seen}")
+
+
+def check_bandwidth(tb_per_s: float | None) -> None:
+    """--bandwidth (TB/s) within what a GPU can have (the bounds TARGET_INFO_GPU's is held to); else one line:
+    1e-300 would print a roofline share of 10^300 %."""
+    lo, hi = MIN_MEMORY_BANDWIDTH / 1e12, MAX_MEMORY_BANDWIDTH / 1e12
+    if tb_per_s is not None and not (math.isfinite(tb_per_s) and lo <= tb_per_s <= hi):
+        raise TraceattrError(f"--bandwidth must be a GPU's memory bandwidth in TB/s, {lo:g} to {hi:g}, got {tb_per_s}")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import glob
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from traceattr.core.errors import TraceattrError
+from traceattr.core.errors import TraceattrError, TraceNote
 from traceattr.core.runfolder import TRACE as RUN_TRACE
 
 _EXPORT_SUFFIXES = (".sqlite", ".db")
@@ -36,17 +37,43 @@ def expand_inputs(args: Sequence[str | Path]) -> list[Path]:
             found.extend(expand_inputs(hits))
         else:
             found.append(p)
-    seen: set[Path] = set()
+    seen: dict[object, Path] = {}
     unique = []
-    for p in found:  # the same report named twice (a folder and a pattern) runs once
-        try:
-            key = p.resolve()
-        except (OSError, RuntimeError):  # a symlink loop: kept, to fail alone with its reason
-            key = p.absolute()
+    linked: list[tuple[Path, Path]] = []
+    for p in found:  # the same report named twice (a folder and a pattern, a link, a hard link) runs once
+        key = _identity(p)
         if key not in seen:
-            seen.add(key)
+            seen[key] = p
             unique.append(p)
+        elif isinstance(key, tuple) and _identity_by_name(p) != _identity_by_name(seen[key]):
+            linked.append((p, seen[key]))  # another name for a file already listed: the user should know
+    if linked:
+        copy, first = linked[0]
+        warnings.warn(
+            TraceNote(
+                f"{len(linked)} report(s) are hard links to one already listed (e.g. {copy} is {first}): "
+                "each file is attributed once"
+            ),
+            stacklevel=2,
+        )
     return unique
+
+
+def _identity(p: Path) -> object:
+    """What makes two names one report: the file they reach (device, inode), so a hard-linked copy is
+    not a second report; the path when the file cannot be reached (it fails alone, with its reason)."""
+    try:
+        st = p.stat()
+    except (OSError, RuntimeError):
+        return _identity_by_name(p)
+    return (st.st_dev, st.st_ino)
+
+
+def _identity_by_name(p: Path) -> Path:
+    try:
+        return p.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: kept, to fail alone with its reason
+        return p.absolute()
 
 
 def _reports_in(folder: Path) -> list[Path]:

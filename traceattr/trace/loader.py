@@ -18,7 +18,13 @@ from traceattr.core.errors import NoDataError, TraceError
 from traceattr.core.keys import gather_by_key
 from traceattr.trace import schema as S
 from traceattr.trace.sqlite_source import Query, SqliteSource
-from traceattr.trace.validate import shorten_long_names, validate
+from traceattr.trace.validate import (
+    MAX_MEMORY_BANDWIDTH,
+    MIN_MEMORY_BANDWIDTH,
+    drop_repeated_rows,
+    shorten_long_names,
+    validate,
+)
 
 
 @dataclass(frozen=True)
@@ -36,11 +42,14 @@ class TraceMeta:
     export: Mapping[str, str] = field(default_factory=dict)
     capture: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    graph_node_ops: int = 0  # GPU ops that name their graph node (graphNodeId): recorded per node
 
     @property
     def graph_nodes_hidden(self) -> bool:
-        """Graph kernels were recorded per launch, not per node."""
-        return self.graph_trace_rows > 0 or (self.graph_trace_mode == "graph" and self.graph_launches > 0)
+        """Graph kernels were recorded per launch, not per node (the capture's mode alone does not say:
+        ops naming their graph node were recorded per node, whatever META_DATA_CAPTURE claims)."""
+        per_launch = self.graph_trace_mode == "graph" and self.graph_launches > 0 and self.graph_node_ops == 0
+        return self.graph_trace_rows > 0 or per_launch
 
 
 @dataclass(frozen=True)
@@ -277,25 +286,66 @@ def _ranges_and_marks(
     return ranges.select(list(S.RANGES_SCHEMA)), marks.select(list(S.MARKS_SCHEMA))
 
 
-def _read_devices(src: SqliteSource) -> pl.DataFrame:
+_GPU_NUMBERS = (  # TARGET_INFO_GPU column, our column
+    ("id", "device_id"),
+    ("smCount", "sm_count"),
+    ("l2CacheSize", "l2_bytes"),
+    ("totalMemory", "memory_bytes"),
+    ("memoryBandwidth", "memory_bandwidth"),
+    ("clockRate", "clock_hz"),
+    ("computeMajor", "cc_major"),
+    ("computeMinor", "cc_minor"),
+)
+
+
+def _whole(value: object) -> int | None:
+    """*value* as an integer when it is a whole number (an int, or a REAL without fraction), else None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _read_devices(src: SqliteSource) -> tuple[pl.DataFrame, list[str]]:
+    """One row per GPU, and notes on what TARGET_INFO_GPU holds that no GPU can have: such a value is
+    read as unknown (the GPU facts only label and scale, so the export is still usable)."""
     if not src.has(S.GPU_INFO):
-        return pl.DataFrame(schema=S.DEVICES_SCHEMA)
-    numeric = [
-        ("id", "device_id"),
-        ("smCount", "sm_count"),
-        ("l2CacheSize", "l2_bytes"),
-        ("totalMemory", "memory_bytes"),
-        ("memoryBandwidth", "memory_bandwidth"),
-        ("clockRate", "clock_hz"),
-        ("computeMajor", "cc_major"),
-        ("computeMinor", "cc_minor"),
-    ]
-    cols = [*numeric, ("name", "name"), ("chipName", "chip"), ("busLocation", "bus")]
+        return pl.DataFrame(schema=S.DEVICES_SCHEMA), []
+    cols = [*_GPU_NUMBERS, ("name", "name"), ("chipName", "chip"), ("busLocation", "bus")]
     sql = f'SELECT {", ".join(_col(src, S.GPU_INFO, c, a) for c, a in cols)} FROM "{S.GPU_INFO}"'
-    rows = src.scalar_rows(sql, "reading TARGET_INFO_GPU")
-    names = [a for _, a in numeric] + ["name", "chip", "bus"]
-    df = pl.DataFrame(rows, schema=names, orient="row", infer_schema_length=None)
-    return df.select(list(S.DEVICES_SCHEMA)).cast(S.DEVICES_SCHEMA).unique("device_id", keep="first").sort("device_id")
+    rows = src.scalar_rows(sql, "reading TARGET_INFO_GPU")  # a few rows: checked value by value
+    notes: list[str] = []
+    columns: dict[str, list[object]] = {}
+    for i, (nsys_column, column) in enumerate(_GPU_NUMBERS):
+        values = [row[i] for row in rows]
+        numbers = [_whole(v) for v in values]
+        bad = [v for v, n in zip(values, numbers, strict=True) if v is not None and n is None]
+        if bad:
+            notes.append(f"{S.GPU_INFO}: {nsys_column} holds {bad[0]!r} in {len(bad)} row(s), not a whole number: "
+                         "read as unknown")  # fmt: skip
+        columns[column] = numbers
+    bandwidth = [b for b in columns["memory_bandwidth"] if b is not None]
+    implausible = [b for b in bandwidth if not MIN_MEMORY_BANDWIDTH <= b <= MAX_MEMORY_BANDWIDTH]  # type: ignore[operator]
+    if implausible:
+        notes.append(
+            f"{S.GPU_INFO}: memoryBandwidth {implausible[0]:,} bytes/s is no GPU's (expected "
+            f"{MIN_MEMORY_BANDWIDTH / 1e9:,.0f} GB/s to {MAX_MEMORY_BANDWIDTH / 1e12:,.0f} TB/s): ignored (a roofline "
+            "takes the datasheet's figure for the GPU's name, when known)"
+        )
+        columns["memory_bandwidth"] = [None if b in implausible else b for b in columns["memory_bandwidth"]]
+    n = len(_GPU_NUMBERS)
+    for j, (_, column) in enumerate(cols[n:]):
+        columns[column] = [None if row[n + j] is None else str(row[n + j]) for row in rows]
+    df = pl.DataFrame(columns, schema={c: S.DEVICES_SCHEMA[c] for _, c in cols}).select(list(S.DEVICES_SCHEMA))
+    repeated = df.filter(pl.col("device_id").is_duplicated())
+    if repeated.height:
+        first = repeated.filter(pl.col("device_id").eq_missing(repeated["device_id"][0]))
+        how = "identical" if first.unique().height == 1 else "that differ"
+        notes.append(
+            f"{S.GPU_INFO} lists GPU {first['device_id'][0]} in {first.height} rows ({how}): the first is used"
+        )
+    return df.unique("device_id", keep="first").sort("device_id"), notes
 
 
 def _read_key_values(src: SqliteSource, table: str) -> dict[str, str]:
@@ -347,7 +397,12 @@ def _load(src: SqliteSource) -> Trace:
     strings, gpu_ops, api, nvtx_frames = _read(src, op_tables)
     ranges, marks, notes = _labelled_nvtx(src.path, nvtx_frames, gpu_ops, api, strings)
     del nvtx_frames
-    devices = _read_devices(src)
+    gpu_ops, repeated = drop_repeated_rows(gpu_ops, "op_id")
+    if repeated:
+        gpu_ops = gpu_ops.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("op_id"))  # op_id == row
+        notes.append(f"{repeated:,} GPU op rows repeat another row exactly (every column): counted once")
+    devices, device_notes = _read_devices(src)
+    notes += device_notes
     meta = _meta(src, gpu_ops, api, strings, notes)
     # One contiguous copy per column, one frame at a time: the reads' chunks live in the SQLite
     # driver's buffers (the C heap), which the attribution's allocations cannot reuse; copied,
@@ -422,6 +477,9 @@ def _labelled_nvtx(
         return pl.DataFrame(schema=S.RANGES_SCHEMA), pl.DataFrame(schema=S.MARKS_SCHEMA), list(notes)
     ranges, marks, creates, text = nvtx_frames
     notes = list(validate(path, gpu_ops, api, ranges, strings))
+    ranges, repeated = drop_repeated_rows(ranges, "range_id", text)
+    if repeated:
+        notes.append(f"{repeated:,} NVTX ranges repeat another exactly (thread, times and name): counted once")
     nvtx_ids = pl.concat([ranges["text_id"], marks["text_id"]]).drop_nulls().unique()
     range_strings, text, note = shorten_long_names(strings, text, nvtx_ids)
     notes += [note] if note else []
@@ -449,6 +507,7 @@ def _meta(
     launch_names = strings.filter(pl.col("value").str.starts_with("cudaGraphLaunch"))["id"]
     graph_launches = api.filter(pl.col("name_id").is_in(launch_names.implode())).height if api.height else 0
     graph_trace_rows = gpu_ops.filter(pl.col("kind") == "graph").height
+    graph_node_ops = gpu_ops.height - gpu_ops["graph_node_id"].null_count()
     dup = _repeated_calls(api)
     if dup:
         notes.append(f"{dup} CUDA API rows repeat a (process, correlationId) (old exports log runtime calls twice)")
@@ -461,6 +520,7 @@ def _meta(
         graph_launches=graph_launches,
         graph_trace_rows=graph_trace_rows,
         duplicate_api_rows=dup,
+        graph_node_ops=graph_node_ops,
         export=export_meta,
         capture=capture_meta,
         notes=tuple(notes),

@@ -117,7 +117,7 @@ def export_sqlite(report: Path, sqlite: Path | None = None) -> Path:
         fresh = _reusable(candidates, report)
         if fresh is not None:
             return fresh
-    target = next((c for c in candidates if not c.exists() and not c.is_symlink()), None)
+    target = next((c for c in candidates if not c.exists() and not c.is_symlink() and not _leftovers(c)), None)
     if target is None:
         raise TraceError(report, f"{candidates[0]} and {candidates[1]} exist and are older than the report; "
                                  "move one away to export again")  # fmt: skip
@@ -155,9 +155,23 @@ def export_sqlite(report: Path, sqlite: Path | None = None) -> Path:
     if target != first:
         from traceattr.core.errors import TraceNote
 
-        why = "is older than the report and was left as it is" if first.exists() else "cannot be written there"
+        left = _leftovers(first)
+        why = (
+            "is older than the report and was left as it is" if first.exists()
+            else f"has {left[0].name} beside it (left by an earlier SQLite writer): a new export there would be "
+                 "read with it" if left
+            else "cannot be written there"
+        )  # fmt: skip
         warnings.warn(TraceNote(f"{first} {why}; exported to {target}"), stacklevel=2)
     return target
+
+
+def _leftovers(export: Path) -> list[Path]:
+    """A write-ahead log or rollback journal beside *export*'s name: SQLite applies one to whatever file
+    bears the name, so a fresh export published there would be refused (or, checkpointed as that
+    refusal advises, silently rewritten by another database's pages)."""
+    sides = [export.with_name(export.name + suffix) for suffix in ("-wal", "-journal")]
+    return [side for side in sides if side.exists() or side.is_symlink()]
 
 
 def _reusable(candidates: Sequence[Path], report: Path) -> Path | None:

@@ -227,9 +227,10 @@ class SqliteSource:
             else:
                 rows = self._thread_conn().execute(query.sql).fetchall()
                 # text arrives as bytes (text_factory): decoded by _typed
-                dtypes = {k: (pl.Binary if v == pl.String else v) for k, v in query.schema.items()}
+                # types inferred over every row, as ADBC does: a REAL among integers must show as a float
+                # column (_typed refuses fractions), not be truncated by an integer schema
                 try:
-                    raw = pl.DataFrame(rows, schema=dtypes, orient="row")
+                    raw = pl.DataFrame(rows, schema=list(query.schema), orient="row", infer_schema_length=None)
                 except (pl.exceptions.PolarsError, TypeError, OverflowError, ValueError):
                     raise TraceError(self.path, _misfit(_as_text(rows, query), query)) from None
         try:
@@ -242,6 +243,10 @@ class SqliteSource:
         if raw.height == 0 or raw.width == 0:
             return pl.DataFrame(schema=dict(query.schema))
         raw.columns = list(query.schema)
+        # a REAL in an integer column (the whole column then reads as floats): a cast would cut a fraction
+        floats = [c for c, t in query.schema.items() if t.is_integer() and raw[c].dtype.is_float()]
+        if floats and not all(raw.select((pl.col(c) == pl.col(c).floor()).all() for c in floats).row(0)):
+            raise pl.exceptions.InvalidOperationError("a fraction in an integer column")  # _misfit names it
         return raw.with_columns(
             decode_utf8(raw[c]).alias(c) if t == pl.String else pl.col(c).cast(t) for c, t in query.schema.items()
         )
@@ -350,7 +355,12 @@ def _misfit(raw: pl.DataFrame, query: Query) -> str:
     for column, dtype in query.schema.items():
         if dtype == pl.String or column not in raw.columns:
             continue
-        values = raw[column]
+        values = decode_utf8(raw[column]) if raw[column].dtype == pl.Binary else raw[column]  # a BLOB among ints
+        if values.dtype.is_float() and dtype.is_integer():
+            fractions = values.filter(values != values.floor())
+            if len(fractions):
+                return (f"{query.what}: {column} holds {fractions[0]!r} in {len(fractions):,} rows, "
+                        "not a whole number (nsys writes integers there)")  # fmt: skip
         bad = values.filter(values.cast(dtype, strict=False).is_null() & values.is_not_null())
         if len(bad):
             shown = str(bad[0])

@@ -19,6 +19,11 @@ from traceattr.trace import schema as S
 # nanosecond clocks span a capture, hours, not 146 years.
 MAX_TIMESTAMP = 1 << 62
 
+# Memory bandwidths a GPU can have, bytes/s (nsys's TARGET_INFO_GPU.memoryBandwidth, --bandwidth in TB/s):
+# an RTX 3060 has 3.6e11, an H200 4.8e12. Outside, a roofline share would be a wild number printed as fact.
+MIN_MEMORY_BANDWIDTH = 1e9
+MAX_MEMORY_BANDWIDTH = 1e14
+
 
 def _years(ns: int) -> str:
     return f"{ns / 3.156e16:,.0f} years"
@@ -69,6 +74,8 @@ def validate(
         raise TraceError(
             path, f"StringIds: id {dup[0]} is given {int((dup == dup[0]).sum())} times (ids name one string each)"
         )
+    _string_ids(path, gpu_ops, strings)
+    notes += _zero_length_kernels(gpu_ops)
     if gpu_ops.height and api.height:
         if gpu_ops["correlation_id"].null_count() == gpu_ops.height:
             raise TraceError(
@@ -86,7 +93,83 @@ def validate(
                     f"CUDA API calls: correlationId {top[1]} is shared by {top[2]:,} of {api.height:,} rows "
                     "(nsys numbers each call once, old exports twice): launches cannot be matched",
                 )
+    if ranges.height and (unclosed := ranges["end"].null_count()):
+        notes.append(
+            f"{unclosed:,} of {ranges.height:,} NVTX ranges never closed (no end time): attributed up to the last "
+            "NVTX timestamp, left out of calls (nsys projects none of them)"
+        )
     return notes
+
+
+# Name columns (kernels' demangledName, ...) are read as Int32 (schema.GPU_OPS_SCHEMA): a StringIds id
+# past this can be named by no op. nsys numbers its strings from 0 upwards.
+MAX_STRING_ID = (1 << 31) - 1
+
+
+def _string_ids(path: object, gpu_ops: pl.DataFrame, strings: pl.DataFrame) -> None:
+    """Refuse StringIds ids no name column can hold, and kernels whose name is no StringIds row
+    (they would print as blank names)."""
+    if strings.height:
+        lo, hi = strings["id"].min(), strings["id"].max()
+        if hi > MAX_STRING_ID or lo < 0:  # type: ignore[operator]
+            bad = hi if hi > MAX_STRING_ID else lo  # type: ignore[operator]
+            raise TraceError(
+                path, f"{S.STRINGS}: id {bad:,} is outside 0–{MAX_STRING_ID:,} (nsys numbers its strings from 0)"
+            )
+    names = gpu_ops.filter(pl.col("kind") == "kernel")["name_id"] if gpu_ops.height else pl.Series([], dtype=pl.Int32)
+    if names.len() == 0 or names.null_count() == names.len():
+        return
+    dense = strings.height and strings["id"].max() - strings["id"].min() + 1 == strings.height  # type: ignore[operator]
+    if dense and strings["id"].min() <= names.min() and names.max() <= strings["id"].max():  # type: ignore[operator]
+        return  # every id in the dense range names a string: no search needed
+    used = names.drop_nulls().unique()
+    missing = used.filter(~used.is_in(strings["id"].cast(pl.Int64).implode()))
+    if missing.len():
+        rows = int(names.is_in(missing.implode()).sum())
+        raise TraceError(
+            path,
+            f"{S.KERNEL}: demangledName of {rows:,} of {names.len():,} kernels is no {S.STRINGS} id "
+            f"(e.g. {missing.min()}): their names are missing from the export",
+        )
+
+
+def _zero_length_kernels(gpu_ops: pl.DataFrame) -> list[str]:
+    """A note when kernels last 0 ns: no real kernel does (a launch alone takes microseconds), yet the
+    attribution of what the file says still holds; calls made only of them are left out (analysis.calls)."""
+    if gpu_ops.height == 0:
+        return []
+    kernel = pl.col("kind") == "kernel"
+    counts = gpu_ops.select(kernel.sum().alias("k"), (kernel & (pl.col("end") == pl.col("start"))).sum().alias("z"))
+    kernels, zero = counts.row(0)
+    if not zero:
+        return []
+    return [
+        f"{zero:,} of {kernels:,} kernels last 0 ns (end = start in {S.KERNEL}): counted with no GPU time; "
+        "a call made only of such ops is left out of calls"
+    ]
+
+
+def drop_repeated_rows(
+    frame: pl.DataFrame, id_column: str, extra: pl.DataFrame | None = None
+) -> tuple[pl.DataFrame, int]:
+    """*frame* without the rows that repeat an earlier one in every column but *id_column* (and the
+    columns of *extra*, joined on *id_column* = its ``row``), and how many were dropped.
+
+    nsys writes each GPU op and each NVTX range once: an exact copy is an export duplicated by a tool,
+    and would be counted twice (kernel sums doubled, twice the calls). Two real rows never share a
+    start to the nanosecond on top of everything else, so only rows with a shared start are compared
+    (the usual export has none: one ``n_unique``).
+    """
+    if frame.height < 2 or frame["start"].n_unique() == frame.height:
+        return frame, 0
+    candidates = frame.filter(pl.col("start").is_duplicated())
+    if extra is not None:
+        candidates = candidates.join(extra, left_on=id_column, right_on="row", how="left", maintain_order="left")
+    same = [c for c in candidates.columns if c != id_column]
+    repeats = candidates.filter(~pl.struct(same).is_first_distinct())[id_column]
+    if repeats.len() == 0:
+        return frame, 0
+    return frame.filter(~pl.col(id_column).is_in(repeats.implode())), repeats.len()
 
 
 # Range names are built per range (domain + ":" + message): one huge shared string would be
