@@ -19,7 +19,7 @@ from polars.testing import assert_frame_equal
 
 import traceattr.attribution.engine as engine
 from tests.helpers import FIXTURES
-from tests.synth.random_traces import Call, Op, Rng, traces, write
+from tests.synth.random_traces import Call, Op, Rng, distinct, traces, write
 from traceattr.attribution.engine import attribute
 from traceattr.trace.loader import load_trace
 
@@ -89,7 +89,7 @@ def laminar_traces(draw: st.DrawFn) -> tuple[list[Rng], list[Call], list[Op]]:
             ops.append(
                 Op(pid, corr[pid], g, g + draw(st.integers(0, 20)), draw(st.integers(7, 8)), draw(st.integers(0, 2)))
             )
-    return ranges, calls, ops
+    return ranges, calls, distinct(ops)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
