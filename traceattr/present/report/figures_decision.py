@@ -157,7 +157,9 @@ def _ratio_panel(fig: go.Figure, d: ReportData, family: str, row: int, colors: d
     ticks = _ctx_ticks(sorted(set(part["ctx"].to_list())))
     fig.update_xaxes(type="log", range=[lo_x, hi_x], tickvals=ticks, ticktext=[fmt_ctx(v) for v in ticks],
                      title_text="context length (tokens)", title_standoff=4, row=row, col=1)  # fmt: skip
-    bottom = min(0.97, float(part["vs_best_low"].min() or 1) - 0.01)  # type: ignore[arg-type]
+    low = part["vs_best_low"].filter(part["vs_best_low"] > 0).min()  # a log axis: ratios ≤ 0 (impossible
+    # times, noted by the loader) are left off it rather than taking the axis down with them
+    bottom = min(0.97, float(low or 1) * 0.99)  # type: ignore[arg-type]
     ticks_y = _ratio_ticks(bottom, top)
     fig.update_yaxes(type="log", range=[math.log10(bottom), math.log10(top)], tickvals=ticks_y,
                      ticktext=[f"{t:g}×" for t in ticks_y], title_text="× fastest (log)", row=row, col=1)  # fmt: skip
