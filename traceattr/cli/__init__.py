@@ -220,7 +220,8 @@ def main(argv: list[str] | None = None) -> None:
         code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
     except KeyboardInterrupt:  # a second Ctrl-C (or SIGTERM) before the first one's message
         stopping.ignore_all()
-        os.write(2, b"traceattr: interrupted\n")
+        name = stopping.signal_name()
+        os.write(2, f"traceattr: stopped by {name}\n".encode() if name else b"traceattr: interrupted\n")
         code = stopping.exit_status()
     # The work is done (or refused) and every output closed: leave now, so a late Ctrl-C cannot land in
     # the interpreter's shutdown (which restores the default handler) and kill us with a signal instead.
