@@ -4,19 +4,24 @@ subprocess, and the synthetic captures several modules build (ranks, FlashMLA vs
 from __future__ import annotations
 
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
+import pytest
 
 from tests.synth.builder import TraceBuilder
 from traceattr.analysis.calls import calls as call_table
 from traceattr.analysis.rounds import Capture, Row
 from traceattr.attribution.engine import attribute
+from traceattr.cli import main
 from traceattr.core.callnames import DOMAIN, CallName
 from traceattr.core.records import RunnerRecord
 from traceattr.core.shapes import parse_shape
@@ -265,3 +270,40 @@ class FakeExecutor:
             on_line(f"[traceattr] timing {shape}: 2 arms × {plan.iters} rounds")
         return synth_capture(request.folder, request.round, request.arms, self.t, order=request.order,
                              shapes=request.shapes, **self.runner)  # fmt: skip
+
+
+# -- hostile inputs: mutated copies of the example sweep, one-line refusals ---------------------------
+
+SWEEP = Path(__file__).parents[1] / "examples" / "traces" / "h200_mla_sweep.sqlite"
+
+
+def mutate(tmp_path: Path, sql: str, name: str = "m.sqlite", source: Path = SWEEP) -> Path:
+    """A copy of *source* changed by *sql* (the input itself is never touched)."""
+    path = tmp_path / name
+    shutil.copyfile(source, path)
+    with sqlite3.connect(path) as conn:
+        conn.executescript(sql)
+    conn.close()
+    return path
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
+    """The command line in this process: (exit status, stdout, stderr)."""
+    shown = warnings.showwarning
+    try:
+        with pytest.raises(SystemExit) as exc:
+            main([str(a) for a in args])
+    finally:
+        warnings.showwarning = shown
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
+
+
+def one_line(rc: int, err: str, *needles: str) -> str:
+    """Exit status 2 and one line on stderr holding every needle, never a traceback."""
+    lines = err.strip().splitlines()
+    assert rc == 2, err
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]

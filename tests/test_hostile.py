@@ -23,24 +23,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from traceattr.cli import main
+from tests.helpers import cli, mutate, one_line
 
 EXAMPLES = Path(__file__).parent.parent / "examples" / "traces"
 SWEEP = EXAMPLES / "h200_mla_sweep.sqlite"
 OTHER = EXAMPLES / "h200_mla_fa2_fa3.sqlite"
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    """Run the command line in this process: (exit status, stdout, stderr)."""
-    shown = warnings.showwarning
-    try:
-        with pytest.raises(SystemExit) as exc:
-            main([str(a) for a in args])
-    finally:
-        warnings.showwarning = shown
-    out = capsys.readouterr()
-    return int(exc.value.code or 0), out.out, out.err
 
 
 def run(*args: object, timeout: float = 120, **kw: object) -> subprocess.CompletedProcess[str]:
@@ -50,30 +38,12 @@ def run(*args: object, timeout: float = 120, **kw: object) -> subprocess.Complet
     )  # fmt: skip
 
 
-def one_line(rc: int, err: str, *needles: str) -> str:
-    lines = err.strip().splitlines()
-    assert rc == 2, err
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
-
-
 def digest(folder: Path) -> dict[str, str]:
     """Every file under *folder* (names and contents), to show nothing changed."""
     return {
         str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "-"
         for p in sorted(folder.rglob("*"))
     }
-
-
-def mutate(tmp_path: Path, sql: str, name: str = "m.sqlite", source: Path = SWEEP) -> Path:
-    path = tmp_path / name
-    shutil.copyfile(source, path)
-    with sqlite3.connect(path) as conn:
-        conn.executescript(sql)
-    conn.close()
-    return path
 
 
 def unconstrained(table: str, then: str) -> str:

@@ -11,52 +11,20 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from traceattr.cli import main
+from tests.helpers import cli, mutate, one_line
 
 EXAMPLES = Path(__file__).parent.parent / "examples" / "traces"
 SWEEP = EXAMPLES / "h200_mla_sweep.sqlite"
 LEVERS = EXAMPLES / "h200_mla_levers.sqlite"
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 PUSHPOP = "eventType = 59"
-
-
-def mutate(tmp_path: Path, sql: str, source: Path = SWEEP, name: str = "m.sqlite") -> Path:
-    path = tmp_path / name
-    shutil.copyfile(source, path)
-    with sqlite3.connect(path) as conn:
-        conn.executescript(sql)
-    conn.close()
-    return path
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    """The command line in this process: (exit status, stdout, stderr)."""
-    shown = warnings.showwarning
-    try:
-        with pytest.raises(SystemExit) as exc:
-            main([str(a) for a in args])
-    finally:
-        warnings.showwarning = shown
-    out = capsys.readouterr()
-    return int(exc.value.code or 0), out.out, out.err
-
-
-def one_line(rc: int, err: str, *needles: str) -> str:
-    lines = err.strip().splitlines()
-    assert rc == 2, err
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 def analysed(path: Path) -> tuple[tuple[str, ...], pl.DataFrame, pl.DataFrame]:
@@ -231,7 +199,7 @@ def test_graph_mode_in_metadata_but_node_rows_is_not_traced_whole(tmp_path: Path
     from traceattr.trace.loader import load_trace
 
     path = mutate(tmp_path, "UPDATE META_DATA_CAPTURE SET value = 'Graph' WHERE name LIKE '%GRAPH_TRACE_OPTIONS:MODE'",
-                  LEVERS)  # fmt: skip
+                  source=LEVERS)  # fmt: skip
     trace = load_trace(path)
     assert trace.meta.graph_trace_mode == "graph" and trace.meta.graph_launches > 0
     assert not trace.meta.graph_nodes_hidden

@@ -20,7 +20,7 @@ from rich.text import Text
 from traceattr.analysis.calls import call_series
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution
 from traceattr.present.columns import Column, dropped_line, fitted_table
-from traceattr.present.formats import count, decimals, ms, pct, signed_count, signed_ms, signed_pct, size, us_from_ns
+from traceattr.present.formats import count, decimals, pct, size, us_from_ns
 from traceattr.present.names import distinct_display_names, printable, shorten
 
 # A name longer than this is shortened (with "…") even in a table that fits: NVTX text can be 1,024 characters
@@ -202,26 +202,6 @@ def render_plan(plan: Any, console: Console) -> None:
     )
     console.print(Text.assemble(("run folder: ", "bold"), str(plan.folder)))
     console.print(Text.assemble(("command: ", "bold"), " ".join(plan.command())))
-
-
-def render_diff(d: pl.DataFrame, console: Console, top: int = 15) -> None:
-    """Before → after per level (totals, kernels, roles, range names), the largest changes first."""
-    titles = {"total": "Totals", "kernel": "Kernels", "role": "Roles", "range": "NVTX ranges (by name)"}
-    for level, title in titles.items():
-        part = d.filter(pl.col("level") == level)
-        if part.height == 0:
-            continue
-        shown = part if level in ("total", "role") or top <= 0 else part.head(top)
-        more = f" (top {shown.height} of {part.height} by |Δ time|)" if shown.height < part.height else ""
-        table = Table(title=f"{title}: before → after{more}", title_justify="left")
-        for head in ("name", "count", "Δ count", "time ms", "Δ ms", "Δ %"):
-            table.add_column(head, justify="left" if head == "name" else "right")
-        for r in shown.iter_rows(named=True):
-            table.add_row(
-                Text(shorten(r["name"], 70)), f"{count(r['before_n'])} → {count(r['after_n'])}", signed_count(r["delta_n"]),
-                f"{ms(r['before_ms'])} → {ms(r['after_ms'])}", signed_ms(r["delta_ms"]), signed_pct(r["delta_pct"]),
-            )  # fmt: skip
-        console.print(table)
 
 
 def render_reports(reports: pl.DataFrame, console: Console) -> None:
