@@ -6,7 +6,7 @@ import re
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
@@ -26,7 +26,13 @@ def sweep_command(
     width: Annotated[
         float, typer.Option(help="Stop when the crossover is bracketed within ± this fraction of its ctx.")
     ] = 0.1,
-    max_steps: Annotated[int, typer.Option(help="Captures at most, the first (both ends) included.")] = 8,
+    max_steps: Annotated[
+        Optional[int],
+        typer.Option(
+            help="Captures at most, the first (both ends) included. Default: what --width and --ctx-range need "
+            "(1 + the halvings of log ctx that reach the width + 2 retries of refused points)."
+        ),
+    ] = None,
     graphs: Annotated[
         bool, typer.Option("--graphs", help="Replay each call as a CUDA graph (a separate answer).")
     ] = False,
@@ -72,7 +78,7 @@ def sweep_command(
     )  # fmt: skip
     first = replace(first, folder=plan.request(1, (low, high)).folder)  # step 1: both ends in one capture
     con.print(escape(f"search {family} over {low:,}–{high:,} ctx ({mode}): {', '.join(plan.labels)}; "
-                     f"±{width:g} of ctx, at most {max_steps} captures; folder {folder}"), soft_wrap=True)  # fmt: skip
+                     f"±{width:g} of ctx, at most {plan.budget} captures; folder {folder}"), soft_wrap=True)  # fmt: skip
     render_plan(first, con)
     if dry_run:
         return

@@ -640,7 +640,8 @@ SEARCH = "search.json"  # in a sweep folder, beside one run folder per step (ste
 # who is really faster at a measured ctx (analysis.bisect.side_of), and what a search concluded (analysis.bisect)
 SEARCH_SIDES: tuple[str, ...] = ("below", "above", "same", "ambiguous", "refused")
 SEARCH_KINDS: tuple[str, ...] = (
-    "measure", "crossover", "tie band", "undecided band", "no crossover", "budget", "resolution", "refused",
+    "measure", "crossover", "tie band", "undecided band", "several crossovers", "no crossover", "budget",
+    "resolution", "refused",
 )  # fmt: skip
 MAX_STEPS = 100  # captures one search may run
 
@@ -659,7 +660,20 @@ def _decision(value: Any, name: str) -> dict[str, Any]:
     for key in ("bracket", "band"):
         _field(d, key, _ctx_pair, at, None)
     _field(d, "estimate", _int(1), at, None)
+    for key in ("half_width", "width"):
+        _field(d, key, _number(0, 1), at, None)
+    _field(d, "refused", _refusal, at, None)
+    _field(d, "crossings", _list(_ctx_pair), at, None)
+    _field(d, "ends", _list(_one_of(SEARCH_SIDES)), at, None)
+    _field(d, "swapped", _bool, at, None)
     return dict(d)
+
+
+def _refusal(value: Any, name: str) -> dict[str, Any]:
+    r, at = _object(value, name), f"{name}."
+    _field(r, "ctx", _int(1), at)
+    _field(r, "cause", _str, at, "")
+    return dict(r)
 
 
 def _search_point(value: Any, name: str) -> dict[str, Any]:
