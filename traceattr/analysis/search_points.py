@@ -50,10 +50,15 @@ SUMMARY_COLUMNS = ("shape", "backend", "median_us", "ratio_to_best", "verdict", 
 def points(record: SearchRecord) -> list[Point]:
     """Every measured point of *record*, in the order measured, as :func:`decide` reads them."""
     return [
-        Point(p["ctx"], p["side"], p.get("ratio"), p.get("low"), p.get("high"), p.get("refused_by") or "")
+        Point(p["ctx"], p["side"], p.get("ratio"), p.get("low"), p.get("high"), _cause(p))
         for s in record.steps
         for p in s["points"]
     ]
+
+
+def _cause(p: Mapping[str, Any]) -> str:
+    """Why a point was refused, as the search named it (its failed gates, else its status)."""
+    return "" if p["side"] != "refused" else p.get("refused_by") or p["status"]
 
 
 def replay(record: SearchRecord) -> Decision | None:
