@@ -6,12 +6,10 @@ import json
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pytest
 
-from tests.synth.builder import TraceBuilder
+from tests.helpers import CROSS, FakeSearch, ctx_of, linear_time, search_plan
 from traceattr.analysis.bisect import (
     KINDS,
     RETRIES,
@@ -24,18 +22,11 @@ from traceattr.analysis.bisect import (
     narrow,
     side_of,
 )
-from traceattr.analysis.calls import calls as call_table
-from traceattr.analysis.rounds import Capture
 from traceattr.analysis.search_points import replay, time_falls, usable
-from traceattr.attribution.engine import attribute
-from traceattr.core.callnames import DOMAIN, CallName
 from traceattr.core.errors import TraceattrError, TraceError
-from traceattr.core.records import SEARCH, RunnerRecord, SearchRecord
-from traceattr.core.shapes import parse_shape
-from traceattr.jobs.crossover_search import SearchPlan, ctx_range, family_shape, run_search
+from traceattr.core.records import SEARCH, SearchRecord
+from traceattr.jobs.crossover_search import ctx_range, family_shape, run_search
 from traceattr.present.formats import search_text
-from traceattr.runner.plan import arm_letters, round_order
-from traceattr.trace.loader import load_trace
 
 SWEEPS = Path(__file__).parents[1] / "examples" / "sweeps"
 
@@ -177,86 +168,9 @@ def test_estimate_interpolates_the_ratio() -> None:
 
 
 # -- the search through a fake executor -------------------------------------------------------------
-CROSS = 183_333  # fa3 25 + 0.45 µs per 1k ctx, flashmla 36 + 0.39: equal at 11 / 0.06 k
-
-
-def linear_time(shape: str, arm: str) -> float:
-    """µs of one call: the two lines above (fa2 slower everywhere)."""
-    k = _ctx(shape) / 1000
-    return {"fa3": 25 + 0.45 * k, "flashmla": 36 + 0.39 * k, "fa2": 30 + 1.0 * k}[arm]
-
-
-def _ctx(shape: str) -> int:
-    return parse_shape(shape).ctx
-
-
-def synth(
-    folder: Path, request: Any, t: Any, iters: int, seed: int, fraction: float = 0.95, low: tuple[str, ...] = ()
-) -> Capture:
-    """A capture of the requested shapes and arms, ABBA, each call t(shape, arm) µs with 0.2% noise; the
-    shapes in *low* ran at half the SM clock (the clock gate refuses them)."""
-    rng = np.random.default_rng(seed)
-    b = TraceBuilder()
-    dom = b.domain(DOMAIN, tid=1)
-    letters = arm_letters(request.arms)
-    now = 10_000
-    for shape in request.shapes:
-        for i in range(iters):
-            for arm in round_order(request.arms, i):
-                dur = int(1000 * t(shape, arm) * (1 + 0.002 * rng.standard_normal()))
-                b.push_range(tid=1, start=now, end=now + 5_000, message=CallName(arm, shape, letters[arm], i).message,
-                             domain=dom)  # fmt: skip
-                b.launch(tid=1, start=now + 100, end=now + 200, kernel="mla_decode_kernel", gpu_start=now + 1_000,
-                         gpu_end=now + 1_000 + dur)  # fmt: skip
-                now += dur + 20_000
-    trace = b.write(folder / "trace.sqlite", gpu_name="NVIDIA H200", cc=(9, 0))
-    att = attribute(load_trace(trace))
-
-    def clocks(shape: str) -> dict[str, Any]:
-        f = 0.5 if shape in low else fraction
-        return {"sm_clock_mhz_median": round(1980 * f), "sm_clock_max_mhz": 1980, "fraction": f}
-
-    runner = {
-        "gpu": {"name": "NVIDIA H200"}, "timed": True,
-        "shapes": {s: {"backends": {a: {"status": "ok", "relative_error": 0.004} for a in request.arms},
-                       "clocks": clocks(s)} for s in request.shapes},
-        "arms": {a: {"backend": a, "options": {}, "program": a} for a in request.arms},
-        "protocol": {"between": "flush", "order": "abba", "flush_bytes": 256 << 20},
-    }  # fmt: skip
-    return Capture(request.round, call_table(att), RunnerRecord.from_json(runner), str(folder), "abba", attribution=att)
-
-
-class Fake:
-    """Stands in for profile_executor: synthesises each step's capture with timing *t*; records the requests."""
-
-    def __init__(
-        self,
-        t: Any,
-        iters: int = 12,
-        low_clock_steps: tuple[int, ...] = (),
-        low_clock: tuple[tuple[int, int], ...] = (),
-    ) -> None:
-        self.t, self.iters, self.requests, self.low = t, iters, [], low_clock_steps
-        self.low_at = low_clock  # (step, ctx): that one point ran at a low clock
-
-    def __call__(self, request, plan, on_line):  # type: ignore[no-untyped-def]
-        self.requests.append(request)
-        request.folder.mkdir(parents=True)
-        fraction = 0.5 if len(self.requests) in self.low else 0.95
-        step = len(self.requests)
-        low = tuple(s for s in request.shapes if (step, _ctx(s)) in self.low_at)
-        return synth(request.folder, request, self.t, self.iters, step, fraction, low)
-
-
-def plan(tmp: Path, **kw: Any) -> SearchPlan:
-    base = {"family": "q8_ctx*", "arms": ("fa3", "flashmla"), "ctx_low": 8000, "ctx_high": 1_000_000,
-            "folder": tmp / "sweep", "width": 0.1, "max_steps": 10}  # fmt: skip
-    return SearchPlan(**{**base, **kw})
-
-
 def test_search_brackets_a_known_crossover_within_the_width(tmp_path: Path) -> None:
-    fake = Fake(linear_time)
-    record = run_search(plan(tmp_path), fake)
+    fake = FakeSearch(linear_time)
+    record = run_search(search_plan(tmp_path), fake)
     result = record.result
     assert result is not None and result["kind"] in ("crossover", "tie band")
     lo, hi = result["bracket"]
@@ -279,7 +193,7 @@ def test_search_brackets_a_known_crossover_within_the_width(tmp_path: Path) -> N
 
 def test_search_with_a_tie_band(tmp_path: Path) -> None:
     def t(shape: str, arm: str) -> float:
-        k = _ctx(shape) / 1000
+        k = ctx_of(shape) / 1000
         base = 25 + 0.45 * k
         if arm == "fa3":
             return base
@@ -287,7 +201,7 @@ def test_search_with_a_tie_band(tmp_path: Path) -> None:
             return base * 1.2
         return base * (1.0 if k < 300 else 0.8)  # identical over 60k–300k
 
-    record = run_search(plan(tmp_path, max_steps=16), Fake(t))
+    record = run_search(search_plan(tmp_path, max_steps=16), FakeSearch(t))
     result = record.result
     assert result is not None and result["kind"] == "tie band", result
     lo, hi = result["bracket"]
@@ -296,14 +210,14 @@ def test_search_with_a_tie_band(tmp_path: Path) -> None:
 
 
 def test_search_one_backend_always_best(tmp_path: Path) -> None:
-    record = run_search(plan(tmp_path, arms=("fa3", "fa2")), Fake(linear_time))
+    record = run_search(search_plan(tmp_path, arms=("fa3", "fa2")), FakeSearch(linear_time))
     assert record.result is not None and record.result["kind"] == "no crossover"
     assert len(record.steps) == 1
 
 
 def test_refused_step_is_measured_again(tmp_path: Path) -> None:
-    fake = Fake(linear_time, low_clock_steps=(2,))
-    record = run_search(plan(tmp_path), fake)
+    fake = FakeSearch(linear_time, low_clock_steps=(2,))
+    record = run_search(search_plan(tmp_path), fake)
     assert record.steps[1]["points"][0]["status"] == "refused"
     assert "clock" in record.steps[1]["points"][0]["refused_by"]
     assert fake.requests[2].shapes == fake.requests[1].shapes  # the same ctx again
@@ -312,8 +226,8 @@ def test_refused_step_is_measured_again(tmp_path: Path) -> None:
 
 def test_refused_end_at_step_1_is_measured_again(tmp_path: Path) -> None:
     """An end refused at step 1 (the H200 --graphs search) is measured again, not read as "no crossover"."""
-    fake = Fake(linear_time, low_clock=((1, 8000),))
-    record = run_search(plan(tmp_path), fake)
+    fake = FakeSearch(linear_time, low_clock=((1, 8000),))
+    record = run_search(search_plan(tmp_path), fake)
     low, high = record.steps[0]["points"]
     assert low["status"] == "refused" and "clock" in low["refused_by"] and high["side"] == "above"
     assert record.steps[0]["decision"]["kind"] == "measure" and record.steps[0]["decision"]["next_ctx"] == 8000
@@ -324,8 +238,8 @@ def test_refused_end_at_step_1_is_measured_again(tmp_path: Path) -> None:
 
 
 def test_an_end_refused_twice_is_the_answer(tmp_path: Path) -> None:
-    fake = Fake(linear_time, low_clock=((1, 1_000_000), (2, 1_000_000)))
-    record = run_search(plan(tmp_path), fake)
+    fake = FakeSearch(linear_time, low_clock=((1, 1_000_000), (2, 1_000_000)))
+    record = run_search(search_plan(tmp_path), fake)
     result = record.result
     assert result is not None and result["kind"] == "refused" and len(record.steps) == 2
     assert result["refused"]["ctx"] == 1_000_000 and "clock" in result["refused"]["cause"]
@@ -335,11 +249,11 @@ def test_an_end_refused_twice_is_the_answer(tmp_path: Path) -> None:
 
 
 def test_default_budget_and_how_far_a_spent_budget_got(tmp_path: Path) -> None:
-    record = run_search(plan(tmp_path / "a", max_steps=None), Fake(linear_time))
+    record = run_search(search_plan(tmp_path / "a", max_steps=None), FakeSearch(linear_time))
     h = record.header
     assert h["max_steps"] == default_steps(8000, 1_000_000, 0.1) == 8 and h["max_steps_from"] == "default"
     assert record.result is not None and record.result["kind"] in ("crossover", "tie band")
-    record = run_search(plan(tmp_path / "b", max_steps=3), Fake(linear_time))
+    record = run_search(search_plan(tmp_path / "b", max_steps=3), FakeSearch(linear_time))
     result = record.result
     assert result is not None and result["kind"] == "budget" and record.header["max_steps_from"] == "--max-steps"
     lo, hi = result["bracket"]
@@ -348,17 +262,17 @@ def test_default_budget_and_how_far_a_spent_budget_got(tmp_path: Path) -> None:
 
 
 def test_search_budget(tmp_path: Path) -> None:
-    record = run_search(plan(tmp_path, max_steps=3), Fake(linear_time))
+    record = run_search(search_plan(tmp_path, max_steps=3), FakeSearch(linear_time))
     assert record.result is not None and record.result["kind"] == "budget" and len(record.steps) == 3
 
 
 def test_plan_and_options_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(TraceattrError, match="ctx\\*"):
-        plan(tmp_path, family="q8_ctx8k")
+        search_plan(tmp_path, family="q8_ctx8k")
     with pytest.raises(TraceattrError, match="two or more arms"):
-        plan(tmp_path, arms=("fa3",))
+        search_plan(tmp_path, arms=("fa3",))
     with pytest.raises(TraceattrError, match="width"):
-        plan(tmp_path, width=1.5)
+        search_plan(tmp_path, width=1.5)
     assert ctx_range("8k:1m") == (8000, 1_000_000)
     for bad in ("8k", "1m:8k", "x:1m"):
         with pytest.raises(TraceattrError, match="--ctx-range"):
@@ -367,7 +281,7 @@ def test_plan_and_options_refused_in_one_line(tmp_path: Path) -> None:
 
 
 def test_search_record_is_checked_as_input(tmp_path: Path) -> None:
-    record = run_search(plan(tmp_path, arms=("fa3", "fa2")), Fake(linear_time))
+    record = run_search(search_plan(tmp_path, arms=("fa3", "fa2")), FakeSearch(linear_time))
     content = record.to_json()
     assert SearchRecord.from_json(json.loads(json.dumps(content))).header["family"] == "q8_ctx*"
     for key, value in (("width", 2), ("steps", [{"step": 0}]), ("command", "round"), ("schema", "traceattr.search/9")):

@@ -11,10 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import run
+from tests.helpers import CROSS, FakeSearch, linear_time, run, search_plan
 from tests.synth.builder import TraceBuilder
-from tests.test_crossover_search import CROSS, Fake, linear_time
-from tests.test_crossover_search import plan as search_plan
 from traceattr.analysis.dispatch_table import (
     ShapePoint,
     build_segments,
@@ -187,7 +185,7 @@ SWEEPS = Path(__file__).parents[1] / "examples" / "sweeps"
 
 
 def searched(tmp_path: Path, t, **kw) -> SearchRecord:  # type: ignore[no-untyped-def]
-    return run_search(search_plan(tmp_path, max_steps=16, **kw), Fake(t))
+    return run_search(search_plan(tmp_path, max_steps=16, **kw), FakeSearch(t))
 
 
 def test_search_known_crossover_table(tmp_path: Path) -> None:
@@ -229,7 +227,7 @@ def test_search_one_backend_always_best_table(tmp_path: Path) -> None:
 
 
 def test_a_refused_point_never_reaches_the_table(tmp_path: Path) -> None:
-    record = run_search(search_plan(tmp_path), Fake(linear_time, low_clock=((1, 8000),)))
+    record = run_search(search_plan(tmp_path), FakeSearch(linear_time, low_clock=((1, 8000),)))
     assert usable(record).filter(usable(record)["ctx"] == 8000)["step"].to_list() == [2]  # the second, passed
     eager = SearchRecord.read(SWEEPS / "h200_q8_fa3_flashmla_eager.json")
     (fam,) = dispatch_table(*dispatch_frames(eager)).families

@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run
-from tests.test_crossover_search import Fake, linear_time, plan
-from tests.test_report import _figures, _strings, _without_plotlyjs
+from tests.helpers import FakeSearch, json_strings, linear_time, page_figures, run, search_plan, without_plotlyjs
 from traceattr.analysis.dispatch_table import dispatch_table
 from traceattr.analysis.search_points import dispatch_frames
 from traceattr.core.records import SearchRecord
@@ -28,7 +26,7 @@ GRAPHS = SWEEPS / "h200_q8_fa3_flashmla_graphs.json"
 
 def _text(page: str) -> str:
     """The page's visible words, roughly: tags dropped, entities read."""
-    ours = _without_plotlyjs(page)
+    ours = without_plotlyjs(page)
     ours = re.sub(r"<script\b.*?</script>", " ", ours, flags=re.S)
     return html.unescape(re.sub(r"<[^>]+>", " ", ours))
 
@@ -44,7 +42,7 @@ def eager_page(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def test_sections_in_order_the_answer_first(eager_page: str) -> None:
     assert re.findall(r'<section id="([\w-]+)">', eager_page) == ["answer", "search", "dispatch", "metadata"]
-    assert list(_figures(eager_page)) == ["fig-search"]
+    assert list(page_figures(eager_page)) == ["fig-search"]
     record = SearchRecord.read(EAGER)
     text = _text(eager_page)
     answer = search_text(record.header, record.result)
@@ -97,12 +95,12 @@ def test_the_regret_table_is_the_dispatch_tables(eager_page: str) -> None:
 
 
 def test_a_fresh_search_reads_as_itself(tmp_path: Path) -> None:
-    record = run_search(plan(tmp_path), Fake(linear_time, low_clock=((1, 8000),)))
+    record = run_search(search_plan(tmp_path), FakeSearch(linear_time, low_clock=((1, 8000),)))
     page = sweep_page(record, "fresh")
     text = _text(page)
     assert search_text(record.header, record.result) in text
     assert "earlier traceattr" not in text  # its answer is what its points say
-    fig = _figures(page)["fig-search"]
+    fig = page_figures(page)["fig-search"]
     refused = next(t for t in fig["data"] if t["meta"] == "refused")
     assert refused["x"] == [8000] and refused["text"] == ["1"]  # the low end, refused at step 1 …
     assert 8000 in next(t for t in fig["data"] if t["meta"] == "below")["x"]  # … and passed at step 2
@@ -136,6 +134,6 @@ def test_hostile_arm_labels_stay_text(tmp_path: Path) -> None:
     evil = "fa3<script>alert(1)</script>"
     record = SearchRecord.from_json(json.loads(EAGER.read_text(encoding="utf-8").replace('"fa3"', json.dumps(evil))))
     page = sweep_page(record, "hostile")
-    assert "<script>alert" not in _without_plotlyjs(page).lower()
+    assert "<script>alert" not in without_plotlyjs(page).lower()
     assert "fa3&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    assert any("fa3&lt;script&gt;" in s for s in _strings(_figures(page)["fig-search"]))
+    assert any("fa3&lt;script&gt;" in s for s in json_strings(page_figures(page)["fig-search"]))
