@@ -111,6 +111,7 @@ def test_the_graphs_record_says_what_its_points_say(tmp_path: Path) -> None:
     assert run("report", str(GRAPHS), "-o", str(out)).returncode == 0
     text = _text(out.read_text(encoding="utf-8"))
     assert "not finished: 32k was refused (directional 0.0292 > 0.02) and is measured again next" in text
+    assert "One measured context passed its gates (900k)" in text
 
 
 def test_sweep_folder_cli_and_errors(tmp_path: Path) -> None:

@@ -261,8 +261,14 @@ def _family_html(t: FamilyTable, distribution: str) -> str:
         f"expected against {us(gs.per_ctx_us)} µs for the per-ctx table: +{pct(gs.expected_regret)} expected regret "
         f"(worst +{pct(gs.max_regret)}), what capturing graphs for both backends and dispatching by seq_len buys."
     )  # fmt: skip
+    alone = (
+        f'<div class="note">One measured context passed its gates ({fmt_ctx(t.points[0].ctx)}): the table is its '
+        "fastest backend everywhere, and leave-one-out has nothing to hold out.</div>"
+        if len(t.points) == 1
+        else ""
+    )
     return (
-        f'<ul class="rules"><li><b>{html.escape(t.family)}</b>: {html.escape(segments_text(t))}; table '
+        alone + f'<ul class="rules"><li><b>{html.escape(t.family)}</b>: {html.escape(segments_text(t))}; table '
         f"{html.escape(regret_text(t.regret))}, leave-one-out {html.escape(regret_text(t.loo_regret))}</li></ul>"
         + _table("regret", ("choice", "mean regret", "max regret", "right / shapes"), regret_rows)
         + "<h3>Per measured shape</h3>"
