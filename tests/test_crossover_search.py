@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import CROSS, FakeSearch, ctx_of, linear_time, search_plan
+from tests.helpers import CROSS, FakeSearch, cli, ctx_of, linear_time, search_plan
 from traceattr.analysis.bisect import (
     KINDS,
     RETRIES,
@@ -287,3 +287,24 @@ def test_search_record_is_checked_as_input(tmp_path: Path) -> None:
     for key, value in (("width", 2), ("steps", [{"step": 0}]), ("command", "round"), ("schema", "traceattr.search/9")):
         with pytest.raises(TraceError):
             SearchRecord.from_json({**content, key: value}, tmp_path / "search.json")
+
+
+def test_sweep_command_writes_search_and_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command end to end, its captures from the fake: steps, answer, search.json and report.html."""
+    import traceattr.cli.sweep as command
+
+    monkeypatch.setattr(command, "require_runnable", lambda plan: None)
+    monkeypatch.setattr(
+        command, "run_search", lambda plan, on_step: run_search(plan, FakeSearch(linear_time), on_step=on_step)
+    )
+    rc, out, err = cli(capsys, "sweep", "-s", "q8_ctx*", "-b", "fa3", "-b", "flashmla", "--ctx-range", "8k:1m",
+                       "--out-root", tmp_path)  # fmt: skip
+    assert rc == 0, err
+    (folder,) = tmp_path.iterdir()
+    record = SearchRecord.read(folder / SEARCH)
+    assert record.header["max_steps"] == 8 and record.result is not None
+    assert search_text(record.header, record.result) in " ".join(out.split())
+    assert (folder / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert f"sweep folder: {folder} (report: report.html)" in out

@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from traceattr.cli import app
+from traceattr.core import runfolder
 from traceattr.jobs.crossover_search import SearchPlan, ctx_range, run_search
 from traceattr.jobs.profile import make_plan, require_runnable
 
@@ -54,9 +55,10 @@ def sweep_command(
 
     Example: traceattr sweep -s 'q8_ctx*' -b fa3 -b flashmla --ctx-range 8k:1m --width 0.1
 
-    Each step is one `profile` capture with a round's gates; a refused point is measured once more.
-    The sweep folder holds step-1, step-2, … (run folders) and search.json. Eager and --graphs are
-    separate searches. `traceattr dispatch SWEEP_FOLDER …` turns sweeps into a dispatch table.
+    Each step is one `profile` capture with a round's gates; a refused point (an end too) is measured
+    once more. The sweep folder holds step-1, step-2, … (run folders), search.json and report.html.
+    Eager and --graphs are separate searches. `traceattr dispatch SWEEP_FOLDER …` turns sweeps into a
+    dispatch table; `traceattr report SWEEP_FOLDER` writes the page again.
     """
     low, high = ctx_range(ctx_range_text)
     mode = "graphs" if graphs else "eager"
@@ -93,4 +95,7 @@ def sweep_command(
     with con.status("sweeping …"):
         record = run_search(plan, on_step=show)
     render_steps(record, con)
-    con.print(f"sweep folder: {folder}", markup=False, highlight=False)
+    from traceattr.present.report.sweep import write_sweep_report
+
+    page = write_sweep_report(record, folder / runfolder.REPORT, f"traceattr sweep {folder.name}")
+    con.print(f"sweep folder: {folder} (report: {page.name})", markup=False, highlight=False)
