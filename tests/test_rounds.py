@@ -162,8 +162,12 @@ def test_run_round_alternates_arms_and_writes_receipts(tmp_path: Path) -> None:
     assert receipt.summary()["passing"] == 0
     assert receipt.rows["rounds"].to_list() == [2, 2] and receipt.rows["pairs"].to_list() == [16, 16]
     assert all(s.startswith("refusal certain after 2 rounds: directional 0.09") for s in receipt.rows["stopped"])
-    assert all("predecessor: fa3 " in c and "(stopped early: refusal certain" in c for c in receipt.rows["cause"])
+    # a lead call opens every group (the default), so the first-arm bias reads as the position in the group
+    assert all("position in the group: fa3 " in c and "(stopped early: refusal certain" in c
+               for c in receipt.rows["cause"])  # fmt: skip
+    assert "as the second call of its group vs" in receipt.rows["cause"][0]
     md = (plan.folder / "receipt.md").read_text(encoding="utf-8")
+    assert "each group opens with an untimed call of its last arm (lead)" in md
     assert md.count("**refused**: directional") == 2 and "**0 / 2 rows pass**" in md
     assert "| row | baseline µs | candidate µs | ratio | verdict | gates |" in md
     csv = pl.read_csv(plan.folder / "receipt.csv")
@@ -400,10 +404,11 @@ def test_cli_round_through_profile_with_a_fake_capture(
 TIGHT = Gates(directional_limit=1e-6)  # refuses every row, so that each mechanism's diagnosis shows alone
 
 
-def diagnosed(caps: list[Capture], gates: Gates = TIGHT) -> dict[str, dict[str, Any]]:
+def diagnosed(caps: list[Capture], gates: Gates = TIGHT, lead: bool = False) -> dict[str, dict[str, Any]]:
     from traceattr.present.receipt import with_causes
 
-    header = {"baseline": BASE, "candidate": CAND, "gates": {"directional_limit": 0.02, "min_clock": 0.7}}
+    header = {"baseline": BASE, "candidate": CAND, "gates": {"directional_limit": 0.02, "min_clock": 0.7},
+              "protocol": {"lead": lead}}  # fmt: skip
     return by_row(with_causes(Receipt(header, round_rows(ROWS, caps, BASE, CAND, gates))).rows)
 
 
@@ -437,6 +442,11 @@ def test_cause_predecessor_split_with_intervals(tmp_path: Path) -> None:
     assert re.search(rf"predecessor: fa3 [\d.]+ \[[\d.]+, [\d.]+\] µs after the other arm .* \([+-]0\.\d% \(within "
                      rf"noise\)\); {re.escape(CAND)} [\d.]+ \[.*\] µs after the other arm vs [\d.]+ \[.*\] µs after "
                      rf"itself \(\+8\.\d%\)", r["cause"])  # fmt: skip
+    # behind a lead call every timed call followed the other arm: the same split is the position in the group
+    led = diagnosed(captures(tmp_path, t), Gates(), lead=True)[ROWS[0].label]
+    assert led["causes"][0] == "predecessor" and "after itself" not in led["cause"]
+    assert re.search(rf"position in the group: .*{re.escape(CAND)} [\d.]+ \[.*\] µs as the second call of its group "
+                     rf"vs [\d.]+ \[.*\] µs as the first \(\+8\.\d%\)", led["cause"])  # fmt: skip
 
 
 def test_cause_clock(tmp_path: Path) -> None:
@@ -626,7 +636,8 @@ def test_round_page_never_draws_a_rule_through_a_refused_row(tmp_path: Path, ref
     assert drawn is not refused
     if refused:
         assert "is not drawn: the round refused q1_ctx131k (directional" in page
-        assert "Why each refused row was refused" in page and "predecessor: fa3" in page
+        assert "Why each refused row was refused" in page and "position in the group: fa3" in page
+        assert "fa3 first / second in group" in page
     assert page.index("rows pass") < page.index('id="metadata"')
 
 
