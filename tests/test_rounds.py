@@ -659,3 +659,26 @@ def test_report_of_a_round_folder_written_by_the_previous_version(tmp_path: Path
     assert page.index("0 / 2 rows pass") < page.index('id="metadata"') and "<details open>" not in page
     assert "not diagnosed: this receipt was written before traceattr recorded causes" in page
     assert '"name":"rule"' not in page
+
+
+def test_both_arm_orders_weigh_alike_however_many_captures_each_had(tmp_path: Path) -> None:
+    """The H200 A/A at q1_ctx8k: the arm listed first in its capture ran 2% faster; with 3 captures (the
+    baseline first in two) the median over rounds read 1.015 "slower". Each order now weighs the same."""
+    plain = timing(1.0, noise=0.001)
+    caps = []
+    for r in range(3):
+        order = (BASE, CAND) if r % 2 == 0 else (CAND, BASE)
+
+        def t(shape: str, arm: str, i: int, pos: int, first: str = order[0]) -> float:
+            return plain(shape, arm, i, pos) * (0.98 if arm == first else 1.0)
+
+        caps.append(synth_capture(tmp_path, r, order, t))
+    r = by_row(round_rows(ROWS, caps, BASE, CAND))[ROWS[0].label]
+    assert r["ratio"] == pytest.approx(1.0, abs=0.002) and r["verdict"] == "same", r
+    # per round the candidate is 2% slower, faster, slower: the evidence keeps what each capture measured
+    per_round = [c / b for b, c in zip(r["baseline_rounds_us"], r["candidate_rounds_us"], strict=True)]
+    assert per_round == [pytest.approx(1 / 0.98, abs=0.003), pytest.approx(0.98, abs=0.003),
+                         pytest.approx(1 / 0.98, abs=0.003)]  # fmt: skip
+    # one order only (a single capture): the plain median of the pairs, as before
+    one = by_row(round_rows(ROWS, caps[:1], BASE, CAND))[ROWS[0].label]
+    assert one["ratio"] == pytest.approx(1 / 0.98, abs=0.003) and one["verdict"] == "slower"
