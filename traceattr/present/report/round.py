@@ -113,8 +113,10 @@ def receipt_section(receipt: Receipt) -> Section:
 def evidence_section(receipt: Receipt) -> Section:
     h = receipt.header
     names = (str(h.get("baseline", "baseline")), str(h.get("candidate", "candidate")))
+    lead = bool((h.get("protocol") or {}).get("lead"))  # a lead call: the split is first vs second in the group
+    split = ("{0} first / second in group" if lead else "{0} after itself / after {1}").format
     head = ("row", "attempt", "iterations per round", f"{names[0]} per round µs", f"{names[1]} per round µs",
-            f"{names[0]} after itself / after {names[1]}", f"{names[1]} after itself / after {names[0]}",
+            split(names[0], names[1]), split(names[1], names[0]),
             "host-bound calls per round", "two groups of calls", "stopped early")  # fmt: skip
     rows = []
     for r in receipt.rows.iter_rows(named=True):
@@ -134,7 +136,8 @@ def evidence_section(receipt: Receipt) -> Section:
         "Per-row evidence",
         "What the receipt's numbers and causes come from, over every capture of the round: each arm's median in "
         "each round (drift shows here); each arm's median with its 95% interval when it followed itself and when "
-        "it followed the other arm (in ABBA the call after itself is also the first of its group); calls that "
+        "it followed the other arm (in ABBA the call after itself is also the first of its group; with a lead call "
+        "opening each group, every call follows the other arm and the split is first vs second); calls that "
         "waited for their own launches (host-bound: no queue wait, GPU idle inside the call); an arm whose calls "
         "fall into two groups; and the rows whose refusal was certain before the last round. Empty cells: not "
         "recorded (receipts written before traceattr recorded evidence).",
