@@ -134,7 +134,7 @@ class SearchPlan:
             "max_steps_from": "--max-steps" if self.max_steps is not None else "default",
             "halvings": halvings(self.ctx_low, self.ctx_high, self.width), "retry_room": RETRY_ROOM * RETRIES,
             "protocol": {"iters": p.iters, "warmup": p.warmup, "max_noise": p.max_noise, "max_iters": p.max_iters,
-                         "hold_us": p.hold_us, "between": p.between, "flush_bytes": p.flush_bytes,
+                         "hold_us": p.hold_us, "lead": p.lead, "between": p.between, "flush_bytes": p.flush_bytes,
                          "order": "abba, arm order alternating between steps", "seed": p.seed,
                          "timing": "nsys GPU span per call (first op start to last op end)"},
             "gates": asdict(self.gates),
