@@ -138,3 +138,33 @@ def test_hostile_arm_labels_stay_text(tmp_path: Path) -> None:
     assert "<script>alert" not in without_plotlyjs(page).lower()
     assert "fa3&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert any("fa3&lt;script&gt;" in s for s in json_strings(page_figures(page)["fig-search"]))
+
+
+@pytest.mark.parametrize(
+    ("result", "sentence", "fills"),
+    [
+        ({"kind": "several crossovers", "crossings": [[32_000, 73_800], [73_800, 170_000]]},
+         "the really faster of fa3 and flashmla changes 2 times along ctx (between 32k–74k, 74k–170k): several "
+         "crossovers, not one bracket", ["rgba(230,120,0,0.16)"] * 2),
+        ({"kind": "tie band", "bracket": [112_000, 170_000], "band": [138_000, 153_000]},
+         "fa3 vs flashmla: tie within ±1% (same) at 138k–153k; fa3 really faster at 112k, flashmla at 170k",
+         ["rgba(26,127,55,0.12)", "rgba(120,120,120,0.18)"]),
+        ({"kind": "crossover", "bracket": [138_000, 153_000], "swapped": True},
+         "flashmla below, fa3 above a crossover in 138k–153k (146k ±5%)", ["rgba(26,127,55,0.12)"]),
+        ({"kind": "no crossover", "ends": ["above", "above"]},
+         "no change of the really faster arm over 32k–900k: flashmla really faster at 32k, flashmla really faster "
+         "at 900k: no crossover", []),
+        ({"kind": "no crossover", "ends": ["same", "above"]},
+         "no change of the really faster arm over 32k–900k: the same (within ±1%) at 32k, flashmla really faster "
+         "at 900k: no crossover", []),
+        ({"kind": "refused", "refused": {"ctx": 153_000, "cause": "parity"}, "bracket": [138_000, 170_000]},
+         "153k was refused twice by its gates (parity); the crossover lies in 138k–170k (154k ±10.4%)",
+         ["rgba(26,127,55,0.12)"]),
+    ],
+)  # fmt: skip
+def test_every_answer_reads_and_shades(result: dict, sentence: str, fills: list[str]) -> None:
+    record = SearchRecord.read(EAGER)
+    record = SearchRecord(record.header, record.steps, result)
+    assert search_text(record.header, result) == f"q8_ctx* (eager): {sentence}"
+    shapes = search_figure(record).to_plotly_json()["layout"].get("shapes", [])
+    assert [s["fillcolor"] for s in shapes if s.get("type") == "rect" and s.get("xref") == "x"] == fills
