@@ -418,7 +418,8 @@ def test_cause_host_bound_counts_per_arm_and_capture_with_the_holds_numbers(tmp_
                     hold={"groups": 8, "timeouts": 2, "gpu_wait_us": {"median": 480.0, "max": 900.0}})  # fmt: skip
     caps = [*late, *captures(tmp_path, timing(1.0), rounds=3)[1:]]
     r = diagnosed(caps)[ROWS[0].label]
-    assert "host-bound" in r["causes"]
+    assert "host-bound" in r["causes"] and r["status"] == "refused"
+    assert f"host-bound: 8 / 8 {CAND} calls in round 1" in r["refused_by"]  # a gate of its own
     assert r["host_bound_candidate"] == [8, 0, 0] and r["host_bound_baseline"] == [0, 0, 0]
     assert r["calls_rounds"] == [8, 8, 8] and r["hold_timeouts"] == 2 and r["hold_gpu_wait_us"] == 480.0
     assert f"host-bound: {CAND} 8 / 8 in round 1 calls waited for their own launches" in r["cause"]
@@ -682,3 +683,18 @@ def test_both_arm_orders_weigh_alike_however_many_captures_each_had(tmp_path: Pa
     # one order only (a single capture): the plain median of the pairs, as before
     one = by_row(round_rows(ROWS, caps[:1], BASE, CAND))[ROWS[0].label]
     assert one["ratio"] == pytest.approx(1 / 0.98, abs=0.003) and one["verdict"] == "slower"
+
+
+def test_host_bound_calls_refuse_a_row_the_other_gates_pass(tmp_path: Path) -> None:
+    """One capture in which 2 of 8 candidate calls waited for their launches (25% > 5%): refused, even though
+    order and drift stay far below their limits; 0 of 8 passes."""
+
+    def gaps(_s: str, arm: str, i: int) -> int:
+        return 15 * US if arm == CAND and i in (2, 5) else 0  # two calls of eight: the medians barely move
+
+    caps = [*captures(tmp_path, timing(0.9), rounds=1, gaps=gaps), *captures(tmp_path, timing(0.9), rounds=3)[1:]]
+    r = by_row(round_rows(ROWS, caps, BASE, CAND))[ROWS[0].label]
+    assert r["directional_gate"] == "pass" and r["status"] == "refused", r
+    assert r["refused_by"] == f"host-bound: 2 / 8 {CAND} calls in round 1"
+    clean = by_row(round_rows(ROWS, captures(tmp_path, timing(0.9), rounds=3), BASE, CAND))[ROWS[0].label]
+    assert clean["status"] == "pass" and clean["host_bound_candidate"] == [0, 0, 0]

@@ -46,7 +46,7 @@ from typing import Any
 
 import polars as pl
 
-from traceattr.analysis.causes import cause_kinds, evidence, row_evidence
+from traceattr.analysis.causes import cause_kinds, evidence, host_bound_refusal, row_evidence
 from traceattr.analysis.stats import SAME_WITHIN, compare_samples, geomean
 from traceattr.attribution.engine import Attribution
 from traceattr.core.precision import CONFIDENCE, median_noise
@@ -336,6 +336,10 @@ def round_rows(
         spans = {side: mine.filter(pl.col("backend") == arm)["t_us"].to_numpy()
                  for side, arm in (("baseline", baseline), ("candidate", candidate))}  # fmt: skip
         facts = row_evidence(row.shape, [c.round for c in caps], split, hostbound, caps, baseline, candidate, spans)
+        # calls that waited for their own launches time the host, not the kernels: no verdict on them
+        host = host_bound_refusal(facts, {"baseline": baseline, "candidate": candidate})
+        if host:
+            refused.append(host)
         out.append({
             "row": row.label, "shape": row.shape, "attempt": attempt,
             "status": "refused" if refused else "pass", "refused_by": "; ".join(refused),
