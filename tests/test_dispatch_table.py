@@ -280,8 +280,22 @@ def test_sweeps_and_traces_pool_by_family(tmp_path: Path) -> None:
     doc = json.loads(out.read_text(encoding="utf-8"))
     assert sorted(f["family"] for f in doc["families"]) == ["q1_ctx*_b4", "q8_ctx*"]
     assert backend_for(doc, "q1_ctx64k_b4") == "fa3" and backend_for(doc, "q8_ctx900k") == "flashmla"
-    same = run("dispatch", str(SWEEPS / "h200_q8_fa3_flashmla_eager.json"), str(EXAMPLE))
-    assert same.returncode == 2 and same.stderr.count("\n") == 1 and "q8_ctx*" in same.stderr
+    # the same family from a sweep and a trace: pooled by shape (the bisection sees only its bracket)
+    pooled = tmp_path / "pooled.json"
+    same = run("dispatch", str(SWEEPS / "h200_q8_fa3_flashmla_eager.json"), str(EXAMPLE), "-o", str(pooled))
+    assert same.returncode == 0, same.stderr
+    assert "q8_ctx*: pooled the sweep's gated points with 3 other shapes of the traces" in same.stderr
+    (fam,) = json.loads(pooled.read_text(encoding="utf-8"))["families"]
+    # the search's six ctx, and the shipped sweep's 8k, 131k, 512k (its 32k and 900k: the search's points)
+    assert fam["measured_ctx"] == [8_000, 32_000, 73_800, 112_000, 131_000, 138_000, 170_000, 512_000, 900_000]
+    # a run folder that says it ran eager, beside a --graphs sweep of its family: separate answers
+    folder = tmp_path / "eager_run"
+    folder.mkdir()
+    shutil.copy(EXAMPLE, folder / "trace.sqlite")
+    (folder / "runner.json").write_text(json.dumps({"protocol": {"graphs": False}}), encoding="utf-8")
+    mixed = run("dispatch", str(SWEEPS / "h200_q8_fa3_flashmla_graphs_lead.json"), str(folder))
+    assert mixed.returncode == 2 and mixed.stderr.count("\n") == 1, mixed.stderr
+    assert "measured eager and with --graphs" in mixed.stderr
     bad = tmp_path / "other.json"
     bad.write_text('{"schema": "traceattr.dispatch/2"}', encoding="utf-8")
     wrong = run("dispatch", str(bad))

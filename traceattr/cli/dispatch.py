@@ -20,10 +20,11 @@ from traceattr.cli.many import attribute_many, exit_status
 from traceattr.cli.options import DaskOpt, GroupOpt, MatchOpt, TracesArg, WorkersOpt, check_group, check_regex
 from traceattr.core.errors import NoDataError, TraceattrError
 from traceattr.core.output import check_file_target, write_text
-from traceattr.core.records import SEARCH, SearchRecord
+from traceattr.core.records import SEARCH, SearchRecord, read_runner
 from traceattr.core.shapes import parse_shape
 from traceattr.jobs.many import Settings, expand_inputs, rounds_per_report
 from traceattr.present.dispatch import dispatch_table_doc, render_table
+from traceattr.present.terminal import render_notes
 from traceattr.session import Session
 
 
@@ -113,22 +114,47 @@ def dispatch_command(
         if analysis.calls.height == 0 or analysis.note is not None:
             raise NoDataError(paths[0], analysis.note or "has no NVTX ranges with GPU work to compare")
         frames.append((analysis.summary, analysis.crossovers))
-    summary, crossings = frames[0] if len(frames) == 1 else _pooled(*frames)
+    summary, crossings = frames[0] if len(frames) == 1 else _pooled(*frames, _graph_modes(records, paths))
     source = ", ".join(str(p) for p in [*(arg for arg, _ in records), *paths])
     _show_and_write(summary, crossings, out, source, bins, distribution, (records[0][0] if records else paths[0]))
     raise typer.Exit(status)
 
 
 def _pooled(
-    sweeps: tuple[pl.DataFrame, pl.DataFrame], traces: tuple[pl.DataFrame, pl.DataFrame]
+    sweeps: tuple[pl.DataFrame, pl.DataFrame],
+    traces: tuple[pl.DataFrame, pl.DataFrame],
+    modes: tuple[set[bool], set[bool]],
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The sweeps' frames beside the traces' (the columns the table reads); a family from both is refused."""
+    """The sweeps' frames beside the traces' (the columns the table reads).
+
+    A family measured by both is pooled by shape: the sweep's gated points, and the traces' shapes the
+    sweep did not measure (a bisection sees only its bracket: on the H200 a grid found FlashMLA slower
+    again at 200k–262k, above the one crossover the search bracketed). *modes*: the graph modes
+    (``--graphs`` or not) of the sweeps and of the run folders among the traces, where known; pooling
+    eager with graphs is refused (separate answers)."""
     both = set(with_family(sweeps[0])["family"].to_list()) & set(with_family(traces[0])["family"].to_list())
+    if both and len(modes[0] | modes[1]) > 1:
+        raise TraceattrError(f"{', '.join(sorted(both))}: measured eager and with --graphs by the inputs given: "
+                             "separate answers, one table each")  # fmt: skip
+    others = traces[0].filter(~pl.col("shape").is_in(sweeps[0]["shape"].unique().to_list()))
     if both:
-        raise TraceattrError(f"{', '.join(sorted(both))}: measured by a sweep and by the traces given: a sweep's "
-                             "points are its gated medians, a trace's its calls; give one or the other")  # fmt: skip
-    summary = pl.concat([sweeps[0], traces[0].select(SUMMARY_COLUMNS).cast(dict(sweeps[0].schema))])
+        counts = with_family(others).filter(pl.col("family").is_in(sorted(both)))["shape"].n_unique()
+        render_notes([f"{', '.join(sorted(both))}: pooled the sweep's gated points with {counts} other shapes of the "
+             "traces (a shape both measured: the sweep's)"])  # fmt: skip
+    summary = pl.concat([sweeps[0], others.select(SUMMARY_COLUMNS).cast(dict(sweeps[0].schema))])
     return summary, pl.concat([sweeps[1], traces[1]])
+
+
+def _graph_modes(records: list[tuple[Path, SearchRecord]], paths: list[Path]) -> tuple[set[bool], set[bool]]:
+    """(the sweeps' graph modes, the run folders' among *paths*): runner.json's protocol where one is beside."""
+    sweeps = {bool(r.header.get("graphs")) for _, r in records}
+    runs = set()
+    for path in paths:
+        runner = read_runner(path if path.is_dir() else path.parent)
+        graphs = None if runner is None else (runner.facts("protocol") or {}).get("graphs")
+        if isinstance(graphs, bool):
+            runs.add(graphs)
+    return sweeps, runs
 
 
 def _is_dispatch(head: bytes) -> bool:
