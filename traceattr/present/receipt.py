@@ -167,40 +167,29 @@ def _split(values: Sequence[float]) -> str:
     return with_interval(values[0], values[1], values[2], lambda v: us(v, 2)) + " µs"
 
 
+# how a predecessor split reads: without a lead call "after itself" is also the first call of a group; behind
+# one every timed call followed the other arm, so the split is the position in the group
+_SPLIT_WORDS = {
+    False: ("predecessor: ", "{other} after the other arm vs {self} after itself",
+            " (in ABBA the call after itself is also the first of its group, so this is the position in the group too)"),
+    True: ("position in the group: ", "{other} as the second call of its group vs {self} as the first",
+           " (a lead call opens each group, so every timed call followed the other arm: what differs is the "
+           "position)"),
+}  # fmt: skip
+
+
 def _predecessor_words(row: Mapping[str, Any], names: Mapping[str, str], limit: float,
                        gates: Mapping[str, Any], lead: bool) -> str:  # fmt: skip
-    if lead:
-        return _position_words(row, names, limit)
+    head, each, tail = _SPLIT_WORDS[lead]
     parts = []
     for side in ("baseline", "candidate"):
         self_, other = row.get(f"{side}_after_self"), row.get(f"{side}_after_other")
         if not self_ or not other:
             continue
-        shift = other[0] / self_[0] - 1
         mark = "" if predecessor_shift(row, side, limit) is not None else " (within noise)"
-        parts.append(f"{names[side]} {_split(other)} after the other arm vs {_split(self_)} after itself "
-                     f"({signed_pct(shift)}{mark})")  # fmt: skip
-    return (
-        "predecessor: " + "; ".join(parts) + " (in ABBA the call after itself is also the first of its group, "
-        "so this is the position in the group too)"
-    )
-
-
-def _position_words(row: Mapping[str, Any], names: Mapping[str, str], limit: float) -> str:
-    """The predecessor split under a lead call: every timed call followed the other arm, so "after itself" is
-    the first timed call of its group and "after the other arm" the second."""
-    parts = []
-    for side in ("baseline", "candidate"):
-        first, second = row.get(f"{side}_after_self"), row.get(f"{side}_after_other")
-        if not first or not second:
-            continue
-        mark = "" if predecessor_shift(row, side, limit) is not None else " (within noise)"
-        parts.append(f"{names[side]} {_split(second)} as the second call of its group vs {_split(first)} as the "
-                     f"first ({signed_pct(second[0] / first[0] - 1)}{mark})")  # fmt: skip
-    return (
-        "position in the group: " + "; ".join(parts) + " (a lead call opens each group, so every timed call "
-        "followed the other arm: what differs is the position)"
-    )
+        words = each.format(other=_split(other), self=_split(self_))
+        parts.append(f"{names[side]} {words} ({signed_pct(other[0] / self_[0] - 1)}{mark})")
+    return head + "; ".join(parts) + tail
 
 
 def _drift_words(
