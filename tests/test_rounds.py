@@ -698,3 +698,20 @@ def test_host_bound_calls_refuse_a_row_the_other_gates_pass(tmp_path: Path) -> N
     assert r["refused_by"] == f"host-bound: 2 / 8 {CAND} calls in round 1"
     clean = by_row(round_rows(ROWS, captures(tmp_path, timing(0.9), rounds=3), BASE, CAND))[ROWS[0].label]
     assert clean["status"] == "pass" and clean["host_bound_candidate"] == [0, 0, 0]
+
+
+def test_report_of_a_round_folder_whose_traces_are_gone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """receipt.json alone still makes the page: the receipt first, its evidence, the header folded; no figures."""
+    plan = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "round")
+    run_round(plan, FakeExecutor(tmp_path, timing(0.9)))
+    for trace in plan.folder.rglob("trace.sqlite"):  # (the fake's captures name theirs otherwise)
+        trace.unlink()
+    (plan.folder / "report.html").unlink(missing_ok=True)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", str(plan.folder)])
+    assert exit_info.value.code in (0, None)
+    assert "no capture has its trace.sqlite: the receipt and its evidence only" in capsys.readouterr().err
+    page = (plan.folder / "report.html").read_text(encoding="utf-8")
+    assert page.index('id="round"') < page.index('id="evidence"') < page.index('id="metadata"')
+    assert page.index("2 / 2 rows pass") < page.index('id="evidence"') and "<details open>" not in page
+    assert "captures has its trace.sqlite any more" in page and "Plotly.newPlot" not in page

@@ -93,8 +93,9 @@ def _round_report(folder: Path, out: Path | None, title: str | None, chosen: tup
     inputs = (folder / f"{runfolder.RECEIPT}.json", *(c / runfolder.TRACE for c in capture_folders(receipt, folder)))
     check_file_target(target, inputs, ours=_is_report)
     written = write_round_report(receipt, folder, target, title)
-    if written is None:
-        raise TraceattrError(f"{folder}: none of the receipt's captures has a {runfolder.TRACE} (moved or deleted)")
+    if not any((c / runfolder.TRACE).is_file() for c in capture_folders(receipt, folder)):
+        print(f"note: {printable(str(folder))}: no capture has its {runfolder.TRACE}: the receipt and its evidence "
+              "only, no figures", file=sys.stderr)  # fmt: skip
     print(f"wrote {written} ({size(written.stat().st_size, 1)})")
 
 

@@ -304,8 +304,9 @@ def write_round_report(
     title: str | None = None,
     *,
     first: Capture | None = None,
-) -> Path | None:
-    """report.html of a round: the receipt, then the first capture's figures (None: no capture has a trace).
+) -> Path:
+    """report.html of a round: the receipt, then the first capture's figures (without any capture's trace: the
+    receipt and its evidence alone).
 
     *first*: that capture as just made (its attribution and run record in memory); without it, or when it
     kept no attribution, the receipt's first capture found on disk is read again (``traceattr report``).
@@ -319,8 +320,12 @@ def write_round_report(
         from traceattr.trace.loader import load_trace
 
         found = next(iter(capture_folders(receipt, folder)), None)
-        if found is None:
-            return None
+        if found is None:  # the traces are gone: the receipt and its evidence still make a page
+            from traceattr.core.output import write_text
+            from traceattr.present.report.round import receipt_only_page
+
+            page = receipt_only_page(receipt, title or f"traceattr round {folder.name}")
+            return write_text(target or folder / runfolder.REPORT, page)
         att = attribute(load_trace(found / runfolder.TRACE))
         runner = read_runner(found)
         run, events = read_run(found), None if runner is None else list(runner.events)

@@ -23,7 +23,7 @@ from traceattr.analysis.rounds import Receipt
 from traceattr.present.formats import count, pct, rule_text, us, with_interval
 from traceattr.present.receipt import cause_text, protocol_text, totals_text
 from traceattr.present.report.data import ReportData
-from traceattr.present.report.html import Section
+from traceattr.present.report.html import Section, page, run_html
 from traceattr.present.report.table import receipt_table
 
 FIRST_CAPTURE = (
@@ -84,6 +84,23 @@ def round_page(
         *first,
         Section("metadata", "Run metadata", "The first capture's facts and run.json, folded.", folded),
     ]
+
+
+NO_TRACES = (
+    "None of the round's captures has its trace.sqlite any more (moved or deleted): this page shows the receipt "
+    "and its evidence, which receipt.json holds; the first capture's figures need its trace."
+)
+
+
+def receipt_only_page(receipt: Receipt, title: str) -> str:
+    """The page of a round whose captures' traces are gone: the receipt, its evidence, the header folded."""
+    header = run_html(receipt.header).replace("<details open>", "<details>")
+    sections = [
+        replace(receipt_section(receipt), notes=(NO_TRACES,)),
+        evidence_section(receipt),
+        Section("metadata", "Round metadata", "The receipt's header (protocol, gates, arms), folded.", header),
+    ]
+    return page(title, "", sections, "")  # no figure: no plotly.js
 
 
 def receipt_section(receipt: Receipt) -> Section:
