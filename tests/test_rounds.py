@@ -256,9 +256,11 @@ def test_report_of_a_round_folder_also_after_it_moved(tmp_path: Path, capsys: py
     assert exit_info.value.code == 2 and "round folder" in err and len(err.strip().splitlines()) == 1
     for folder in ("round-1", "round-2", "round-3"):
         shutil.rmtree(moved / folder)
+    # every capture gone: the receipt and its evidence still make the page, with a note why no figures
     with pytest.raises(SystemExit) as exit_info:
         main(["report", str(moved)])
-    assert exit_info.value.code == 2 and "none of the receipt's captures" in capsys.readouterr().err
+    assert exit_info.value.code in (0, None) and "no capture has its trace.sqlite" in capsys.readouterr().err
+    assert "2 / 2 rows pass" in (moved / "report.html").read_text(encoding="utf-8")
 
 
 def test_markdown_escapes_and_geomean_over_passing_rows_only(tmp_path: Path) -> None:
