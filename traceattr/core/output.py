@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import io
 import json
 import os
 import shutil
@@ -159,8 +160,26 @@ def write_table(frame: pl.DataFrame | pl.LazyFrame, folder: Path, stem: str, fmt
         elif fmt == "csv":
             _csv_ready(lazy).sink_csv(tmp)
         else:
-            lazy.collect().write_json(tmp)
+            _write_json(lazy.collect(), tmp)
     return target
+
+
+_JSON_ROWS = 16_384  # rows serialised at a time: a slice of kernels is ~10 MB of text
+
+
+def _write_json(frame: pl.DataFrame, path: Path) -> None:
+    """``frame.write_json(path)``, a slice of rows at a time: the rows of the JSON array are written alike
+    whatever slice they are in, so the bytes are the same, and the whole table's text (a GB for a million
+    kernels) is never held at once."""
+    with path.open("wb") as out:
+        out.write(b"[")
+        for start in range(0, frame.height, _JSON_ROWS):
+            text = io.BytesIO()
+            frame.slice(start, _JSON_ROWS).write_json(text)
+            if start:
+                out.write(b",")
+            out.write(text.getbuffer()[1:-1])  # the slice's rows without its brackets
+        out.write(b"]")
 
 
 def write_text(path: Path, text: str) -> Path:
