@@ -55,6 +55,8 @@ class KeyIndex:
         if ids.len() == keys.len() and ids.null_count() == 0 and ids.cast(pl.Int64).equals(keys.cast(pl.Int64)):
             return rest  # asked in the frame's own order (a per-range frame for its ranges): no gather
         lo, hi = self._lo, self._hi
+        if self._way == "offset" and ids.len() and not ids.null_count() and lo <= ids.min() and ids.max() <= hi:  # type: ignore[operator]
+            return rest[ids if lo == 0 else ids - lo]  # every id found (string ids of names): no masks to build
         if self._way == "offset":
             off = ids.cast(pl.Int64) - lo
             found = ((off >= 0) & (off <= hi - lo)).fill_null(False)
