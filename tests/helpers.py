@@ -3,7 +3,9 @@ subprocess, and the synthetic captures several modules build (ranks, FlashMLA vs
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -25,6 +27,7 @@ from traceattr.cli import main
 from traceattr.core.callnames import DOMAIN, CallName
 from traceattr.core.records import RunnerRecord
 from traceattr.core.shapes import parse_shape
+from traceattr.jobs.crossover_search import SearchPlan
 from traceattr.runner.plan import arm_letters, round_order
 from traceattr.trace.loader import load_trace
 
@@ -307,3 +310,121 @@ def one_line(rc: int, err: str, *needles: str) -> str:
     for needle in needles:
         assert needle in lines[0], lines[0]
     return lines[0]
+
+
+# ---------------------------------------------------------------- traceattr sweep: a search through a fake executor
+CROSS = 183_333  # fa3 25 + 0.45 µs per 1k ctx, flashmla 36 + 0.39: equal at 11 / 0.06 k
+
+
+def linear_time(shape: str, arm: str) -> float:
+    """µs of one call: the two lines above (fa2 slower everywhere)."""
+    k = ctx_of(shape) / 1000
+    return {"fa3": 25 + 0.45 * k, "flashmla": 36 + 0.39 * k, "fa2": 30 + 1.0 * k}[arm]
+
+
+def ctx_of(shape: str) -> int:
+    return parse_shape(shape).ctx
+
+
+def search_capture(
+    folder: Path, request: Any, t: Any, iters: int, seed: int, fraction: float = 0.95, low: tuple[str, ...] = ()
+) -> Capture:
+    """A capture of the requested shapes and arms, ABBA, each call t(shape, arm) µs with 0.2% noise; the
+    shapes in *low* ran at half the SM clock (the clock gate refuses them)."""
+    rng = np.random.default_rng(seed)
+    b = TraceBuilder()
+    dom = b.domain(DOMAIN, tid=1)
+    letters = arm_letters(request.arms)
+    now = 10_000
+    for shape in request.shapes:
+        for i in range(iters):
+            for arm in round_order(request.arms, i):
+                dur = int(1000 * t(shape, arm) * (1 + 0.002 * rng.standard_normal()))
+                b.push_range(tid=1, start=now, end=now + 5_000, message=CallName(arm, shape, letters[arm], i).message,
+                             domain=dom)  # fmt: skip
+                b.launch(tid=1, start=now + 100, end=now + 200, kernel="mla_decode_kernel", gpu_start=now + 1_000,
+                         gpu_end=now + 1_000 + dur)  # fmt: skip
+                now += dur + 20_000
+    trace = b.write(folder / "trace.sqlite", gpu_name="NVIDIA H200", cc=(9, 0))
+    att = attribute(load_trace(trace))
+
+    def clocks(shape: str) -> dict[str, Any]:
+        f = 0.5 if shape in low else fraction
+        return {"sm_clock_mhz_median": round(1980 * f), "sm_clock_max_mhz": 1980, "fraction": f}
+
+    runner = {
+        "gpu": {"name": "NVIDIA H200"}, "timed": True,
+        "shapes": {s: {"backends": {a: {"status": "ok", "relative_error": 0.004} for a in request.arms},
+                       "clocks": clocks(s)} for s in request.shapes},
+        "arms": {a: {"backend": a, "options": {}, "program": a} for a in request.arms},
+        "protocol": {"between": "flush", "order": "abba", "flush_bytes": 256 << 20},
+    }  # fmt: skip
+    return Capture(request.round, call_table(att), RunnerRecord.from_json(runner), str(folder), "abba", attribution=att)
+
+
+class FakeSearch:
+    """Stands in for profile_executor in a ``traceattr sweep``: synthesises each step's capture with timing *t*; records the requests."""
+
+    def __init__(
+        self,
+        t: Any,
+        iters: int = 12,
+        low_clock_steps: tuple[int, ...] = (),
+        low_clock: tuple[tuple[int, int], ...] = (),
+    ) -> None:
+        self.t, self.iters, self.requests, self.low = t, iters, [], low_clock_steps
+        self.low_at = low_clock  # (step, ctx): that one point ran at a low clock
+
+    def __call__(self, request, plan, on_line):  # type: ignore[no-untyped-def]
+        self.requests.append(request)
+        request.folder.mkdir(parents=True)
+        fraction = 0.5 if len(self.requests) in self.low else 0.95
+        step = len(self.requests)
+        low = tuple(s for s in request.shapes if (step, ctx_of(s)) in self.low_at)
+        return search_capture(request.folder, request, self.t, self.iters, step, fraction, low)
+
+
+def search_plan(tmp: Path, **kw: Any) -> SearchPlan:
+    base = {"family": "q8_ctx*", "arms": ("fa3", "flashmla"), "ctx_low": 8000, "ctx_high": 1_000_000,
+            "folder": tmp / "sweep", "width": 0.1, "max_steps": 10}  # fmt: skip
+    return SearchPlan(**{**base, **kw})
+
+
+# ---------------------------------------------------------------- reading a report page back
+def page_figures(page: str) -> dict[str, dict]:
+    """Every figure the page draws, parsed from its ``Plotly.newPlot(id, data, layout, config)`` call.
+
+    Read as JSON (not matched as text): plotly's serializers differ in how they
+    escape non-ASCII text and lay out the call, between versions and with or
+    without orjson.
+    """
+    ours = without_plotlyjs(page)
+    decoder = json.JSONDecoder()
+    figures = {}
+    for match in re.finditer(r"Plotly\.newPlot\(", ours):
+        args, pos = [], match.end()
+        for _ in range(3):  # the div id, the data, the layout
+            pos = re.compile(r"[\s,]*").match(ours, pos).end()
+            value, pos = decoder.raw_decode(ours, pos)
+            args.append(value)
+        div, data, layout = args
+        figures[div] = {"data": data, "layout": layout}
+    return figures
+
+
+def json_strings(value: object) -> list[str]:
+    """Every string inside a parsed JSON value."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in json_strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in json_strings(v)]
+    return []
+
+
+def without_plotlyjs(page: str) -> str:
+    """The page minus the embedded plotly.js bundle (its licence comments name web sites)."""
+    start = page.index("/**\n* plotly.js v")
+    end = page.index("</script>", start)
+    return page[:start] + page[end:]

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.helpers import run
+from tests.helpers import CROSS, FakeSearch, linear_time, run, search_plan
 from tests.synth.builder import TraceBuilder
 from traceattr.analysis.dispatch_table import (
     ShapePoint,
@@ -22,9 +23,13 @@ from traceattr.analysis.dispatch_table import (
     parse_histogram,
 )
 from traceattr.analysis.pipeline import analyse
+from traceattr.analysis.search_points import dispatch_frames, usable
 from traceattr.attribution.engine import attribute
 from traceattr.core.callnames import DOMAIN, CallName
 from traceattr.core.errors import TraceattrError
+from traceattr.core.records import SearchRecord
+from traceattr.core.shapes import parse_shape
+from traceattr.jobs.crossover_search import run_search
 from traceattr.present.dispatch import SCHEMA_V2, backend_for, dispatch_rules, dispatch_table_doc
 from traceattr.trace.loader import load_trace
 
@@ -173,3 +178,125 @@ def test_sweep_command_without_a_gpu(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "ctx*" in bad.stderr and bad.stderr.count("\n") == 1
     bad = run("sweep", "-s", "q8_ctx*", "-b", "fa3", "-b", "flashmla", "--ctx-range", "1m:8k")
     assert bad.returncode == 2 and "--ctx-range" in bad.stderr
+
+
+# -- tables from sweeps (traceattr sweep's search.json): the points that passed, with the search's verdicts ------
+SWEEPS = Path(__file__).parents[1] / "examples" / "sweeps"
+
+
+def searched(tmp_path: Path, t, **kw) -> SearchRecord:  # type: ignore[no-untyped-def]
+    return run_search(search_plan(tmp_path, max_steps=16, **kw), FakeSearch(t))
+
+
+def test_search_known_crossover_table(tmp_path: Path) -> None:
+    record = searched(tmp_path, linear_time)
+    (fam,) = dispatch_table(*dispatch_frames(record)).families
+    assert [s.backend for s in fam.segments] == ["fa3", "flashmla"]
+    lo, hi = record.result["bracket"]  # type: ignore[index]
+    assert lo <= CROSS <= hi and lo <= fam.segments[1].ctx_from <= hi and fam.segments[1].decided
+    # right everywhere; a tie kept with the backend chosen below costs no more than the tie (within ±1%)
+    assert fam.regret.max is not None and fam.regret.max < 0.01
+    assert fam.regret.right == len(fam.points) == len(usable(record))
+    assert fam.baselines["fa3"].max > 0.05 and fam.baselines["flashmla"].max > 0.1
+    assert fam.loo_regret.max is not None and fam.loo_regret.max < 0.05  # the search measured densely at the crossing
+
+
+def test_search_tie_band_table(tmp_path: Path) -> None:
+    def t(shape: str, arm: str) -> float:
+        k = parse_shape(shape).ctx / 1000
+        base = 25 + 0.45 * k
+        return base if arm == "fa3" else base * (1.2 if k < 60 else 1.0 if k < 300 else 0.8)
+
+    record = searched(tmp_path, t)
+    assert record.result is not None and record.result["kind"] == "tie band"
+    summary, cross = dispatch_frames(record)
+    assert set(summary.filter(summary["verdict"] == "tie")["shape"]) == set(
+        usable(record).filter(usable(record)["side"] == "same")["shape"]
+    )
+    (fam,) = dispatch_table(summary, cross).families
+    assert [s.backend for s in fam.segments] == ["fa3", "flashmla"]  # one switch, none inside the tie
+    assert 60_000 <= fam.segments[1].ctx_from <= 300_000 * 1.1
+    assert fam.regret.max is not None and fam.regret.max < 0.01  # ties chosen either way cost noise
+
+
+def test_search_one_backend_always_best_table(tmp_path: Path) -> None:
+    record = searched(tmp_path, linear_time, arms=("fa3", "fa2"))
+    (fam,) = dispatch_table(*dispatch_frames(record)).families
+    assert [(s.ctx_from, s.ctx_to, s.backend) for s in fam.segments] == [(None, None, "fa3")]
+    assert fam.regret.max == 0 and fam.baselines["fa2"].max > 1 and fam.loo_regret.max == 0
+
+
+def test_a_refused_point_never_reaches_the_table(tmp_path: Path) -> None:
+    record = run_search(search_plan(tmp_path), FakeSearch(linear_time, low_clock=((1, 8000),)))
+    assert usable(record).filter(usable(record)["ctx"] == 8000)["step"].to_list() == [2]  # the second, passed
+    eager = SearchRecord.read(SWEEPS / "h200_q8_fa3_flashmla_eager.json")
+    (fam,) = dispatch_table(*dispatch_frames(eager)).families
+    assert [p.ctx for p in fam.points] == [32_000, 73_800, 112_000, 138_000, 170_000, 900_000]  # 153k refused
+
+
+def test_dispatch_command_on_the_h200_sweeps(tmp_path: Path) -> None:
+    """The numbers examples/sweeps/README.md writes down."""
+    out = tmp_path / "eager.json"
+    done = run("dispatch", str(SWEEPS / "h200_q8_fa3_flashmla_eager.json"), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    (fam,) = doc["families"]
+    assert [(s["ctx_from"], s["backend"]) for s in fam["dispatch"]] == [(None, "fa3"), (162_794, "flashmla")]
+    assert fam["dispatch"][1]["measured"] == [138_000, 170_000] and fam["dispatch"][1]["decided"] is True
+    loo = doc["regret"]["leave_one_out"]
+    assert (loo["shapes"], loo["right"]) == (6, 5) and loo["max"] == pytest.approx(0.0640, abs=1e-4)
+    assert loo["mean"] == pytest.approx(0.0107, abs=1e-4)
+    held = {p["ctx"]: p["loo"] for p in fam["regret"]["per_shape"]}
+    assert held[170_000]["predicted"] == "fa3" and not held[170_000]["right"]  # the miss next to the crossing
+    assert fam["regret"]["always"]["fa3"]["max"] == pytest.approx(0.105, abs=1e-3)
+    assert fam["regret"]["always"]["flashmla"]["max"] == pytest.approx(0.267, abs=1e-3)
+    assert fam["graph_safe"]["backend"] == "flashmla"
+    assert fam["graph_safe"]["expected_regret"] == pytest.approx(0.0257, abs=1e-3)
+    assert backend_for(doc, "q8_ctx100k") == "fa3" and backend_for(doc, "q8_ctx200k") == "flashmla"
+    # a sweep folder reads as its search.json
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    shutil.copy(SWEEPS / "h200_q8_fa3_flashmla_eager.json", folder / "search.json")
+    again = tmp_path / "again.json"
+    assert run("dispatch", str(folder), "-o", str(again)).returncode == 0
+    assert json.loads(again.read_text(encoding="utf-8"))["families"] == doc["families"]
+    # the graphs search kept one point (its 32k end was refused): a table of one ctx
+    graphs = tmp_path / "graphs.json"
+    assert run("dispatch", str(SWEEPS / "h200_q8_fa3_flashmla_graphs.json"), "-o", str(graphs)).returncode == 0
+    (fam,) = json.loads(graphs.read_text(encoding="utf-8"))["families"]
+    assert fam["measured_ctx"] == [900_000] and [s["backend"] for s in fam["dispatch"]] == ["flashmla"]
+    # eager and graphs are separate answers: one table each
+    both = run(
+        "dispatch", str(SWEEPS / "h200_q8_fa3_flashmla_eager.json"), str(SWEEPS / "h200_q8_fa3_flashmla_graphs.json")
+    )
+    assert both.returncode == 2 and both.stderr.count("\n") == 1 and "one sweep per family" in both.stderr
+
+
+def test_sweeps_and_traces_pool_by_family(tmp_path: Path) -> None:
+    q1 = sweep(tmp_path / "q1.sqlite", {f"q1_ctx{c}k_b4": {"fa3": 10 + 0.2 * c, "fa2": 20 + 0.5 * c} for c in CTX})
+    out = tmp_path / "t.json"
+    done = run("dispatch", str(SWEEPS / "h200_q8_fa3_flashmla_eager.json"), str(q1), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert sorted(f["family"] for f in doc["families"]) == ["q1_ctx*_b4", "q8_ctx*"]
+    assert backend_for(doc, "q1_ctx64k_b4") == "fa3" and backend_for(doc, "q8_ctx900k") == "flashmla"
+    # the same family from a sweep and a trace: pooled by shape (the bisection sees only its bracket)
+    pooled = tmp_path / "pooled.json"
+    same = run("dispatch", str(SWEEPS / "h200_q8_fa3_flashmla_eager.json"), str(EXAMPLE), "-o", str(pooled))
+    assert same.returncode == 0, same.stderr
+    assert "q8_ctx*: pooled the sweep's gated points with 3 other shapes of the traces" in same.stderr
+    (fam,) = json.loads(pooled.read_text(encoding="utf-8"))["families"]
+    # the search's six ctx, and the shipped sweep's 8k, 131k, 512k (its 32k and 900k: the search's points)
+    assert fam["measured_ctx"] == [8_000, 32_000, 73_800, 112_000, 131_000, 138_000, 170_000, 512_000, 900_000]
+    # a run folder that says it ran eager, beside a --graphs sweep of its family: separate answers
+    folder = tmp_path / "eager_run"
+    folder.mkdir()
+    shutil.copy(EXAMPLE, folder / "trace.sqlite")
+    (folder / "runner.json").write_text(json.dumps({"protocol": {"graphs": False}}), encoding="utf-8")
+    mixed = run("dispatch", str(SWEEPS / "h200_q8_fa3_flashmla_graphs_lead.json"), str(folder))
+    assert mixed.returncode == 2 and mixed.stderr.count("\n") == 1, mixed.stderr
+    assert "measured eager and with --graphs" in mixed.stderr
+    bad = tmp_path / "other.json"
+    bad.write_text('{"schema": "traceattr.dispatch/2"}', encoding="utf-8")
+    wrong = run("dispatch", str(bad))
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and "unreadable search record" in wrong.stderr

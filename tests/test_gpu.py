@@ -204,6 +204,9 @@ def test_profile_arms_and_protocol(tmp_path: Path) -> None:
     assert calls.group_by("shape", "backend").len()["len"].unique().to_list() == [4]
     ranges = pl.read_parquet(folder / "ranges.parquet")
     assert ranges.filter(pl.col("message") == "between").height == calls.height  # one predecessor per call
+    # a lead call opens each group of 5 calls (blocked order: groups as wide as the arms), untimed
+    assert runner["protocol"]["lead"] is True
+    assert ranges.filter(pl.col("message") == "lead").height == calls.height // 5
 
 
 @pytest.mark.skipif(not (os.environ.get("TRACEATTR_NSYS") or shutil.which("nsys")), reason="needs nsys")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,19 @@ def test_dry_run_prints_every_rank(tmp_path: Path) -> None:
     ignored = run("profile", "--shape", "q8_ctx1m_dcp2", "--ranks", "2", "--graphs", "--hold-us", "50", "--dry-run")
     assert ignored.returncode == 2 and len(ignored.stderr.strip().splitlines()) == 1
     assert "--ranks does not take --graphs, --hold-us" in ignored.stderr  # refused, not silently ignored
+
+
+@pytest.mark.parametrize(("gpus", "refused"), [(1, True), (2, False)])
+def test_a_run_needs_one_gpu_per_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: int,
+                                      refused: bool) -> None:  # fmt: skip
+    """Checked before any folder or process: on one GPU both ranks would share it and fail inside NCCL."""
+    from traceattr.jobs import rank_runs
+
+    plan = make_ranks_plan(parse_shape("q8_ctx1m_dcp2"), 2, out_root=tmp_path)
+    monkeypatch.setattr(rank_runs, "gpu_count", lambda: gpus)
+    monkeypatch.setattr(rank_runs.subprocess, "Popen", lambda *a, **k: (_ for _ in ()).throw(OSError("started")))
+    with pytest.raises(TraceattrError if refused else OSError) as err:
+        rank_runs.execute_ranks(replace(plan, nsys=Path("/usr/bin/true")))
+    if refused:
+        assert str(err.value) == "--ranks 2 needs 2 GPUs, one per rank; this machine has 1"
+        assert not plan.folder.exists()

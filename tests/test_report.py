@@ -20,7 +20,20 @@ import polars as pl
 import pytest
 
 import traceattr
-from tests.helpers import COMBINE, EVIL_KERNEL, EXAMPLE, FA3, ITERS, PLOTS, SPLIT, TIMES, flashmla_export
+from tests.helpers import (
+    COMBINE,
+    EVIL_KERNEL,
+    EXAMPLE,
+    FA3,
+    ITERS,
+    PLOTS,
+    SPLIT,
+    TIMES,
+    flashmla_export,
+    json_strings,
+    page_figures,
+    without_plotlyjs,
+)
 from tests.synth.builder import TraceBuilder
 from traceattr.analysis.pipeline import analyse
 from traceattr.attribution.engine import Attribution
@@ -94,59 +107,20 @@ def _numbers(page: str) -> list[dict[str, str]]:
     return [dict(zip(head, row, strict=True)) for row in rows]
 
 
-def _figures(page: str) -> dict[str, dict]:
-    """Every figure the page draws, parsed from its ``Plotly.newPlot(id, data, layout, config)`` call.
-
-    Read as JSON (not matched as text): plotly's serializers differ in how they
-    escape non-ASCII text and lay out the call, between versions and with or
-    without orjson.
-    """
-    ours = _without_plotlyjs(page)
-    decoder = json.JSONDecoder()
-    figures = {}
-    for match in re.finditer(r"Plotly\.newPlot\(", ours):
-        args, pos = [], match.end()
-        for _ in range(3):  # the div id, the data, the layout
-            pos = re.compile(r"[\s,]*").match(ours, pos).end()
-            value, pos = decoder.raw_decode(ours, pos)
-            args.append(value)
-        div, data, layout = args
-        figures[div] = {"data": data, "layout": layout}
-    return figures
-
-
-def _strings(value: object) -> list[str]:
-    """Every string inside a parsed JSON value."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
-
-
-def _without_plotlyjs(page: str) -> str:
-    """The page minus the embedded plotly.js bundle (its licence comments name web sites)."""
-    start = page.index("/**\n* plotly.js v")
-    end = page.index("</script>", start)
-    return page[:start] + page[end:]
-
-
 # -- page structure ---------------------------------------------------------------------------
 def test_sections_in_order_and_every_plot_present(example_html: str) -> None:
     ids = re.findall(r'<section id="([\w-]+)">', example_html)
     assert ids == ["decision", "numbers", "context", "attribution", "distributions", "timeline", "run"]
     for plot in PLOTS:
         assert f'<div id="{plot}" class="plotly-graph-div"' in example_html
-    figures = _figures(example_html)
+    figures = page_figures(example_html)
     assert list(figures) == list(PLOTS)
     assert all(fig["data"] for fig in figures.values())  # each one draws something
 
 
 def test_self_contained(example_html: str) -> None:
     assert example_html.count("* plotly.js v") == 1  # the bundle's banner: embedded exactly once
-    ours = _without_plotlyjs(example_html)
+    ours = without_plotlyjs(example_html)
     assert not re.search(r"<script[^>]*\bsrc\s*=", ours, re.I)
     assert not re.search(r"<link\b", ours, re.I)
     assert not re.search(r"<(img|iframe|object|embed)\b", ours, re.I)
@@ -312,7 +286,7 @@ def test_tie_is_drawn_as_a_tie(tmp_path: Path) -> None:
     ratio = [t for t in data if t.get("meta") == "ratio"]
     hollow = [t for t in data if t.get("meta") == "tie"]
     assert len(ratio) == 2 and sorted(x for t in hollow for x in t["x"]) == [32_000, 32_000, 131_000, 131_000]
-    assert 'class="best"' not in _without_plotlyjs(page) and 'class="tie"' in page
+    assert 'class="best"' not in without_plotlyjs(page) and 'class="tie"' in page
 
 
 # -- escaping ---------------------------------------------------------------------------------
@@ -321,7 +295,7 @@ def test_hostile_names_render_as_text(flashmla_att: Attribution, tmp_path: Path)
         build_report(flashmla_att),
         build_report(traceattr.open(hostile_series_export(tmp_path / "h.sqlite")).attribute()),
     ]
-    texts = [[t for fig in _figures(page).values() for t in _strings(fig)] for page in pages]
+    texts = [[t for fig in page_figures(page).values() for t in json_strings(fig)] for page in pages]
     for page, strings in zip(pages, texts, strict=True):
         assert "<script>alert" not in page.lower() and "<script>x" not in page.lower()
         assert any("evil&lt;script&gt;alert(1)&lt;" in t for t in strings)  # the kernel, in timeline hovers
@@ -365,7 +339,7 @@ def test_write_report_info_and_run_header(flashmla_att: Attribution, tmp_path: P
     assert info.path.is_file() and info.size_bytes == info.path.stat().st_size
     assert info.figures == ["decision", "numbers", "context", "attribution", "distributions", "timeline", "run"]
     page = info.path.read_text(encoding="utf-8")
-    assert page.count("* plotly.js v") == 1 and list(_figures(page)) == [f"fig-{f}" for f in info.figures[2:-1]]
+    assert page.count("* plotly.js v") == 1 and list(page_figures(page)) == [f"fig-{f}" for f in info.figures[2:-1]]
     assert "<title>FlashMLA &lt;vs&gt; fa3</title>" in page
     assert "<td>gpu.driver</td><td>575.57</td>" in page and "nsys profile -o &lt;out&gt;" in page
     assert not list(info.path.parent.glob("*.partial"))

@@ -26,7 +26,9 @@ import pytest
 
 import traceattr
 from tests.helpers import EXAMPLE, PLOTS, flashmla_export
+from traceattr.core.records import SearchRecord
 from traceattr.present.report import write_report
+from traceattr.present.report.sweep import write_sweep_report
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Skipped where Chromium is missing, unless TRACEATTR_REQUIRE_BROWSER=1 (CI, next to its apt-get install):
@@ -261,6 +263,55 @@ def test_report_opens_on_the_decision(browser: Browser, tmp_path: Path) -> None:
     assert {"fa3", "fa3-per-token", "fa2", "flashmla"} <= set(seen["names"]), seen
     # run metadata and loader notes: at the end, folded (not in the visible text)
     assert seen["runFolded"] and seen["metadataAt"] == -1 and seen["noteAt"] == -1, seen
+    assert browser.problems() == []
+
+
+SEARCH = Path(__file__).parents[1] / "examples" / "sweeps" / "h200_q8_fa3_flashmla_eager.json"
+ANSWER = "q8_ctx* (eager): the step budget ran out (6 captures); the crossover lies in 138k–170k (154k ±10.4%)"
+
+
+def test_sweep_report_opens_on_the_answer_then_the_bisection(browser: Browser, tmp_path: Path) -> None:
+    """A sweep's page (the H200 eager search): the answer above the fold, every step on the chart, the
+    refused one a cross whose hover names its gate, the bracket shaded, the regret table, metadata folded."""
+    page = write_sweep_report(SearchRecord.read(SEARCH), tmp_path / "sweep.html", "sweep")
+    plots = _open_report(browser, page)
+    assert [p["id"] for p in plots] == ["fig-search"]
+    (plot,) = plots
+    assert plot["laidOut"] and plot["width"] > 300 and plot["height"] > 300 and plot["marks"] > 0, plot
+    seen = browser.evaluate(
+        "var ANSWER = "
+        + json.dumps(ANSWER)
+        + ";"
+        + """
+      new Promise(function (done) {
+        var text = document.body.innerText, answer = document.querySelector('#answer ul.rules li');
+        var gd = document.getElementById('fig-search');
+        var refused = gd.data.findIndex(function (t) { return t.meta === 'refused'; });
+        var labels = Array.from(gd.querySelectorAll('svg.main-svg .textpoint text')).map(function (t) {
+          return t.textContent; });
+        var points = gd.data.map(function (t) { return [t.meta, t.x.length]; });
+        var bracket = gd._fullLayout.shapes.filter(function (s) { return s.fillcolor === 'rgba(26,127,55,0.12)'; })
+          .map(function (s) { return [Math.round(s.x0), Math.round(s.x1)]; });
+        Plotly.Fx.hover(gd, [{curveNumber: refused, pointNumber: 0}]);
+        setTimeout(function () {
+          var hover = gd.querySelector('.hoverlayer');
+          done({at: text.indexOf(ANSWER), answerBottom: answer.getBoundingClientRect().bottom,
+                screen: window.innerHeight, labels: labels, points: points, bracket: bracket,
+                hover: hover ? hover.textContent : '', regretRows: document.querySelectorAll(
+                  '#dispatch table.regret tbody tr').length,
+                folded: !document.querySelector('#metadata details').open,
+                metadataAt: text.indexOf('directional_limit')});
+        }, 300);
+      })
+    """
+    )
+    assert 0 <= seen["at"] < 600 and seen["answerBottom"] < seen["screen"], seen
+    assert sorted(seen["labels"]) == ["1", "1", "2", "3", "4", "5", "6"], seen  # every step drawn, numbered
+    assert dict(seen["points"]) == {"below": 4, "above": 2, "refused": 1}
+    assert seen["bracket"] == [[138000, 170000]]
+    assert "refused: directional 0.0234 > 0.02" in seen["hover"], seen
+    assert seen["regretRows"] == 4  # the table, leave-one-out, always fa3, always flashmla
+    assert seen["folded"] and seen["metadataAt"] == -1
     assert browser.problems() == []
 
 

@@ -5,10 +5,13 @@ search knows two arms: ``below`` (the fastest at the low end of the range) and `
 at the high end). Each measured ctx is a :class:`Point` whose ``side`` says who is really faster there
 (``compare_samples`` of above vs below: ``slower`` → ``below``, ``faster`` → ``above``), or ``same``
 (within ±1%, nvbench's "same"), ``ambiguous`` (the interval straddles 1 and is wider than that), or
-``refused`` (a gate failed: the point is not used; it is measured once more, then the search stops).
+``refused`` (a gate failed, its ``cause`` says which: the point is not used).
 
 :func:`decide` looks at the points and says what to do next:
 
+* a refused ctx, end or interior, is measured once more (:data:`RETRIES`) before anything is
+  concluded; refused again, the answer is ``refused`` naming that ctx and its cause; a refused point
+  is never read as a side (at step 1 an end refused by a gate is not an answer of "no crossover");
 * the bracket is the largest ctx where ``below`` really wins (``lo``) under the first ctx above it
   where ``above`` really wins (``hi``): the crossover lies in ``[lo, hi]``;
 * done (``crossover``) when the bracket is as narrow as asked: ``hi − lo ≤ width · (hi + lo)``, i.e.
@@ -18,13 +21,22 @@ at the high end). Each measured ctx is a :class:`Point` whose ``side`` says who 
   band, not a point: its two edges (``lo`` → first inside, last inside → ``hi``) are bisected until
   each is as narrow as asked, and the answer is a ``tie band`` (every inside point ``same``) or an
   ``undecided band`` (some ``ambiguous``: more calls would be needed there);
-* ``no crossover`` when one side never really wins in the range, ``budget`` when the steps run out
-  (the bracket so far), ``resolution`` when the midpoint rounds onto a measured ctx, ``refused`` when
-  one ctx was refused twice.
+* ``several crossovers`` when the really-faster arm changes more than once along the measured ctx
+  (every change listed in ``crossings``): one bracket would hide the others;
+* ``no crossover`` when one side never really wins in the range (``ends``: the sides at the lowest
+  and highest ctx measured), ``budget`` when the steps run out (the bracket so far, its ``half_width``
+  against the one asked), ``resolution`` when the midpoint rounds onto a measured ctx.
+
+A single change the other way round (``above`` really faster at the low end, ``below`` at the high
+end: possible only when step 1's medians named the arms from a refused end) is bisected all the same,
+with ``swapped`` set: the names of the two arms are then each other's.
 
 The crossover estimate interpolates log(t_above / t_below) linearly in log ctx between ``lo`` and
 ``hi``, as :mod:`traceattr.analysis.crossover` does. Midpoints are rounded to three significant digits
 (a shape name such as ``q8_ctx238k``), well inside any width worth asking for.
+
+:func:`default_steps` is the step budget a range and a width need: step 1 (both ends in one capture),
+the halvings of log ctx that reach the width, and room for :data:`RETRY_ROOM` refused points.
 """
 
 from __future__ import annotations
@@ -32,7 +44,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from traceattr.analysis.stats import Verdict
 from traceattr.core.records import SEARCH_KINDS as KINDS
@@ -41,6 +53,11 @@ from traceattr.core.records import SEARCH_SIDES as SIDES
 Side = str  # one of SIDES (defined with the record that stores it)
 Kind = str  # one of KINDS
 RETRIES = 1  # a refused ctx is measured once more before the search gives up
+RETRY_ROOM = 2  # refused points the default budget leaves room for (each measured once more)
+# midpoints rounded to three significant digits move each end by up to 0.5%: the budget asks the
+# halvings for that much more than the width, so a rounded bracket still reaches it
+_ROUNDING = 0.01
+_SWAP = {"below": "above", "above": "below"}
 
 
 def side_of(verdict: Verdict, passed: bool = True) -> Side:
@@ -59,6 +76,7 @@ class Point:
     ratio: float | None = None
     low: float | None = None
     high: float | None = None
+    cause: str = ""  # a refused point: the gate that refused it (``directional 0.0292 > 0.02``)
 
     def __post_init__(self) -> None:
         if self.side not in SIDES:
@@ -74,6 +92,11 @@ class Decision:
     bracket: tuple[int, int] | None = None  # below really faster at [0], above at [1], nothing decided between
     band: tuple[int, int] | None = None  # the measured ctx inside the bracket where neither arm is really faster
     estimate: int | None = None  # interpolated crossing of the medians inside the bracket
+    width: float | None = None  # the ± asked (what half_width is held against)
+    refused: tuple[int, str] | None = None  # a ctx whose latest measurement was refused, and the cause
+    crossings: tuple[tuple[int, int], ...] = ()  # every change of the really-faster arm between measured ctx
+    ends: tuple[Side, Side] | None = None  # the sides at the lowest and the highest ctx measured (usable)
+    swapped: bool = False  # the one change runs above → below: the arms' names are each other's
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -86,7 +109,11 @@ class Decision:
     def to_json(self) -> dict[str, object]:
         """As search.json stores it (core.records.SearchRecord)."""
         return {"kind": self.kind, "next_ctx": self.next_ctx, "bracket": _pair(self.bracket),
-                "band": _pair(self.band), "estimate": self.estimate}  # fmt: skip
+                "band": _pair(self.band), "estimate": self.estimate, "half_width": self.half_width,
+                "width": self.width,
+                "refused": None if self.refused is None else {"ctx": self.refused[0], "cause": self.refused[1]},
+                "crossings": [list(c) for c in self.crossings], "ends": _pair(self.ends),
+                "swapped": self.swapped}  # fmt: skip
 
     @property
     def center(self) -> int | None:
@@ -102,7 +129,7 @@ class Decision:
         return (hi - lo) / (hi + lo)
 
 
-def _pair(pair: tuple[int, int] | None) -> list[int] | None:
+def _pair(pair: tuple | None) -> list | None:
     return None if pair is None else list(pair)
 
 
@@ -118,50 +145,104 @@ def midpoint(lo: int, hi: int) -> int:
     return int(round(mid / 10**digits) * 10**digits)
 
 
+def halvings(lo: int, hi: int, width: float) -> int:
+    """How many bisections in log ctx take ``[lo, hi]`` to ±*width* (a point crossover, no band)."""
+    span = math.log(hi / lo)
+    reach = math.log((1 + width) / (1 - width))  # narrow(): hi / lo ≤ (1 + w) / (1 − w)
+    if span <= reach:
+        return 0
+    return math.ceil(math.log2(span / max(reach - _ROUNDING, reach / 2)))
+
+
+def default_steps(lo: int, hi: int, width: float) -> int:
+    """The step budget of a search over ``[lo, hi]`` to ±*width* (module doc): 1 + halvings + retries."""
+    return 1 + halvings(lo, hi, width) + RETRY_ROOM * RETRIES
+
+
 def decide(points: Sequence[Point], width: float, steps_done: int, max_steps: int) -> Decision:
     """The next ctx to measure, or the answer (see the module doc). *points* in the order measured."""
     if not 0 < width < 1:
         raise ValueError(f"the width must lie in (0, 1), got {width}")
-    if points and points[-1].side == "refused":
-        refused = sum(1 for p in points if p.ctx == points[-1].ctx and p.side == "refused")
-        if refused > RETRIES:
-            return Decision("refused", bracket=_bracket(points))
-        if steps_done >= max_steps:
-            return Decision("budget", bracket=_bracket(points))
-        return Decision("measure", next_ctx=points[-1].ctx)
+    if not points:
+        raise ValueError("no measured point to decide from")
     used = _latest(points)
-    bracket = _bracket(points)
+    pending = _pending(points)
+    if pending:  # a refused ctx is measured again before anything is concluded from the others
+        point, times = next(((p, n) for p, n in pending if n > RETRIES), pending[0])
+        why = (point.ctx, point.cause)
+        so_far = _answer_so_far(used, width)
+        if times > RETRIES:
+            return replace(so_far, kind="refused", refused=why)
+        if steps_done >= max_steps:
+            return replace(so_far, kind="budget", refused=why)
+        return replace(so_far, kind="measure", next_ctx=point.ctx, refused=why)
+    crossings = _changes(used)
+    ends = (used[0].side, used[-1].side) if used else None
+    if len(crossings) > 1:
+        return Decision("several crossovers", crossings=tuple(crossings), ends=ends, width=width)
+    swapped = len(crossings) == 1 and _side_at(used, crossings[0][0]) == "above"
+    if swapped:
+        used = [replace(p, side=_SWAP.get(p.side, p.side)) for p in used]
+    bracket = _bracket(used)
     if bracket is None:
-        return Decision("no crossover")
+        return Decision("no crossover", ends=ends, width=width)
     lo, hi = bracket
     inside = [p for p in used if lo < p.ctx < hi]
     band = (inside[0].ctx, inside[-1].ctx) if inside else None
-    estimate = _estimate(used, lo, hi)
+    answer = Decision("crossover", bracket=bracket, band=band, estimate=_estimate(used, lo, hi), width=width,
+                      crossings=tuple(crossings), ends=ends, swapped=swapped)  # fmt: skip
     if narrow(lo, hi, width):
-        return Decision("crossover", bracket=bracket, band=band, estimate=estimate)
+        return answer
     gaps = [(lo, hi)] if not inside else [(lo, inside[0].ctx), (inside[-1].ctx, hi)]
     open_gaps = [g for g in gaps if not narrow(*g, width)]
     if not open_gaps:
         kind = "tie band" if all(p.side == "same" for p in inside) else "undecided band"
-        return Decision(kind, bracket=bracket, band=band, estimate=estimate)
+        return replace(answer, kind=kind)
     if steps_done >= max_steps:
-        return Decision("budget", bracket=bracket, band=band, estimate=estimate)
+        return replace(answer, kind="budget")
     a, b = max(open_gaps, key=lambda g: g[1] / g[0])
     mid = midpoint(a, b)
     if not a < mid < b:
-        return Decision("resolution", bracket=bracket, band=band, estimate=estimate)
-    return Decision("measure", next_ctx=mid, bracket=bracket, band=band, estimate=estimate)
+        return replace(answer, kind="resolution")
+    return replace(answer, kind="measure", next_ctx=mid)
+
+
+def _answer_so_far(used: list[Point], width: float) -> Decision:
+    """The bracket, band and estimate of the usable points, while a refused ctx waits (kind to be set)."""
+    bracket = _bracket(used)
+    if bracket is None:
+        return Decision("budget", width=width)
+    lo, hi = bracket
+    inside = [p for p in used if lo < p.ctx < hi]
+    band = (inside[0].ctx, inside[-1].ctx) if inside else None
+    return Decision("budget", bracket=bracket, band=band, estimate=_estimate(used, lo, hi), width=width)
 
 
 def _latest(points: Sequence[Point]) -> list[Point]:
-    """The usable points by ctx: the latest measurement of each ctx that was not refused."""
-    by_ctx = {p.ctx: p for p in points if p.side != "refused"}
-    return [by_ctx[c] for c in sorted(by_ctx)]
+    """The usable points by ctx: the latest measurement of each ctx, where it was not refused."""
+    by_ctx = {p.ctx: p for p in points}
+    return [by_ctx[c] for c in sorted(by_ctx) if by_ctx[c].side != "refused"]
 
 
-def _bracket(points: Sequence[Point]) -> tuple[int, int] | None:
+def _pending(points: Sequence[Point]) -> list[tuple[Point, int]]:
+    """Each ctx whose latest measurement was refused, by ctx: that measurement and how often it was refused."""
+    by_ctx = {p.ctx: p for p in points}
+    return [(by_ctx[c], sum(1 for p in points if p.ctx == c and p.side == "refused"))
+            for c in sorted(by_ctx) if by_ctx[c].side == "refused"]  # fmt: skip
+
+
+def _changes(used: Sequence[Point]) -> list[tuple[int, int]]:
+    """(lo, hi) of each change of the really-faster arm between measured ctx (same/ambiguous skipped)."""
+    decided = [p for p in used if p.side in ("below", "above")]
+    return [(p.ctx, q.ctx) for p, q in itertools.pairwise(decided) if p.side != q.side]
+
+
+def _side_at(used: Sequence[Point], ctx: int) -> Side:
+    return next(p.side for p in used if p.ctx == ctx)
+
+
+def _bracket(used: Sequence[Point]) -> tuple[int, int] | None:
     """(lo, hi): the first ctx where ``above`` really wins and the last ctx below it where ``below`` does."""
-    used = _latest(points)
     first_above = next((p.ctx for p in used if p.side == "above"), None)
     if first_above is None:
         return None

@@ -33,6 +33,7 @@ from traceattr.core.callnames import (
     BETWEEN,
     FLUSH,
     HOLD,
+    LEAD,
     WARMUP,
     checked_group,
     group_fields,
@@ -150,7 +151,7 @@ def _short_shapes(labels: pl.Series) -> pl.DataFrame:
 
 def _series(ranges: pl.DataFrame) -> pl.DataFrame:
     """Top-level ranges as series of their own, an iteration split off only after a separator."""
-    skip = pl.col("message").is_in([FLUSH, BETWEEN, HOLD]) | pl.col("message").str.starts_with(WARMUP)
+    skip = pl.col("message").is_in([FLUSH, BETWEEN, HOLD, LEAD]) | pl.col("message").str.starts_with(WARMUP)
     top = ranges.filter((pl.col("level") == 0) & ~skip.fill_null(False))
     parts = series_and_iteration(series_names(pl.col("name")))
     return top.with_columns(

@@ -202,6 +202,18 @@ def cause_kinds(row: Mapping[str, Any], directional_limit: float) -> list[str]:
     return kinds
 
 
+def host_bound_refusal(row: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
+    """The round's host-bound gate: where more than :data:`HOST_SHARE` of an arm's calls in a capture waited
+    for their own launches, the host set the row's time (``refused_by`` text), else None."""
+    calls = row.get("calls_rounds") or []
+    worst = None
+    for side in ("baseline", "candidate"):
+        for i, (n, total) in enumerate(zip(row.get(f"host_bound_{side}") or [], calls, strict=False)):
+            if total and n / total > HOST_SHARE and (worst is None or n / total > worst[0]):
+                worst = (n / total, f"host-bound: {n} / {total} {names[side]} calls in round {i + 1}")
+    return worst[1] if worst else None
+
+
 def _host_bound(row: Mapping[str, Any]) -> bool:
     calls = row.get("calls_rounds") or []
     for column in ("host_bound_baseline", "host_bound_candidate"):

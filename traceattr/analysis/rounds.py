@@ -46,7 +46,7 @@ from typing import Any
 
 import polars as pl
 
-from traceattr.analysis.causes import cause_kinds, evidence, row_evidence
+from traceattr.analysis.causes import cause_kinds, evidence, host_bound_refusal, row_evidence
 from traceattr.analysis.stats import SAME_WITHIN, compare_samples, geomean
 from traceattr.attribution.engine import Attribution
 from traceattr.core.precision import CONFIDENCE, median_noise
@@ -114,25 +114,28 @@ class Row:
 
 
 def samples(captures: Sequence[Capture], baseline: str, candidate: str) -> pl.DataFrame:
-    """``round, shape, iter, backend, start_ns, t_us`` of both arms' calls over *captures*."""
+    """``round, shape, iter, backend, arm, start_ns, t_us`` of both arms' calls over *captures* (``arm``: the
+    call's letter in its capture, A for the arm listed and prepared first)."""
     parts = [
         c.calls.filter(pl.col("backend").is_in([baseline, candidate])).select(
             pl.lit(c.round, pl.Int64).alias("round"),
             pl.col("shape").cast(pl.String),
             pl.col("iter").cast(pl.Int64),
             pl.col("backend").cast(pl.String),
+            pl.col("arm").cast(pl.String),
             pl.col("gpu_start_ns").cast(pl.Int64).alias("start_ns"),
             (pl.col("gpu_span_ns") / 1e3).cast(pl.Float64).alias("t_us"),
         )
         for c in captures
     ]
-    schema = {"round": pl.Int64, "shape": pl.String, "iter": pl.Int64, "backend": pl.String, "start_ns": pl.Int64,
-              "t_us": pl.Float64}  # fmt: skip
+    schema = {"round": pl.Int64, "shape": pl.String, "iter": pl.Int64, "backend": pl.String, "arm": pl.String,
+              "start_ns": pl.Int64, "t_us": pl.Float64}  # fmt: skip
     return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
 
 
 def pairs(s: pl.DataFrame, baseline: str, candidate: str) -> pl.DataFrame:
-    """One row per (shape, round, iter) where both arms ran: ``base_us, cand_us, ratio, first`` (arm that ran first)."""
+    """One row per (shape, round, iter) where both arms ran: ``base_us, cand_us, ratio, first`` (arm that ran
+    first), ``slot`` (1 when the baseline was not its capture's arm A: the captures alternate it)."""
     arm = pl.col("backend")
     return (
         s.group_by("shape", "round", "iter")
@@ -140,9 +143,14 @@ def pairs(s: pl.DataFrame, baseline: str, candidate: str) -> pl.DataFrame:
             pl.col("t_us").filter(arm == baseline).first().alias("base_us"),
             pl.col("t_us").filter(arm == candidate).first().alias("cand_us"),
             arm.sort_by("start_ns").first().alias("first"),
+            pl.col("arm").filter(arm == baseline).first().alias("_letter"),
         )
         .drop_nulls(["base_us", "cand_us"])
-        .with_columns((pl.col("cand_us") / pl.col("base_us")).alias("ratio"))
+        .with_columns(
+            (pl.col("cand_us") / pl.col("base_us")).alias("ratio"),
+            (pl.col("_letter").fill_null("A") != "A").cast(pl.Int64).alias("slot"),
+        )
+        .drop("_letter")
         .sort("shape", "round", "iter")
     )
 
@@ -294,7 +302,8 @@ def round_rows(
         sp = p.filter(pl.col("shape") == row.shape)
         rounds_us = per_round.filter(pl.col("shape") == row.shape)
         # one ratio of medians: the headline µs, their ratio and its interval, all over the paired calls
-        cmp = compare_samples(sp["base_us"], sp["cand_us"], paired=True, groups=sp["round"],
+        # both arm orders of the captures weigh alike (stats.compare_samples: slots), however many each had
+        cmp = compare_samples(sp["base_us"], sp["cand_us"], paired=True, groups=sp["round"], slots=sp["slot"],
                               confidence=gates.confidence, same_within=gates.same_within)  # fmt: skip
         b_us, c_us = _finite(cmp.baseline), _finite(cmp.candidate)
         ratio = _finite(cmp.ratio) if b_us and c_us else None
@@ -327,6 +336,10 @@ def round_rows(
         spans = {side: mine.filter(pl.col("backend") == arm)["t_us"].to_numpy()
                  for side, arm in (("baseline", baseline), ("candidate", candidate))}  # fmt: skip
         facts = row_evidence(row.shape, [c.round for c in caps], split, hostbound, caps, baseline, candidate, spans)
+        # calls that waited for their own launches time the host, not the kernels: no verdict on them
+        host = host_bound_refusal(facts, {"baseline": baseline, "candidate": candidate})
+        if host:
+            refused.append(host)
         out.append({
             "row": row.label, "shape": row.shape, "attempt": attempt,
             "status": "refused" if refused else "pass", "refused_by": "; ".join(refused),

@@ -117,7 +117,16 @@ def current_device() -> tuple[Device | None, str | None]:
     )
 
 
+def gpu_count() -> int:
+    """How many CUDA GPUs torch sees (0 without torch or CUDA): a real DCP run needs one per rank."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 __all__ = [
-    "BACKENDS", "SPLITS", "CallPlan", "Capabilities", "Device", "OptionSpec", "check", "current_device", "get_backend",
+    "BACKENDS", "SPLITS", "CallPlan", "Capabilities", "Device", "OptionSpec", "check", "current_device", "get_backend", "gpu_count",
     "registry",
 ]  # fmt: skip

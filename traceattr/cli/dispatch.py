@@ -10,32 +10,46 @@ import polars as pl
 import typer
 from rich.markup import escape
 
+from traceattr.analysis.crossover import with_family
 from traceattr.analysis.dispatch_table import dispatch_table, parse_histogram
-from traceattr.analysis.pipeline import Analysis, analyse, analyse_calls
+from traceattr.analysis.pipeline import analyse, analyse_calls
+from traceattr.analysis.search_points import SUMMARY_COLUMNS, dispatch_frames
 from traceattr.backends.arms import same_program
 from traceattr.cli import app
 from traceattr.cli.many import attribute_many, exit_status
 from traceattr.cli.options import DaskOpt, GroupOpt, MatchOpt, TracesArg, WorkersOpt, check_group, check_regex
 from traceattr.core.errors import NoDataError, TraceattrError
 from traceattr.core.output import check_file_target, write_text
-from traceattr.core.records import SEARCH, SearchRecord
+from traceattr.core.records import SEARCH, SearchRecord, read_runner
+from traceattr.core.shapes import parse_shape
 from traceattr.jobs.many import Settings, expand_inputs, rounds_per_report
 from traceattr.present.dispatch import dispatch_table_doc, render_table
+from traceattr.present.terminal import render_notes
 from traceattr.session import Session
 
 
-def sweep_inputs(args: list[Path]) -> list[Path]:
-    """*args* with each sweep folder (it holds search.json) replaced by its step run folders that passed."""
-    out: list[Path] = []
-    for arg in args:
-        if arg.is_dir() and (arg / SEARCH).is_file():
-            record = SearchRecord.read(arg / SEARCH)
-            for name in record.passing_folders:
-                stored = Path(name)
-                out.append(stored if stored.is_dir() else arg / stored.name)  # the folder may have moved
-        else:
-            out.append(arg)
-    return out
+def search_record(arg: Path) -> SearchRecord | None:
+    """The search record *arg* names (a sweep folder holding search.json, or such a file), else None."""
+    if arg.is_dir() and (arg / SEARCH).is_file():
+        return SearchRecord.read(arg / SEARCH)
+    if arg.suffix == ".json" and arg.is_file():
+        return SearchRecord.read(arg)
+    return None
+
+
+def record_frames(records: list[tuple[Path, SearchRecord]]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(summary, crossings) of the sweeps' gated points, one family measured by one sweep at most."""
+    summaries, crossings, owner = [], [], {}
+    for path, record in records:
+        summary, cross = dispatch_frames(record)
+        for shape in summary["shape"].unique().to_list():
+            family = parse_shape(shape).family
+            if owner.setdefault(family, path) != path:
+                raise TraceattrError(f"{owner[family]} and {path} both measured {family}: give one sweep per "
+                                     "family (eager and --graphs are separate answers: one table each)")  # fmt: skip
+        summaries.append(summary)
+        crossings.append(cross)
+    return pl.concat(summaries), pl.concat(crossings)
 
 
 @app.command("dispatch")
@@ -64,7 +78,8 @@ def dispatch_command(
 
     Example: traceattr dispatch examples/traces/h200_mla_sweep.sqlite -o table.json
 
-    Inputs: sweep folders (traceattr sweep: the steps that passed their gates), run folders, exports.
+    Inputs: sweeps (a sweep folder or its search.json: the points that passed their gates, with the
+    search's own verdicts), run folders, exports.
     """
     check_regex(match)
     check_group(group)
@@ -75,23 +90,71 @@ def dispatch_command(
         except (OSError, UnicodeDecodeError) as err:
             raise TraceattrError(f"{ctx_dist}: unreadable ({err})") from None
         bins, distribution = parse_histogram(text, str(ctx_dist)), f"request lengths of {ctx_dist}"
-    paths = expand_inputs(sweep_inputs(list(traces)))
-    if not paths:
-        raise TraceattrError("no run folder passed its gates in the sweep folders given")
+    found = [(arg, search_record(arg)) for arg in traces]
+    records = [(arg, r) for arg, r in found if r is not None]
+    paths = expand_inputs([arg for arg, r in found if r is None]) if len(records) < len(found) else []
     if out is not None:
-        check_file_target(out, paths, ours=_is_dispatch)
+        check_file_target(out, [*paths, *(arg for arg, _ in records)], ours=_is_dispatch)
     status = 0
-    if len(paths) == 1:
-        att = Session(paths[0]).attribute(match=match)
-        analysis = analyse(att, group=group, same_program=same_program)
-    else:
-        settings = Settings(match=match, calls=True, group=group)
-        with attribute_many(paths, settings, workers=workers, dask=dask, out=None) as combined:
-            table = combined.calls if combined.calls is not None else pl.DataFrame()
-            analysis = analyse_calls(rounds_per_report(table), None, "unknown", same_program=same_program)
-            status = exit_status(combined)
-    _show_and_write(analysis, out, ", ".join(map(str, paths)), bins, distribution, paths[0])
+    frames = []
+    if records:
+        frames.append(record_frames(records))
+        if frames[0][0].height == 0:
+            raise NoDataError(records[0][0], "no point of the search passed its gates: nothing to dispatch")
+    if paths:
+        if len(paths) == 1:
+            att = Session(paths[0]).attribute(match=match)
+            analysis = analyse(att, group=group, same_program=same_program)
+        else:
+            settings = Settings(match=match, calls=True, group=group)
+            with attribute_many(paths, settings, workers=workers, dask=dask, out=None) as combined:
+                table = combined.calls if combined.calls is not None else pl.DataFrame()
+                analysis = analyse_calls(rounds_per_report(table), None, "unknown", same_program=same_program)
+                status = exit_status(combined)
+        if analysis.calls.height == 0 or analysis.note is not None:
+            raise NoDataError(paths[0], analysis.note or "has no NVTX ranges with GPU work to compare")
+        frames.append((analysis.summary, analysis.crossovers))
+    summary, crossings = frames[0] if len(frames) == 1 else _pooled(*frames, _graph_modes(records, paths))
+    source = ", ".join(str(p) for p in [*(arg for arg, _ in records), *paths])
+    _show_and_write(summary, crossings, out, source, bins, distribution, (records[0][0] if records else paths[0]))
     raise typer.Exit(status)
+
+
+def _pooled(
+    sweeps: tuple[pl.DataFrame, pl.DataFrame],
+    traces: tuple[pl.DataFrame, pl.DataFrame],
+    modes: tuple[set[bool], set[bool]],
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The sweeps' frames beside the traces' (the columns the table reads).
+
+    A family measured by both is pooled by shape: the sweep's gated points, and the traces' shapes the
+    sweep did not measure (a bisection sees only its bracket: on the H200 a grid found FlashMLA slower
+    again at 200k–262k, above the one crossover the search bracketed). *modes*: the graph modes
+    (``--graphs`` or not) of the sweeps and of the run folders among the traces, where known; pooling
+    eager with graphs is refused (separate answers)."""
+    both = set(with_family(sweeps[0])["family"].to_list()) & set(with_family(traces[0])["family"].to_list())
+    if both and len(modes[0] | modes[1]) > 1:
+        raise TraceattrError(f"{', '.join(sorted(both))}: measured eager and with --graphs by the inputs given: "
+                             "separate answers, one table each")  # fmt: skip
+    others = traces[0].filter(~pl.col("shape").is_in(sweeps[0]["shape"].unique().to_list()))
+    if both:
+        counts = with_family(others).filter(pl.col("family").is_in(sorted(both)))["shape"].n_unique()
+        render_notes([f"{', '.join(sorted(both))}: pooled the sweep's gated points with {counts} other shapes of the "
+             "traces (a shape both measured: the sweep's)"])  # fmt: skip
+    summary = pl.concat([sweeps[0], others.select(SUMMARY_COLUMNS).cast(dict(sweeps[0].schema))])
+    return summary, pl.concat([sweeps[1], traces[1]])
+
+
+def _graph_modes(records: list[tuple[Path, SearchRecord]], paths: list[Path]) -> tuple[set[bool], set[bool]]:
+    """(the sweeps' graph modes, the run folders' among *paths*): runner.json's protocol where one is beside."""
+    sweeps = {bool(r.header.get("graphs")) for _, r in records}
+    runs = set()
+    for path in paths:
+        runner = read_runner(path if path.is_dir() else path.parent)
+        graphs = None if runner is None else (runner.facts("protocol") or {}).get("graphs")
+        if isinstance(graphs, bool):
+            runs.add(graphs)
+    return sweeps, runs
 
 
 def _is_dispatch(head: bytes) -> bool:
@@ -99,18 +162,22 @@ def _is_dispatch(head: bytes) -> bool:
 
 
 def _show_and_write(
-    analysis: Analysis, out: Path | None, source: str, bins: tuple | None, distribution: str, first: Path
+    summary: pl.DataFrame,
+    crossings: pl.DataFrame,
+    out: Path | None,
+    source: str,
+    bins: tuple | None,
+    distribution: str,
+    first: Path,
 ) -> None:
     from traceattr.present.console import console
 
-    if analysis.calls.height == 0 or analysis.note is not None:
-        raise NoDataError(first, analysis.note or "has no NVTX ranges with GPU work to compare")
-    table = dispatch_table(analysis.summary, analysis.crossovers, bins, distribution)
+    table = dispatch_table(summary, crossings, bins, distribution)
     if not table.families:
         raise NoDataError(first, "no shape was measured with two or more backends: nothing to dispatch between")
     con = console()
     render_table(table, con)
     if out is not None:
-        doc = dispatch_table_doc(analysis.summary, analysis.crossovers, table, source)
+        doc = dispatch_table_doc(summary, crossings, table, source)
         write_text(out, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
         con.print(escape(f"wrote {out}"))

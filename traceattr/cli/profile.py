@@ -57,6 +57,14 @@ def profile_command(
             "GPU reaches it (no call waits for its own launch; traceattr round holds 100)."
         ),
     ] = 0.0,
+    lead: Annotated[
+        bool,
+        typer.Option(
+            "--lead/--no-lead",
+            help="Open each group of timed calls with an untimed call of its last arm, so no timed call is the "
+            "first after an idle GPU.",
+        ),
+    ] = True,
     graphs: Annotated[bool, typer.Option("--graphs", help="Replay each call as a captured CUDA graph.")] = False,
     shuffle: Annotated[
         bool, typer.Option("--shuffle-pages", help="Scatter each request's KV pages over the cache.")
@@ -97,7 +105,7 @@ def profile_command(
     if ranks is not None:
         # the ranks runner times eager calls with the flush only: an option it would ignore is refused
         unused = options_given(
-            ctx, ("graphs", "shuffle", "between", "order", "max_noise", "max_iters", "hold_us"), changed=True
+            ctx, ("graphs", "shuffle", "between", "order", "max_noise", "max_iters", "hold_us", "lead"), changed=True
         )
         if unused:
             raise TraceattrError(f"--ranks does not take {', '.join(unused)} (each rank times eager calls after an "
@@ -107,7 +115,7 @@ def profile_command(
         return
     plan = make_plan(
         shapes, backend, iters=iters, warmup=warmup, max_noise=max_noise, max_iters=max_iters, hold_us=hold_us,
-        graphs=graphs, shuffle=shuffle, seed=seed, validate=validate,
+        lead=lead, graphs=graphs, shuffle=shuffle, seed=seed, validate=validate,
         flush_bytes=flush_mb * (1 << 20) if flush_mb is not None else None, between=between, order=order,
         out_root=out_root,
     )  # fmt: skip

@@ -26,7 +26,7 @@ from traceattr.cli.options import (
 from traceattr.core import runfolder
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import check_file_target
-from traceattr.core.records import RunRecord, read_run, runner_events
+from traceattr.core.records import SEARCH, RunRecord, SearchRecord, read_run, runner_events
 from traceattr.present.formats import size
 from traceattr.present.names import printable
 from traceattr.trace.inputs import resolve_trace
@@ -52,10 +52,17 @@ def report_command(
     """Write one self-contained HTML report: numbers, role bars, distributions, timeline, time vs context.
 
     Example: traceattr report reports/2026-11-29_q8_ctx900k/   (writes report.html into the run folder)
-    A round folder (traceattr round) gives its receipt, then its first capture's figures.
+    A round folder (traceattr round) gives its receipt, then its first capture's figures; a sweep folder
+    (traceattr sweep) or its search.json gives its answer, the bisection on the decision chart and the
+    regret of its dispatch table.
     """
+    chosen = (domain, match, group, rules, mode != ModeChoice.nsys)  # type: ignore[attr-defined]
     if trace.is_dir() and (trace / f"{runfolder.RECEIPT}.json").is_file():
-        _round_report(trace, out, title, chosen=(domain, match, group, rules, mode != ModeChoice.nsys))  # type: ignore[attr-defined]
+        _round_report(trace, out, title, chosen=chosen)
+        return
+    search = trace / SEARCH if trace.is_dir() else trace
+    if search.suffix == ".json" and search.is_file():
+        _sweep_report(trace, search, out, title, chosen)
         return
     path = resolve_trace(trace)
     role_rules = RoleRules.load(rules)
@@ -86,8 +93,23 @@ def _round_report(folder: Path, out: Path | None, title: str | None, chosen: tup
     inputs = (folder / f"{runfolder.RECEIPT}.json", *(c / runfolder.TRACE for c in capture_folders(receipt, folder)))
     check_file_target(target, inputs, ours=_is_report)
     written = write_round_report(receipt, folder, target, title)
-    if written is None:
-        raise TraceattrError(f"{folder}: none of the receipt's captures has a {runfolder.TRACE} (moved or deleted)")
+    if not any((c / runfolder.TRACE).is_file() for c in capture_folders(receipt, folder)):
+        print(f"note: {printable(str(folder))}: no capture has its {runfolder.TRACE}: the receipt and its evidence "
+              "only, no figures", file=sys.stderr)  # fmt: skip
+    print(f"wrote {written} ({size(written.stat().st_size, 1)})")
+
+
+def _sweep_report(given: Path, search: Path, out: Path | None, title: str | None, chosen: tuple[Any, ...]) -> None:
+    if any(chosen):
+        raise TraceattrError(f"{given}: a sweep's report reads its search.json; drop "
+                             "--mode/--domain/--match/--group/--rules")  # fmt: skip
+    record = SearchRecord.read(search)
+    target = _target(given, out)
+    check_file_target(target, (search,), ours=_is_report)
+    from traceattr.present.report.sweep import write_sweep_report  # imports plotly: after the cheap checks
+
+    name = given.name if given.is_dir() else given.stem
+    written = write_sweep_report(record, target, title or f"traceattr sweep {name}")
     print(f"wrote {written} ({size(written.stat().st_size, 1)})")
 
 

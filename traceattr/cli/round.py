@@ -62,6 +62,14 @@ def round_command(
             "the host), so no call waits for its own launch.",
         ),
     ] = True,
+    lead: Annotated[
+        bool,
+        typer.Option(
+            "--lead/--no-lead",
+            help="Open each ABBA group with an untimed call of its last arm, so no timed call is the first after "
+            "an idle GPU (which ran faster on the H200).",
+        ),
+    ] = True,
     hold_us: Annotated[
         Optional[float], typer.Option("--hold-us", hidden=True, help="Deprecated: > 0 is --hold, 0 is --no-hold.")
     ] = None,
@@ -106,7 +114,7 @@ def round_command(
     else:
         plan = _new_plan(
             rows, baseline, candidate, out_root, rounds=rounds, iters=iters, max_noise=max_noise, max_iters=max_iters,
-            hold=hold if hold_us is None else hold_us > 0, warmup=warmup, graphs=graphs, between=between, flush_mb=flush_mb,
+            hold=hold if hold_us is None else hold_us > 0, lead=lead, warmup=warmup, graphs=graphs, between=between, flush_mb=flush_mb,
             sensitivity=sensitivity, seed=seed,
             gates=(directional_limit, min_clock, parity, confidence, same_within),
         )  # fmt: skip
@@ -159,7 +167,7 @@ def _retry(ctx: typer.Context, retry: Path, rounds: int | None, out_root: Path) 
 
 def _new_plan(
     rows: str | None, baseline: str | None, candidate: str | None, out_root: Path, *, rounds: int | None, iters: int,
-    max_noise: float, max_iters: int, hold: bool, warmup: int, graphs: bool, between: str, flush_mb: int | None,
+    max_noise: float, max_iters: int, hold: bool, lead: bool, warmup: int, graphs: bool, between: str, flush_mb: int | None,
     sensitivity: bool, seed: int, gates: tuple[float, float, bool, float, float],
 ) -> RoundPlan:  # fmt: skip
     """The plan of a new round from the options; every range is checked here, before any capture."""
@@ -174,7 +182,7 @@ def _new_plan(
     return RoundPlan(
         rows=read_rows(rows), baseline=baseline, candidate=candidate,
         folder=folder_name(out_root, baseline, candidate), rounds=3 if rounds is None else rounds, iters=iters,
-        max_noise=max_noise or None, max_iters=max_iters if max_noise else None, hold=hold,
+        max_noise=max_noise or None, max_iters=max_iters if max_noise else None, hold=hold, lead=lead,
         warmup=warmup, graphs=graphs, between=between, flush_bytes=flush_mb * (1 << 20) if flush_mb else None,
         sensitivity=sensitivity, seed=seed, gates=checked, rows_source=rows,
     )  # fmt: skip

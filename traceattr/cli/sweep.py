@@ -6,12 +6,13 @@ import re
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
 
 from traceattr.cli import app
+from traceattr.core import runfolder
 from traceattr.jobs.crossover_search import SearchPlan, ctx_range, run_search
 from traceattr.jobs.profile import make_plan, require_runnable
 
@@ -26,7 +27,13 @@ def sweep_command(
     width: Annotated[
         float, typer.Option(help="Stop when the crossover is bracketed within ± this fraction of its ctx.")
     ] = 0.1,
-    max_steps: Annotated[int, typer.Option(help="Captures at most, the first (both ends) included.")] = 8,
+    max_steps: Annotated[
+        Optional[int],
+        typer.Option(
+            help="Captures at most, the first (both ends) included. Default: what --width and --ctx-range need "
+            "(1 + the halvings of log ctx that reach the width + 2 retries of refused points)."
+        ),
+    ] = None,
     graphs: Annotated[
         bool, typer.Option("--graphs", help="Replay each call as a CUDA graph (a separate answer).")
     ] = False,
@@ -48,9 +55,10 @@ def sweep_command(
 
     Example: traceattr sweep -s 'q8_ctx*' -b fa3 -b flashmla --ctx-range 8k:1m --width 0.1
 
-    Each step is one `profile` capture with a round's gates; a refused point is measured once more.
-    The sweep folder holds step-1, step-2, … (run folders) and search.json. Eager and --graphs are
-    separate searches. `traceattr dispatch SWEEP_FOLDER …` turns sweeps into a dispatch table.
+    Each step is one `profile` capture with a round's gates; a refused point (an end too) is measured
+    once more. The sweep folder holds step-1, step-2, … (run folders), search.json and report.html.
+    Eager and --graphs are separate searches. `traceattr dispatch SWEEP_FOLDER …` turns sweeps into a
+    dispatch table; `traceattr report SWEEP_FOLDER` writes the page again.
     """
     low, high = ctx_range(ctx_range_text)
     mode = "graphs" if graphs else "eager"
@@ -72,7 +80,7 @@ def sweep_command(
     )  # fmt: skip
     first = replace(first, folder=plan.request(1, (low, high)).folder)  # step 1: both ends in one capture
     con.print(escape(f"search {family} over {low:,}–{high:,} ctx ({mode}): {', '.join(plan.labels)}; "
-                     f"±{width:g} of ctx, at most {max_steps} captures; folder {folder}"), soft_wrap=True)  # fmt: skip
+                     f"±{width:g} of ctx, at most {plan.budget} captures; folder {folder}"), soft_wrap=True)  # fmt: skip
     render_plan(first, con)
     if dry_run:
         return
@@ -87,4 +95,7 @@ def sweep_command(
     with con.status("sweeping …"):
         record = run_search(plan, on_step=show)
     render_steps(record, con)
-    con.print(f"sweep folder: {folder}", markup=False, highlight=False)
+    from traceattr.present.report.sweep import write_sweep_report
+
+    page = write_sweep_report(record, folder / runfolder.REPORT, f"traceattr sweep {folder.name}")
+    con.print(f"sweep folder: {folder} (report: {page.name})", markup=False, highlight=False)

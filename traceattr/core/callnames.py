@@ -42,6 +42,8 @@ FLUSH = "flush"
 BETWEEN = "between"
 HOLD = "hold"  # a GPU spin before each group of timed calls, while the host enqueues the group
 WARMUP = "warmup"
+# an untimed call right after the hold, before a group's timed calls: no timed call is the first after idle
+LEAD = "lead"
 # inside a call of a real DCP rank (traceattr.runner.ranks): its three phases
 DCP_ATTENTION = "dcp attention"
 DCP_GATHER = "dcp all-gather"

@@ -225,6 +225,9 @@ class RunPlan:
     # > 0: before each group the GPU spins until the host has enqueued the group and releases it (runner.hold),
     # so no call waits for its own launch; the number no longer sets a length (kept so plans and --hold-us read)
     hold_us: float = 0.0
+    # each group starts with an untimed call of its last arm (after the hold): the first call after an idle GPU
+    # ran 1.5–3% faster than the next on the H200, which read as a position effect in every ABBA pair
+    lead: bool = True
     graphs: bool = False  # replay every arm's call as a captured CUDA graph (an arm's [graphs] does it for one)
     shuffle: bool = False  # scatter each request's KV pages over the cache
     seed: int = 0
@@ -263,6 +266,7 @@ class RunPlan:
         }
         for name in ("graphs", "shuffle", "validate", "capture_range"):
             opt[name] = _field(content, name, _bool, default=d[name].default)
+        opt["lead"] = _field(content, "lead", _bool, default=False)  # a plan written before leads ran none
         if "tolerance" in content:
             opt["tolerance"] = _field(content, "tolerance", _objects(_number(0, open_low=True)))
         return cls(shapes=tuple(_field(content, "shapes", _list(_str))),
@@ -547,7 +551,7 @@ def _round_protocol(value: Any, name: str) -> dict[str, Any]:
     checks: dict[str, Callable[[Any, str], Any]] = {
         "rounds": _int(1, MAX_ROUNDS), "warmup": _int(1, MAX_ITERS),
         "max_noise": _number(0, 1, open_low=True, open_high=True), "max_iters": _int(iters or 2, MAX_ITERS),
-        "hold_us": _number(0, 10_000), "hold": _bool, "between": _str, "order": _str, "flush_bytes": _int(1, 1 << 40),
+        "hold_us": _number(0, 10_000), "hold": _bool, "lead": _bool, "between": _str, "order": _str, "flush_bytes": _int(1, 1 << 40),
         "graphs": _bool, "sensitivity": _bool, "seed": _int(),
     }  # fmt: skip
     _not_null(p, checks.keys() - {"max_noise", "max_iters", "flush_bytes"}, at)  # null there: "not set"
@@ -640,7 +644,8 @@ SEARCH = "search.json"  # in a sweep folder, beside one run folder per step (ste
 # who is really faster at a measured ctx (analysis.bisect.side_of), and what a search concluded (analysis.bisect)
 SEARCH_SIDES: tuple[str, ...] = ("below", "above", "same", "ambiguous", "refused")
 SEARCH_KINDS: tuple[str, ...] = (
-    "measure", "crossover", "tie band", "undecided band", "no crossover", "budget", "resolution", "refused",
+    "measure", "crossover", "tie band", "undecided band", "several crossovers", "no crossover", "budget",
+    "resolution", "refused",
 )  # fmt: skip
 MAX_STEPS = 100  # captures one search may run
 
@@ -659,7 +664,20 @@ def _decision(value: Any, name: str) -> dict[str, Any]:
     for key in ("bracket", "band"):
         _field(d, key, _ctx_pair, at, None)
     _field(d, "estimate", _int(1), at, None)
+    for key in ("half_width", "width"):
+        _field(d, key, _number(0, 1), at, None)
+    _field(d, "refused", _refusal, at, None)
+    _field(d, "crossings", _list(_ctx_pair), at, None)
+    _field(d, "ends", _list(_one_of(SEARCH_SIDES)), at, None)
+    _field(d, "swapped", _bool, at, None)
     return dict(d)
+
+
+def _refusal(value: Any, name: str) -> dict[str, Any]:
+    r, at = _object(value, name), f"{name}."
+    _field(r, "ctx", _int(1), at)
+    _field(r, "cause", _str, at, "")
+    return dict(r)
 
 
 def _search_point(value: Any, name: str) -> dict[str, Any]:

@@ -4,10 +4,12 @@ A search takes arms and a shape family with ctx left open (``q8_ctx*``) over a c
 captures both ends in one ``traceattr profile`` run; the fastest arm (lowest median) at the low end
 is ``below``, at the high end ``above``. Each later step captures the one ctx that
 :func:`traceattr.analysis.bisect.decide` asks for, until it answers (a crossover bracketed to the
-width, a tie band, no crossover, or the step budget spent). Every point goes through a round's
-comparison and gates (:func:`traceattr.analysis.rounds.round_rows`: ratio of medians with its
-interval over the paired calls, directional, clock, parity, both arms ran), so a refused point is
-never used; it is measured once more. The arm order alternates between steps, ABBA inside each.
+width, a tie band, several crossovers, no crossover, a ctx refused twice, or the step budget spent).
+Every point goes through a round's comparison and gates (:func:`traceattr.analysis.rounds.round_rows`:
+ratio of medians with its interval over the paired calls, directional, clock, parity, both arms ran),
+so a refused point is never used; it is measured once more, an end as an interior point. The arm
+order alternates between steps, ABBA inside each. The step budget is
+:func:`~traceattr.analysis.bisect.default_steps` of the range and width unless ``max_steps`` caps it.
 
 Captures go through an *executor* (:data:`traceattr.jobs.round.Executor`; default
 :func:`~traceattr.jobs.round.profile_executor`, which needs a GPU and nsys), so the search is tested on
@@ -29,7 +31,7 @@ from typing import Any
 import polars as pl
 
 from traceattr import __version__
-from traceattr.analysis.bisect import Decision, Point, decide, side_of
+from traceattr.analysis.bisect import RETRIES, RETRY_ROOM, Decision, Point, decide, default_steps, halvings, side_of
 from traceattr.analysis.rounds import Capture, Gates, Row, round_rows
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import write_manifest
@@ -67,7 +69,7 @@ class SearchPlan:
     ctx_high: int
     folder: Path
     width: float = 0.1  # ± fraction of ctx
-    max_steps: int = 8  # captures, the ends' included
+    max_steps: int | None = None  # captures, the ends' included; None: default_steps of the range and width
     iters: int = 20
     warmup: int = 3
     max_noise: float | None = 0.005  # as a round: add calls until each arm's median is this precise
@@ -84,11 +86,18 @@ class SearchPlan:
             raise TraceattrError("give two or more arms with distinct labels (-b fa3 -b flashmla)")
         if not 0 < self.width < 1:
             raise TraceattrError(f"--width must lie in (0, 1) (0.1: ±10% of ctx), got {self.width}")
-        if not 2 <= self.max_steps <= MAX_STEPS:
+        if not 2 <= self.budget <= MAX_STEPS:
             raise TraceattrError(f"--max-steps must lie in [2, {MAX_STEPS}] (step 1 measures both ends)")
         for ctx in (self.ctx_low, self.ctx_high):
             family_shape(self.family, ctx)  # the family and both ends parse
         self.protocol  # noqa: B018 - a round's checks of the timing options, once, before any capture
+
+    @property
+    def budget(self) -> int:
+        """The captures this search may run: ``max_steps`` as given, else what the range and width need."""
+        if self.max_steps is not None:
+            return self.max_steps
+        return default_steps(self.ctx_low, self.ctx_high, self.width)
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -120,9 +129,12 @@ class SearchPlan:
             "tool": "traceattr", "version": __version__, "command": "sweep", "argv": sys.argv,
             "family": family_shape(self.family, self.ctx_low).family, "arms": list(self.arms),
             "labels": list(self.labels), "ctx_range": [self.ctx_low, self.ctx_high], "width": self.width,
-            "max_steps": self.max_steps, "graphs": self.graphs,
+            "max_steps": self.budget, "graphs": self.graphs,
+            # the default budget: 1 (both ends) + halvings + retries; "--max-steps" when given
+            "max_steps_from": "--max-steps" if self.max_steps is not None else "default",
+            "halvings": halvings(self.ctx_low, self.ctx_high, self.width), "retry_room": RETRY_ROOM * RETRIES,
             "protocol": {"iters": p.iters, "warmup": p.warmup, "max_noise": p.max_noise, "max_iters": p.max_iters,
-                         "hold_us": p.hold_us, "between": p.between, "flush_bytes": p.flush_bytes,
+                         "hold_us": p.hold_us, "lead": p.lead, "between": p.between, "flush_bytes": p.flush_bytes,
                          "order": "abba, arm order alternating between steps", "seed": p.seed,
                          "timing": "nsys GPU span per call (first op start to last op end)"},
             "gates": asdict(self.gates),
@@ -145,7 +157,14 @@ def measure_point(capture: Capture, shape: Shape, below: str, above: str, gates:
     """The point at *shape* from *capture*: ``above`` against ``below`` with a round's gates; and its record."""
     row = round_rows([Row(shape.name, shape.name)], [capture], below, above, gates).row(0, named=True)
     passed = row["status"] == "pass"
-    point = Point(shape.ctx, side_of(row["verdict"], passed), row["ratio"], row["low"], row["high"])
+    point = Point(
+        shape.ctx,
+        side_of(row["verdict"], passed),
+        row["ratio"],
+        row["low"],
+        row["high"],
+        "" if passed else row["refused_by"] or row["status"],
+    )
     medians = medians_us(capture.calls, shape.name)
     record = {
         "ctx": shape.ctx, "shape": shape.name, "side": point.side, "status": row["status"],
@@ -175,7 +194,7 @@ def run_search(
     below = above = ""
     ctx: tuple[int, ...] = (plan.ctx_low, plan.ctx_high)
     decision: Decision | None = None
-    for step in range(1, plan.max_steps + 1):
+    for step in range(1, plan.budget + 1):
         request = plan.request(step, ctx)
         started = time.time()
         capture = executor(request, protocol, lines)
@@ -189,7 +208,7 @@ def run_search(
             point, record = measure_point(capture, shape, below, above, plan.gates)
             points.append(point)
             recorded.append(record)
-        decision = decide(points, plan.width, step, plan.max_steps)
+        decision = decide(points, plan.width, step, plan.budget)
         steps.append({"step": step, "folder": str(request.folder), "seconds": seconds, "points": recorded,
                       "decision": decision.to_json()})  # fmt: skip
         done = decision.done

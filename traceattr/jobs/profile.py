@@ -87,6 +87,7 @@ def make_plan(
     max_noise: float | None = None,
     max_iters: int | None = None,
     hold_us: float = 0.0,
+    lead: bool = True,
     graphs: bool = False,
     shuffle: bool = False,
     seed: int = 0,
@@ -101,7 +102,8 @@ def make_plan(
 
     *max_noise* (a fraction) makes *iters* a minimum: rounds are added, up to *max_iters*,
     until every arm's median is that precise. *hold_us* per call: a GPU spin before each group of calls
-    while the host enqueues it."""
+    while the host enqueues it. *lead*: each group opens with an untimed call (runner.loop), so no timed
+    call is the first after an idle GPU."""
     if not shapes:
         raise TraceattrError("give at least one --shape (traceattr shapes lists the grammar)")
     chosen = parse_arms(a.text if isinstance(a, Arm) else a for a in arms) if arms else default_arms()
@@ -129,7 +131,7 @@ def make_plan(
     run = RunPlan(
         shapes=tuple(s.name for s in shapes), arms=tuple(a.text for a in chosen), iters=iters, warmup=warmup,
         max_noise=max_noise, max_iters=max_iters, hold_us=hold_us, flush_bytes=flush, between=between, order=order,
-        graphs=graphs, shuffle=shuffle, seed=seed,
+        lead=lead, graphs=graphs, shuffle=shuffle, seed=seed,
         validate=validate,
     )  # fmt: skip
     tensors = {}

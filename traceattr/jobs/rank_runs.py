@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from traceattr.backends import gpu_count
 from traceattr.backends.arms import parse_arm
 from traceattr.core import runfolder
 from traceattr.core.errors import NsysError, TraceattrError
@@ -99,6 +100,9 @@ def make_ranks_plan(
 
 def execute_ranks(plan: RanksPlan, *, timeout: float = 1800) -> list[Path]:
     """Run every rank under nsys at once, export each report; the exports, rank order."""
+    gpus = gpu_count()
+    if gpus < plan.ranks:  # each rank runs on its own GPU (CUDA_VISIBLE_DEVICES): fewer would fail inside NCCL
+        raise TraceattrError(f"--ranks {plan.ranks} needs {plan.ranks} GPUs, one per rank; this machine has {gpus}")
     if plan.nsys is None:
         raise NsysError("no nsys found (set TRACEATTR_NSYS or put nsys on PATH)")
     plan.folder.mkdir(parents=True, exist_ok=False)

@@ -95,6 +95,7 @@ class RoundPlan:
     max_noise: float | None = None  # add ABBA iterations until each arm's median is this precise (fraction)
     max_iters: int | None = None
     hold: bool = True  # the GPU is held before each ABBA group until the host has enqueued it (runner.hold)
+    lead: bool = True  # each group opens with an untimed call: no timed call is the first after an idle GPU
     graphs: bool = False
     between: str = "flush"
     flush_bytes: int | None = None
@@ -156,6 +157,7 @@ class RoundPlan:
             "protocol": {
                 "rounds": self.rounds, "iters": self.iters, "warmup": self.warmup, "order": "abba",
                 "max_noise": self.max_noise, "max_iters": self.max_iters, "hold": self.hold, "hold_us": self.hold_us,
+                "lead": self.lead,
                 "arm_order": "alternating between rounds", "between": self.between, "cold_l2": self.between != "none",
                 "flush_bytes": self.flush_bytes, "graphs": self.graphs, "seed": self.seed,
                 "sensitivity": self.sensitivity, "timing": "nsys GPU span per call (first op start to last op end)",
@@ -183,7 +185,7 @@ def profile_executor(request: CaptureRequest, plan: RoundPlan, on_line: Callable
     profile_plan = make_plan(
         [parse_shape(s) for s in request.shapes], request.arms, iters=plan.iters, warmup=plan.warmup,
         max_noise=plan.max_noise, max_iters=plan.max_iters, hold_us=plan.hold_us,
-        graphs=plan.graphs, seed=plan.seed, flush_bytes=plan.flush_bytes, between=plan.between, order=request.order,
+        lead=plan.lead, graphs=plan.graphs, seed=plan.seed, flush_bytes=plan.flush_bytes, between=plan.between, order=request.order,
         out_root=request.folder.parent,
     )  # fmt: skip
     # one report.html for the whole round (the receipt first), not one per capture
@@ -302,8 +304,9 @@ def write_round_report(
     title: str | None = None,
     *,
     first: Capture | None = None,
-) -> Path | None:
-    """report.html of a round: the receipt, then the first capture's figures (None: no capture has a trace).
+) -> Path:
+    """report.html of a round: the receipt, then the first capture's figures (without any capture's trace: the
+    receipt and its evidence alone).
 
     *first*: that capture as just made (its attribution and run record in memory); without it, or when it
     kept no attribution, the receipt's first capture found on disk is read again (``traceattr report``).
@@ -317,8 +320,12 @@ def write_round_report(
         from traceattr.trace.loader import load_trace
 
         found = next(iter(capture_folders(receipt, folder)), None)
-        if found is None:
-            return None
+        if found is None:  # the traces are gone: the receipt and its evidence still make a page
+            from traceattr.core.output import write_text
+            from traceattr.present.report.round import receipt_only_page
+
+            page = receipt_only_page(receipt, title or f"traceattr round {folder.name}")
+            return write_text(target or folder / runfolder.REPORT, page)
         att = attribute(load_trace(found / runfolder.TRACE))
         runner = read_runner(found)
         run, events = read_run(found), None if runner is None else list(runner.events)
@@ -340,6 +347,7 @@ def retry_plan(previous: Receipt, out_root: Path, *, rounds: int | None = None) 
         rounds=rounds or int(p.get("rounds", 3)), iters=int(p.get("iters", 20)), warmup=int(p.get("warmup", 3)),
         max_noise=p.get("max_noise"), max_iters=p.get("max_iters"),
         hold=bool(p["hold"]) if "hold" in p else float(p.get("hold_us", 0.0)) > 0,
+        lead=bool(p.get("lead", False)),  # a receipt written before leads ran none
         graphs=bool(p.get("graphs")), between=p.get("between", "flush"), flush_bytes=p.get("flush_bytes"),
         sensitivity=bool(p.get("sensitivity")), seed=int(p.get("seed", 0)),
         gates=Gates(**{k: v for k, v in g.items() if k in Gates.__dataclass_fields__}),

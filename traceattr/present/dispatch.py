@@ -214,7 +214,8 @@ def dispatch_table_doc(
     }
 
 
-def _segments_text(t: FamilyTable) -> str:
+def segments_text(t: FamilyTable) -> str:
+    """A family's table in words: ``fa3 <163k, flashmla ≥163k (95%)``."""
     parts = []
     for s in t.segments:
         where = f"≥{fmt_ctx(s.ctx_from)}" if s.ctx_to is None and s.ctx_from is not None else (
@@ -225,7 +226,8 @@ def _segments_text(t: FamilyTable) -> str:
     return ", ".join(parts)
 
 
-def _regret_cell(r: Regret) -> str:
+def regret_text(r: Regret) -> str:
+    """Regret as one cell: ``1.1% / 6.4% (5/6)`` (mean / max, right of shapes); empty without a shape."""
     if r.mean is None:
         return ""
     return f"{pct(r.mean)} / {pct(r.max)} ({r.right}/{r.shapes})"
@@ -238,11 +240,11 @@ def render_table(table: DispatchTable, con: Console) -> None:
     for col in ("family", "dispatch", "table", "leave-one-out", "always …", "graph-safe (expected regret)"):
         grid.add_column(col)
     for t in table.families:
-        always = "; ".join(f"{b}: {_regret_cell(r)}" for b, r in t.baselines.items())
+        always = "; ".join(f"{b}: {regret_text(r)}" for b, r in t.baselines.items())
         gs = t.graph_safe
         safe = "" if gs is None else f"{gs.backend} (+{pct(gs.expected_regret)}, worst +{pct(gs.max_regret)})"
-        cells = (t.family, _segments_text(t), _regret_cell(t.regret), _regret_cell(t.loo_regret), always, safe)
+        cells = (t.family, segments_text(t), regret_text(t.regret), regret_text(t.loo_regret), always, safe)
         grid.add_row(*(Text(printable(c)) for c in cells))  # arm labels such as fa3[graphs] are not markup
     con.print(grid)
-    con.print(escape(f"all shapes: table {_regret_cell(table.regret)}, leave-one-out {_regret_cell(table.loo_regret)}; "
+    con.print(escape(f"all shapes: table {regret_text(table.regret)}, leave-one-out {regret_text(table.loo_regret)}; "
                      f"graph-safe over {table.distribution}"), soft_wrap=True)  # fmt: skip

@@ -155,6 +155,73 @@ def ctx_span(low: int, high: int) -> str:
     return fmt_ctx(low) if low == high else f"{fmt_ctx(low)}–{fmt_ctx(high)}"
 
 
+def search_text(header: Mapping[str, Any], result: Mapping[str, Any] | None) -> str:
+    """The answer of a ``traceattr sweep`` search (search.json's ``result``) as one sentence, family and mode first."""
+    mode = "graphs" if header.get("graphs") else "eager"
+    below, above = header.get("below") or "?", header.get("above") or "?"
+    head = f"{header['family']} ({mode}): "
+    if result is None:
+        return head + "the search did not finish (see its steps)"
+    if result.get("swapped"):  # the one change runs the other way: each arm stands where the other was named
+        below, above = above, below
+    kind, bracket, band = result["kind"], result.get("bracket"), result.get("band")
+    estimate = f" (medians cross at ≈{fmt_ctx(result['estimate'])})" if result.get("estimate") else ""
+    decided = f"{below} really faster at {fmt_ctx(bracket[0])}, {above} at {fmt_ctx(bracket[1])}" if bracket else ""
+    if kind == "crossover":
+        lo, hi = bracket
+        return (head + f"{below} below, {above} above a crossover in {ctx_span(lo, hi)} "
+                f"({fmt_ctx((lo + hi) / 2)} ±{pct((hi - lo) / (hi + lo), 0)}){estimate}")  # fmt: skip
+    if kind in ("tie band", "undecided band"):
+        what = "tie within ±1% (same)" if kind == "tie band" else "undecided (neither really faster, nor the same)"
+        return head + f"{below} vs {above}: {what} at {ctx_span(*band)}; {decided}{estimate}"
+    if kind == "several crossovers":
+        spans = [ctx_span(*c) for c in result.get("crossings") or ()]
+        return (head + f"the really faster of {below} and {above} changes {len(spans)} times along ctx "
+                f"(between {', '.join(spans)}): several crossovers, not one bracket")  # fmt: skip
+    if kind == "no crossover":
+        lo, hi = header["ctx_range"]
+        ends = result.get("ends") or ["below", "below"]
+        if list(ends) == ["below", "below"]:
+            return head + f"{above} never really faster than {below} over {ctx_span(lo, hi)}: no crossover"
+        words = {"below": f"{below} really faster", "above": f"{above} really faster",
+                 "same": "the same (within ±1%)", "ambiguous": "neither really faster (ambiguous)"}  # fmt: skip
+        return (head + f"no change of the really faster arm over {ctx_span(lo, hi)}: {words[ends[0]]} at "
+                f"{fmt_ctx(lo)}, {words[ends[1]]} at {fmt_ctx(hi)}: no crossover")  # fmt: skip
+    refused = result.get("refused")
+    if kind == "measure":  # a decision, not an answer: what the search would do next
+        if refused and refused["ctx"] == result["next_ctx"]:
+            return (head + f"not finished: {fmt_ctx(refused['ctx'])} was refused ({refused.get('cause') or '?'}) "
+                    "and is measured again next")  # fmt: skip
+        return head + f"not finished: it would measure {fmt_ctx(result['next_ctx'])} next"
+    why = {"budget": f"the step budget ran out ({header.get('max_steps')} captures)",
+           "resolution": "the bracket cannot be split further",
+           "refused": f"{fmt_ctx(refused['ctx'])} was refused twice by its gates ({refused.get('cause') or '?'})"
+           if refused else "a point was refused twice by its gates"}[kind]  # fmt: skip
+    if bracket:
+        lo, hi = bracket
+        asked = f", asked ±{pct(result['width'], 0)}" if result.get("width") else ""
+        where = (
+            f"the crossover lies in {ctx_span(lo, hi)} ({fmt_ctx((lo + hi) / 2)} ±{pct((hi - lo) / (hi + lo))}{asked})"
+        )
+    else:
+        where = "no bracket yet"
+    pending = ""
+    if refused and kind != "refused":
+        pending = f"; {fmt_ctx(refused['ctx'])} was refused ({refused.get('cause') or '?'}) and not measured again"
+    return head + f"{why}; {where}{estimate}{pending}"
+
+
+def time_fall_text(arm: str, ctx: int, us_at: float, next_ctx: int, us_next: float) -> str:
+    """An arm whose time falls as ctx grows: why one bracket may not be the only crossover."""
+    return (f"{arm}'s median falls from {us(us_at)} µs at {fmt_ctx(ctx)} to {us(us_next)} µs at {fmt_ctx(next_ctx)}: "
+            "its time is not monotone in ctx, so more than one crossover can lie between measured points")  # fmt: skip
+
+
+def replay_text(now: str) -> str:
+    """A record whose stored answer its own points no longer give (written by an earlier traceattr)."""
+    return f"this record's answer was written by an earlier traceattr; on its points the search now says: {now}"
+
+
 def signed_percent(percent: float | None, digits: int = 1) -> str:
     """A relative change already in percent (the ``*_pct`` columns of ``diff``), its sign shown: -3.14 -> ``-3.1%``."""
     return "" if percent is None else f"{percent:+.{digits}f}%"

@@ -96,7 +96,8 @@ def cause_text(row: Mapping[str, Any], header: Mapping[str, Any]) -> str:
         "baseline": str(header.get("baseline", "baseline")),
         "candidate": str(header.get("candidate", "candidate")),
     }
-    parts = [_CAUSE_WORDS[k](row, names, limit, gates) for k in kinds if k in _CAUSE_WORDS]
+    lead = bool((header.get("protocol") or {}).get("lead"))
+    parts = [_CAUSE_WORDS[k](row, names, limit, gates, lead) for k in kinds if k in _CAUSE_WORDS]
     if not parts:
         parts = ["no mechanism shows in the captures (no host-bound calls, no predecessor split, no drift, one "
                  "group of spans): " + _evidence_summary(row, names)]  # fmt: skip
@@ -106,15 +107,21 @@ def cause_text(row: Mapping[str, Any], header: Mapping[str, Any]) -> str:
     return text
 
 
-def _arms_words(row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any]) -> str:
+def _arms_words(
+    row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any], lead: bool
+) -> str:
     return f"an arm did not run: {row.get('arms_note') or 'no calls'}"
 
 
-def _parity_words(row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any]) -> str:
+def _parity_words(
+    row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any], lead: bool
+) -> str:
     return f"outputs ({row.get('parity')}): {row.get('parity_value') or 'not checked'}"
 
 
-def _clock_words(row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any]) -> str:
+def _clock_words(
+    row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any], lead: bool
+) -> str:
     fraction = row.get("clock_fraction")
     if fraction is None:
         return "clock: the loaded SM clock was not measured (NVML unavailable in a capture)"
@@ -126,7 +133,9 @@ def _clock_words(row: Mapping[str, Any], names: Mapping[str, str], limit: float,
     )
 
 
-def _host_words(row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any]) -> str:
+def _host_words(
+    row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any], lead: bool
+) -> str:
     calls = row.get("calls_rounds") or []
     found = []
     for side in ("baseline", "candidate"):
@@ -158,24 +167,34 @@ def _split(values: Sequence[float]) -> str:
     return with_interval(values[0], values[1], values[2], lambda v: us(v, 2)) + " µs"
 
 
+# how a predecessor split reads: without a lead call "after itself" is also the first call of a group; behind
+# one every timed call followed the other arm, so the split is the position in the group
+_SPLIT_WORDS = {
+    False: ("predecessor: ", "{other} after the other arm vs {self} after itself",
+            " (in ABBA the call after itself is also the first of its group, so this is the position in the group too)"),
+    True: ("position in the group: ", "{other} as the second call of its group vs {self} as the first",
+           " (a lead call opens each group, so every timed call followed the other arm: what differs is the "
+           "position)"),
+}  # fmt: skip
+
+
 def _predecessor_words(row: Mapping[str, Any], names: Mapping[str, str], limit: float,
-                       gates: Mapping[str, Any]) -> str:  # fmt: skip
+                       gates: Mapping[str, Any], lead: bool) -> str:  # fmt: skip
+    head, each, tail = _SPLIT_WORDS[lead]
     parts = []
     for side in ("baseline", "candidate"):
         self_, other = row.get(f"{side}_after_self"), row.get(f"{side}_after_other")
         if not self_ or not other:
             continue
-        shift = other[0] / self_[0] - 1
         mark = "" if predecessor_shift(row, side, limit) is not None else " (within noise)"
-        parts.append(f"{names[side]} {_split(other)} after the other arm vs {_split(self_)} after itself "
-                     f"({signed_pct(shift)}{mark})")  # fmt: skip
-    return (
-        "predecessor: " + "; ".join(parts) + " (in ABBA the call after itself is also the first of its group, "
-        "so this is the position in the group too)"
-    )
+        words = each.format(other=_split(other), self=_split(self_))
+        parts.append(f"{names[side]} {words} ({signed_pct(other[0] / self_[0] - 1)}{mark})")
+    return head + "; ".join(parts) + tail
 
 
-def _drift_words(row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any]) -> str:
+def _drift_words(
+    row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any], lead: bool
+) -> str:
     parts = []
     for side in ("baseline", "candidate"):
         spread = drift(row, side, limit)
@@ -188,7 +207,9 @@ def _drift_words(row: Mapping[str, Any], names: Mapping[str, str], limit: float,
     return "drift across rounds: " + "; ".join(parts) + tail
 
 
-def _bimodal_words(row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any]) -> str:
+def _bimodal_words(
+    row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any], lead: bool
+) -> str:
     parts = []
     for side in ("baseline", "candidate"):
         modes = row.get(f"{side}_modes")
@@ -198,7 +219,8 @@ def _bimodal_words(row: Mapping[str, Any], names: Mapping[str, str], limit: floa
                     f"({pct(share, 0)} in the slower)")  # fmt: skip
             split = sorted(v[0] for v in (row.get(f"{side}_after_self"), row.get(f"{side}_after_other")) if v)
             if len(split) == 2 and all(abs(m / s - 1) < 0.01 for m, s in zip((low, high), split, strict=True)):
-                text += ": the calls after itself and after the other arm"
+                text += (": its first and second calls of each group" if lead
+                         else ": the calls after itself and after the other arm")  # fmt: skip
             parts.append(text)
     return "bimodal: " + "; ".join(parts)
 
@@ -233,6 +255,7 @@ def protocol_text(h: Mapping[str, Any]) -> str:
         f"between calls: {p.get('between', '?')}" + (f" ({flushed})" if flush else ""),
         "CUDA graphs" if p.get("graphs") else "eager",
         *_hold_words(p, ran),
+        *(["each group opens with an untimed call of its last arm (lead)"] if ran.get("lead", p.get("lead")) else []),
         f"gates: directional ≤ {g.get('directional_limit')}, loaded SM clock ≥ {g.get('min_clock')}, parity "
         + ("on" if g.get("parity", True) else "off"),
     ]

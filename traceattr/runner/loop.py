@@ -20,7 +20,11 @@ each group starts with a kernel (``traceattr:hold``) that spins until the host
 has enqueued the whole group behind it and sets a flag in pinned memory
 (:mod:`traceattr.runner.hold`, nvbench's blocking kernel), so no call's time
 includes the GPU waiting for its launch (a slow host otherwise shows up in the
-CUDA-event times and as gaps inside a multi-kernel call). Each call is wrapped alone in a
+CUDA-event times and as gaps inside a multi-kernel call). With ``plan.lead``
+each group then runs its last arm once, untimed (``traceattr:lead``, the
+``between`` work included): on the H200 the first call after the idle GPU ran
+1.5–3% faster than the next one, so in ABBA the ratio depended on which arm
+went first; behind a lead call no timed call is first. Each call is wrapped alone in a
 ``traceattr`` range whose message names the arm label, shape, arm letter and
 iteration (:mod:`traceattr.core.callnames`). CUDA events around the call give a
 second, independent time per call. Only the timed calls are captured
@@ -31,7 +35,8 @@ runner.json — the protocol ``profile``, ``compare`` and ``round`` read::
     gpu, versions, plan            the GPU's facts (max_sm_clock_mhz from NVML), library versions, the RunPlan
     protocol: {between: "flush" | "flush+ARM" | "none", order: "abba" | "blocked", flush_bytes: int,
                flush_kind: "fill+evict" | "fill" (runner.flush: what the flush does),
-               graphs: bool, hold_us: float, hold: "host" | "none", hold_timeout_s: float}
+               graphs: bool, hold_us: float, hold: "host" | "none", hold_timeout_s: float,
+               lead: bool}               lead: an untimed call of the group's last arm opens each group
     arms: {label: {backend: str, options: {name: value}, program: str}}
                                    equal program strings mean the same program: outputs must agree bitwise
     shapes: {canonical shape name: {
@@ -60,6 +65,7 @@ runner.json — the protocol ``profile``, ``compare`` and ``round`` read::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -79,7 +85,7 @@ from traceattr.backends.base import SM_SCALE
 from traceattr.backends.dcp import DcpCall, prepare_dcp
 from traceattr.backends.inputs import as_shape, build_inputs
 from traceattr.backends.reference import LSE_LIMIT, lse_error, merge_reference, mla_reference_lse, relative_error
-from traceattr.core.callnames import BETWEEN, DOMAIN, FLUSH, HOLD, WARMUP, CallName
+from traceattr.core.callnames import BETWEEN, DOMAIN, FLUSH, HOLD, LEAD, WARMUP, CallName
 from traceattr.core.errors import BackendUnsupported
 from traceattr.core.precision import median_noise
 from traceattr.core.shapes import Shape, parse_shape
@@ -189,6 +195,17 @@ def check_output(arm: Arm, shape: Shape, call: Any, inputs: Any, data: ShapeInpu
     return None
 
 
+def run_between(flush: Flush | None, predecessor: Prepared | None, annotate: bool = False) -> None:
+    """What runs before every call (``plan.between``): the flush, then the predecessor's call; each in its own
+    range when *annotate* (before a timed call), inside the caller's range otherwise (warm-up, lead)."""
+    if flush is not None:
+        with nvtx.annotate(FLUSH, domain=DOMAIN) if annotate else contextlib.nullcontext():
+            flush.run()
+    if predecessor is not None:
+        with nvtx.annotate(BETWEEN, domain=DOMAIN) if annotate else contextlib.nullcontext():
+            predecessor.launch()
+
+
 def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
     device, why = current_device()
     if device is None:
@@ -211,6 +228,7 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
             "hold_us": plan.hold_us,
             "hold": "host" if plan.hold_us > 0 else "none",
             "hold_timeout_s": DEFAULT_TIMEOUT_S,
+            "lead": plan.lead,
         },
         "arms": {a.label: a.identity() for a in arms},
         "shapes": {},
@@ -297,10 +315,7 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
             # (seen on the H200: the first shape's first hold timed out), which must not land in a timed group
             with nvtx.annotate(WARMUP, domain=DOMAIN):
                 for name in order_arms:
-                    if flush is not None:
-                        flush.run()
-                    if predecessor is not None:
-                        predecessor.launch()
+                    run_between(flush, predecessor)
                     ready[name].launch()
             torch.cuda.synchronize()
             done, todo = 0, plan.iters
@@ -310,15 +325,14 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
                     if held is not None:  # the GPU spins until the host has enqueued the group (nvbench)
                         with nvtx.annotate(HOLD, domain=DOMAIN):
                             held.hold()
+                    if plan.lead:  # the group's last arm once, untimed: every timed call follows a call
+                        with nvtx.annotate(LEAD, domain=DOMAIN):
+                            run_between(flush, predecessor)
+                            ready[group[-1][0]].launch()
                     timed = []
                     for name, r in group:
                         enqueue_start = time.perf_counter_ns()
-                        if flush is not None:
-                            with nvtx.annotate(FLUSH, domain=DOMAIN):
-                                flush.run()
-                        if predecessor is not None:
-                            with nvtx.annotate(BETWEEN, domain=DOMAIN):
-                                predecessor.launch()
+                        run_between(flush, predecessor, annotate=True)
                         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                         message = CallName(name, shape.name, letters[name], r).message
                         with nvtx.annotate(message, domain=DOMAIN):

@@ -23,7 +23,7 @@ from traceattr.analysis.rounds import Receipt
 from traceattr.present.formats import count, pct, rule_text, us, with_interval
 from traceattr.present.receipt import cause_text, protocol_text, totals_text
 from traceattr.present.report.data import ReportData
-from traceattr.present.report.html import Section
+from traceattr.present.report.html import Section, page, run_html
 from traceattr.present.report.table import receipt_table
 
 FIRST_CAPTURE = (
@@ -86,6 +86,23 @@ def round_page(
     ]
 
 
+NO_TRACES = (
+    "None of the round's captures has its trace.sqlite any more (moved or deleted): this page shows the receipt "
+    "and its evidence, which receipt.json holds; the first capture's figures need its trace."
+)
+
+
+def receipt_only_page(receipt: Receipt, title: str) -> str:
+    """The page of a round whose captures' traces are gone: the receipt, its evidence, the header folded."""
+    header = run_html(receipt.header).replace("<details open>", "<details>")
+    sections = [
+        replace(receipt_section(receipt), notes=(NO_TRACES,)),
+        evidence_section(receipt),
+        Section("metadata", "Round metadata", "The receipt's header (protocol, gates, arms), folded.", header),
+    ]
+    return page(title, "", sections, "")  # no figure: no plotly.js
+
+
 def receipt_section(receipt: Receipt) -> Section:
     h = receipt.header
     refused = receipt.refused
@@ -113,8 +130,10 @@ def receipt_section(receipt: Receipt) -> Section:
 def evidence_section(receipt: Receipt) -> Section:
     h = receipt.header
     names = (str(h.get("baseline", "baseline")), str(h.get("candidate", "candidate")))
+    lead = bool((h.get("protocol") or {}).get("lead"))  # a lead call: the split is first vs second in the group
+    split = ("{0} first / second in group" if lead else "{0} after itself / after {1}").format
     head = ("row", "attempt", "iterations per round", f"{names[0]} per round µs", f"{names[1]} per round µs",
-            f"{names[0]} after itself / after {names[1]}", f"{names[1]} after itself / after {names[0]}",
+            split(names[0], names[1]), split(names[1], names[0]),
             "host-bound calls per round", "two groups of calls", "stopped early")  # fmt: skip
     rows = []
     for r in receipt.rows.iter_rows(named=True):
@@ -134,7 +153,8 @@ def evidence_section(receipt: Receipt) -> Section:
         "Per-row evidence",
         "What the receipt's numbers and causes come from, over every capture of the round: each arm's median in "
         "each round (drift shows here); each arm's median with its 95% interval when it followed itself and when "
-        "it followed the other arm (in ABBA the call after itself is also the first of its group); calls that "
+        "it followed the other arm (in ABBA the call after itself is also the first of its group; with a lead call "
+        "opening each group, every call follows the other arm and the split is first vs second); calls that "
         "waited for their own launches (host-bound: no queue wait, GPU idle inside the call); an arm whose calls "
         "fall into two groups; and the rows whose refusal was certain before the last round. Empty cells: not "
         "recorded (receipts written before traceattr recorded evidence).",
