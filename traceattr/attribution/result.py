@@ -89,6 +89,11 @@ def wide_ops(gpu_ops: pl.DataFrame, placement: pl.DataFrame, names: pl.DataFrame
             .select(OP_COLUMNS)  # in op_id order: kernels, then memcpy, memset, graph rows, each by rowid
         )
 
+    schema = piece(0, 0).schema
+    # the slices carry enum columns (kind, role) as text, cast back above the source: polars before 1.3x
+    # cannot take an enum column from a Python source (a panic in its import)
+    enums = {c: t for c, t in schema.items() if isinstance(t, pl.Enum)}
+
     def slices(
         columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None, batch_size: int | None
     ) -> Iterator[pl.DataFrame]:
@@ -98,9 +103,11 @@ def wide_ops(gpu_ops: pl.DataFrame, placement: pl.DataFrame, names: pl.DataFrame
             part = piece(start, min(step, end - start))
             if predicate is not None:
                 part = part.filter(predicate)
+            part = part.with_columns(pl.col(list(enums)).cast(pl.String))
             yield part if columns is None else part.select(columns)
 
-    return register_io_source(slices, schema=piece(0, 0).schema, is_pure=True, explain_name="traceattr ops")
+    text = {c: pl.String if c in enums else t for c, t in schema.items()}
+    return register_io_source(slices, schema=text).with_columns(pl.col(c).cast(t) for c, t in enums.items())
 
 
 _OPS_PER_SLICE = 65_536  # a parquet row group: a slice's name views are a few MB

@@ -108,11 +108,11 @@ def attribute_command(
             "rules": str(rules) if rules else None, "notes": list(att.notes),
         }  # fmt: skip
         ranges_file = result.table(att.ranges, "ranges", file_fmt)
-        kernels = (
-            att.ops_lazy()
-        )  # holds the ops, their placement and the range names: not the trace nor the range table
+        # the kernel table holds the ops, their placement and the range names; the trace's other frames and
+        # the range table go before it is written
+        kernels = att.ops_lazy()
         shown = att if fmt_value == "table" else None
-        del att  # the rest goes before the kernel table is written (sweep: ~250 MB)
+        del att
         kernels_file = result.table(kernels, "kernels", file_fmt)
         result.write_manifest({
             **manifest, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),

@@ -31,7 +31,7 @@ class KeyIndex:
             frame = frame.filter(pl.col(key).is_not_null())
         keys, rest = frame[key], frame.drop(key)
         self._slots: pl.Series | None = None
-        self._offset = self._lo = self._hi = 0
+        self._lo = self._hi = 0
         self._way = "none" if keys.len() == 0 else "search"
         if keys.len():
             lo, hi = int(keys.min()), int(keys.max())  # type: ignore[arg-type]

@@ -153,14 +153,19 @@ def write_table(frame: pl.DataFrame | pl.LazyFrame, folder: Path, stem: str, fmt
     target = folder / f"{stem}.{fmt}"
     with _atomic_file(target) as tmp:
         lazy = frame.lazy()
-        if fmt == "parquet":
-            # zstd at level 1: ~8% larger files than the default level 3, a fifth less CPU to write;
-            # 64 k-row groups: the writer holds less at once (nested trace: peak 406 -> 360 MB), same CPU
-            lazy.sink_parquet(tmp, compression="zstd", compression_level=1, row_group_size=65_536)
-        elif fmt == "csv":
-            _csv_ready(lazy).sink_csv(tmp)
-        else:
+        if fmt == "json":
             _write_json(lazy.collect(), tmp)
+            return target
+        # the sinks write into a file we opened: a failed write (a full disk, a file-size limit) is an error
+        # of ours, never lost; polars 1.28's sinks to a path reported some and dropped others, leaving a
+        # truncated file behind a clean exit
+        with tmp.open("wb") as out:
+            if fmt == "parquet":
+                # zstd at level 1: ~8% larger files than the default level 3, a fifth less CPU to write;
+                # 64 k-row groups: the writer holds less at once (nested trace: peak 406 -> 360 MB), same CPU
+                lazy.sink_parquet(out, compression="zstd", compression_level=1, row_group_size=65_536)
+            else:
+                _csv_ready(lazy).sink_csv(out)
     return target
 
 
