@@ -1,32 +1,38 @@
 """Time `traceattr attribute` against `nsys stats` and a plain read, in one run.
 
-    python benchmarks/bench_attribute.py TRACE.sqlite [TRACE2.sqlite ...] [--repeat 3] [--skip nsys]
+    python benchmarks/bench_attribute.py TRACE.sqlite [TRACE2.sqlite ...] [--repeat 3] [--skip nsys] [--out DIR]
+    python benchmarks/bench_attribute.py --generate DIR [--repeat 3] --out DIR2    # makes nested + sweep in DIR
 
-Without a trace, one is generated (benchmarks/make_sweep_trace.py: ≥ 1M
-kernels). Each contender runs as its own fresh process; the parent measures
-its wall time, CPU time (user + sys, from wait4) and peak RSS. The
-contenders run interleaved in one loop (read, traceattr, nsys, read, …), so
-a change in the load of a shared machine hits all of them alike; the load
-average is recorded with each run.
+Each contender runs as its own fresh process; the parent measures its wall time, CPU time (user + sys,
+from wait4, the process and all it waited for) and peak RSS (the largest process of the tree). The
+contenders run interleaved in one loop (read, traceattr, fallback, nsys, read, …), so a change in the
+load of a shared machine hits all of them alike; the 1-minute load average is recorded with each run.
 
-* read:  the tables traceattr needs (kernels, runtime, NVTX, StringIds) read
-  whole (``SELECT *``) into polars, one ADBC read per table, the fastest plain
-  reader we know;
-* traceattr: ``traceattr attribute TRACE --out DIR --format parquet`` — the
-  whole job: load, attribute in nsys mode, write ranges and kernels;
-* nsys:  ``nsys stats -r nvtx_gpu_proj_trace --format csv`` (on a private
-  copy: nsys may write into the file it reads).
+* read:  the tables traceattr needs (kernels, runtime, NVTX, StringIds) read whole (``SELECT *``) into
+  polars, one ADBC read per table, the fastest plain reader we know;
+* traceattr: ``traceattr attribute TRACE --out DIR --format parquet``, the whole job: load, attribute in
+  nsys mode, write ranges and kernels;
+* sqlite3: the same command as on a machine without ADBC (its modules made unimportable): the loader's
+  fallback through Python's ``sqlite3``;
+* baseline (``--baseline TREE``): the same command from another checkout of traceattr (``PYTHONPATH``),
+  e.g. ``git worktree add --detach /tmp/base main`` for a before/after in one interleaved session;
+* nsys:  ``nsys stats -r nvtx_gpu_proj_trace --format csv`` (on a private copy: nsys may write into the
+  file it reads); the binary is ``--nsys``, else ``$TRACEATTR_NSYS``, else ``nsys`` on PATH.
 
-Targets (issue 10): traceattr ≤ 0.10 × nsys and ≤ 1.5 × read, peak RSS ≤
-nsys's. Medians over --repeat runs are printed with the ratios, on wall
-time and on CPU time (on a busy machine CPU time is the steadier of the two).
+Targets (issues 10, 20): traceattr ≤ 0.10 × nsys and ≤ 1.5 × read, peak RSS ≤ nsys's, the sqlite3
+fallback within 3 × traceattr. Medians over --repeat runs are printed with the ratios, on wall time and
+on CPU time (on a busy machine CPU time is the steadier of the two). With ``--out DIR``: ``bench.json``
+(the machine, every run, the medians), ``runs.csv`` (one row per run) and ``summary.csv`` (one row per
+trace and contender), for a machine where only files come back (the H200 host).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
+import platform
 import shutil
 import statistics
 import subprocess
@@ -44,87 +50,169 @@ for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX
     n += pl.read_database(f"SELECT * FROM {table}", conn).height
 print(n)
 """
+# the traceattr command on a machine without ADBC: its modules cannot be imported, so the loader falls
+# back to Python's sqlite3 (argv[0] "traceattr": the CLI sets itself up as the program, as the script does)
+FALLBACK_SNIPPET = """
+import sys
+sys.modules["adbc_driver_manager"] = sys.modules["adbc_driver_sqlite"] = None
+sys.argv = ["traceattr", *sys.argv[1:]]
+from traceattr.cli import main
+main()
+"""
+SHAPES = {"nested": ["--shape", "nested"], "sweep": []}  # make_sweep_trace.py's two shapes (benchmarks/README.md)
+METRICS = ("wall", "cpu", "rss", "load")
 
 
-def measure(argv: list[str]) -> dict[str, float]:
+def measure(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> dict[str, float]:
     """Wall seconds, CPU seconds (user + sys), peak RSS (MB) and 1-minute load of one child process."""
     load = os.getloadavg()[0]
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
+    err = proc.stderr.read().decode() if proc.stderr else ""
     if os.waitstatus_to_exitcode(status) != 0:
-        err = proc.stderr.read().decode() if proc.stderr else ""
-        raise SystemExit(f"{argv[0]} failed: {err.strip()[-500:]}")
+        raise SystemExit(f"{' '.join(argv[:4])} failed: {err.strip()[-500:]}")
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024, "load": load}
 
 
-def bench(trace: Path, work: Path, repeat: int, nsys: str | None, skip: set[str]) -> dict[str, object]:
-    runs: dict[str, list[dict[str, float]]] = {"read": [], "traceattr": [], "nsys": []}
-    for i in range(repeat):
-        if "read" not in skip:
-            runs["read"].append(measure([sys.executable, "-c", READ_SNIPPET, str(trace)]))
-        out = work / f"out{i}"
-        runs["traceattr"].append(
-            measure(
-                [sys.executable, "-m", "traceattr", "attribute", str(trace), "--out", str(out), "--format", "parquet"]
-            )
-        )
-        shutil.rmtree(out, ignore_errors=True)
-        if nsys and "nsys" not in skip:
-            copy = work / "nsys-copy.sqlite"
-            shutil.copyfile(trace, copy)
-            runs["nsys"].append(measure([nsys, "stats", "-q", "-r", "nvtx_gpu_proj_trace", "--format", "csv",
-                                         "-o", str(work / "nsys"), "--force-overwrite", "true", str(copy)]))  # fmt: skip
-            copy.unlink()
-            for f in work.glob("nsys*.csv"):
+def contenders(
+    trace: Path, work: Path, nsys: str | None, skip: set[str], baseline: Path | None
+) -> dict[str, tuple[list[str], dict[str, str] | None]]:
+    """name: (argv, environment) of each contender, in the order they run."""
+    out = ["--out", str(work / "out"), "--format", "parquet"]
+    command = [sys.executable, "-m", "traceattr", "attribute", str(trace), *out]
+    runs: dict[str, tuple[list[str], dict[str, str] | None]] = {
+        "read": ([sys.executable, "-c", READ_SNIPPET, str(trace)], None),
+        "traceattr": (command, None),
+        "sqlite3": ([sys.executable, "-c", FALLBACK_SNIPPET, "attribute", str(trace), *out], None),
+    }
+    if baseline is not None:
+        runs["baseline"] = (command, {**os.environ, "PYTHONPATH": str(baseline)})
+    if nsys:
+        copy = work / "nsys-copy.sqlite"
+        runs["nsys"] = ([nsys, "stats", "-q", "-r", "nvtx_gpu_proj_trace", "--format", "csv", "-o",
+                         str(work / "nsys"), "--force-overwrite", "true", str(copy)], None)  # fmt: skip
+    return {k: v for k, v in runs.items() if k not in skip}
+
+
+def bench(trace: Path, work: Path, repeat: int, nsys: str | None, skip: set[str], baseline: Path | None) -> dict:
+    plan = contenders(trace, work, nsys, skip, baseline)
+    runs: dict[str, list[dict[str, float]]] = {k: [] for k in plan}
+    for _ in range(repeat):
+        for name, (argv, env) in plan.items():
+            if name == "nsys":
+                shutil.copyfile(trace, work / "nsys-copy.sqlite")
+            # run from the scratch folder: `python -m traceattr` started in a checkout would import that
+            # checkout (the current folder comes first on sys.path), whatever PYTHONPATH says
+            runs[name].append(measure(argv, env, cwd=work))
+            shutil.rmtree(work / "out", ignore_errors=True)
+            for f in [*work.glob("nsys*.csv"), *work.glob("nsys-copy*")]:
                 f.unlink()
     med = {
-        k: {m: statistics.median(r[m] for r in v) for m in ("wall", "cpu", "load")} | {"rss": max(r["rss"] for r in v)}
+        k: {m: statistics.median(r[m] for r in v) for m in ("wall", "cpu", "load")}
+        | {
+            "rss": max(r["rss"] for r in v),
+            "wall_min": min(r["wall"] for r in v),
+            "wall_max": max(r["wall"] for r in v),
+        }
         for k, v in runs.items()
-        if v
     }
     return {"trace": str(trace), "mb": trace.stat().st_size / 1e6, "runs": runs, "median": med}
 
 
-def report(result: dict[str, object]) -> None:
+def report(result: dict) -> None:
     med = result["median"]
-    print(f"trace: {result['trace']} ({result['mb']:.0f} MB), median of {len(result['runs']['traceattr'])}")
+    print(f"trace: {result['trace']} ({result['mb']:.0f} MB), median of {len(next(iter(result['runs'].values())))}")
     for k, m in med.items():
-        print(
-            f"  {k:10s} wall {m['wall']:7.2f} s  cpu {m['cpu']:7.2f} s  peak RSS {m['rss']:6.0f} MB  load {m['load']:.1f}"
-        )
-    ta = med["traceattr"]
-    for other, target in (("read", 1.5), ("nsys", 0.10)):
-        if other in med:
-            o = med[other]
-            print(f"  traceattr / {other:5s} wall {ta['wall'] / o['wall']:.3f}  cpu {ta['cpu'] / o['cpu']:.3f}  "
-                  f"rss {ta['rss'] / o['rss']:.2f}  (time target ≤ {target})")  # fmt: skip
+        print(f"  {k:10s} wall {m['wall']:7.2f} s ({m['wall_min']:.2f}–{m['wall_max']:.2f})  cpu {m['cpu']:7.2f} s  "
+              f"peak RSS {m['rss']:6.0f} MB  load {m['load']:.1f}")  # fmt: skip
+    for name, other, target in (("traceattr", "read", 1.5), ("traceattr", "nsys", 0.10), ("sqlite3", "traceattr", 3.0),
+                                ("traceattr", "baseline", None)):  # fmt: skip
+        if name in med and other in med:
+            a, o = med[name], med[other]
+            goal = f"  (time target ≤ {target})" if target else ""
+            print(f"  {name} / {other:9s} wall {a['wall'] / o['wall']:.3f}  cpu {a['cpu'] / o['cpu']:.3f}  "
+                  f"rss {a['rss'] / o['rss']:.2f}{goal}")  # fmt: skip
+
+
+def machine(nsys: str | None) -> dict[str, object]:
+    """What ran the benchmark: CPUs, Python, polars, ADBC, nsys, the allocator settings in force."""
+    info: dict[str, object] = {
+        "host": platform.node(), "platform": platform.platform(), "python": platform.python_version(),
+        "cpus": os.cpu_count(), "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "env": {k: os.environ[k] for k in ("_RJEM_MALLOC_CONF", "POLARS_MAX_THREADS") if k in os.environ},
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }  # fmt: skip
+    probe = "import polars, importlib.util as u; print(polars.__version__, bool(u.find_spec('adbc_driver_sqlite')))"
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False).stdout.split()
+    info["polars"], info["adbc"] = (found[0], found[1] == "True") if len(found) == 2 else (None, None)
+    if nsys:
+        version = subprocess.run([nsys, "--version"], capture_output=True, text=True, check=False).stdout.strip()
+        info["nsys"] = version.splitlines()[-1] if version else None
+    return info
+
+
+def write_results(folder: Path, info: dict[str, object], results: list[dict]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "bench.json").write_text(json.dumps({"machine": info, "results": results}, indent=1) + "\n")
+    with (folder / "runs.csv").open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["trace", "contender", "run", *METRICS])
+        for r in results:
+            for name, runs in r["runs"].items():
+                out.writerows([Path(r["trace"]).name, name, i, *(round(run[m], 3) for m in METRICS)]
+                              for i, run in enumerate(runs))  # fmt: skip
+    with (folder / "summary.csv").open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["trace", "contender", "runs", "wall_median", "wall_min", "wall_max", "cpu_median",
+                      "peak_rss_mb", "load_median"])  # fmt: skip
+        for r in results:
+            for name, m in r["median"].items():
+                out.writerow([Path(r["trace"]).name, name, len(r["runs"][name]), *(round(m[k], 3) for k in
+                              ("wall", "wall_min", "wall_max", "cpu", "rss", "load"))])  # fmt: skip
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("traces", nargs="*", type=Path)
-    ap.add_argument("--calls", type=int, default=500_000, help="calls in a generated trace")
+    ap.add_argument(
+        "--generate", type=Path, metavar="DIR", help="make the nested and sweep traces in DIR (or reuse them)"
+    )
+    ap.add_argument("--calls", type=int, default=500_000, help="calls in a generated trace without --generate")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--nsys", default=shutil.which("nsys"), help="nsys binary (default: on PATH)")
-    ap.add_argument("--skip", action="append", default=[], choices=("read", "nsys"), help="leave a contender out")
+    ap.add_argument("--nsys", default=os.environ.get("TRACEATTR_NSYS") or shutil.which("nsys"), help="nsys binary")
+    ap.add_argument("--skip", action="append", default=[], choices=("read", "traceattr", "sqlite3", "nsys"),
+                    help="leave a contender out")  # fmt: skip
+    ap.add_argument("--baseline", type=Path, metavar="TREE", help="also time the traceattr checkout in TREE")
+    ap.add_argument("--out", type=Path, metavar="DIR", help="write bench.json, runs.csv and summary.csv here")
     ap.add_argument("--json", type=Path, help="also write every measurement here")
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # results show as each trace finishes, also into a file
 
     work = Path(tempfile.mkdtemp(prefix="traceattr-bench-"))
-    traces = args.traces
+    traces = list(args.traces)
+    if args.generate:
+        args.generate.mkdir(parents=True, exist_ok=True)
+        for shape, flags in SHAPES.items():
+            path = args.generate / f"{shape}.sqlite"
+            if not path.is_file():
+                subprocess.run([sys.executable, str(HERE / "make_sweep_trace.py"), str(path), *flags], check=True)
+            traces.append(path)
     if not traces:
         traces = [work / "sweep.sqlite"]
         subprocess.run(
             [sys.executable, str(HERE / "make_sweep_trace.py"), str(traces[0]), "--calls", str(args.calls)], check=True
         )
+    info = machine(args.nsys if "nsys" not in args.skip else None)
+    print(json.dumps(info))
     results = []
     try:
         for trace in traces:
-            results.append(bench(trace, work, args.repeat, args.nsys, set(args.skip)))
+            results.append(bench(trace.resolve(), work, args.repeat, args.nsys, set(args.skip), args.baseline))
             report(results[-1])
+            if args.out:  # after each trace: a run cut short still leaves what it measured
+                write_results(args.out, info, results)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.json:

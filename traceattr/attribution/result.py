@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import polars as pl
+from polars.io.plugins import register_io_source
 
 from traceattr.attribution.columns import NO_LAUNCH, NO_LAUNCH_ID, OP_COLUMNS, RANGE_COLUMNS, ROLE_COLUMNS, UNATTRIBUTED
 from traceattr.attribution.selection import RangeFilter
-from traceattr.core.keys import gather_by_key, rows_at
+from traceattr.core.keys import KeyIndex, rows_at
 from traceattr.trace import schema as S
 from traceattr.trace.loader import Trace, TraceMeta
 
@@ -20,7 +22,7 @@ class Attribution:
 
     ``placement`` is the lean per-op result (role, innermost range, launch);
     ``ops`` joins it with the trace into the wide per-op table, lazily
-    (``ops_lazy()``) so a writer can stream it instead of holding it whole.
+    (``ops_lazy()``: built a slice at a time as it is read, so a writer streams it and never holds it whole).
     """
 
     ranges: pl.DataFrame
@@ -41,29 +43,43 @@ class Attribution:
         return self.trace.meta
 
     def ops_lazy(self) -> pl.LazyFrame:
-        # Every per-op frame is in op_id order with op_id == row (load_trace,
-        # placement_of), so the wide table is built by positional gathers: no
-        # hash join, and string columns are gathered as views into the small
-        # name tables instead of copied per op.
-        ops, placed = self.trace.gpu_ops, self.placement
-        names = self.names.sort("name_key")
-        key = placed["name_key"]
         named = self.ranges.filter(pl.col("range_id").is_not_null()).select("range_id", "name")
-        wide = ops.hstack(
-            [
-                placed["role"],
-                placed["family"],
-                *(names[c].gather(key) for c in ("name", "short_name", "mangled_name")),
-                placed["tid"],
-                placed["api_start_ns"],
-                placed["range_id"],
-                gather_by_key(named["range_id"], named["name"], placed["range_id"]).alias("range_name"),
-                placed["outer_range_id"],
-                gather_by_key(named["range_id"], named["name"], placed["outer_range_id"]).alias("outer_range_name"),
-            ]
-        )
+        return wide_ops(self.trace.gpu_ops, self.placement, self.names, named)
+
+    @cached_property
+    def ops(self) -> pl.DataFrame:
+        return self.ops_lazy().collect()
+
+
+def wide_ops(gpu_ops: pl.DataFrame, placement: pl.DataFrame, names: pl.DataFrame, named: pl.DataFrame) -> pl.LazyFrame:
+    """The wide per-op table (OP_COLUMNS, op_id order) as a lazy frame built a slice of ops at a time.
+
+    *named*: ``range_id, name`` of the ranges. Every per-op frame is in op_id order with op_id == row
+    (load_trace, placement_of), so a slice is positional gathers: no hash join, and string columns are
+    gathered as views into the small name tables instead of copied per op. Only the slices being read
+    exist at once (a whole one for 1.25 M ops was ~100 MB of gathered name views), and the frames it
+    is built from are all it keeps: not the trace, not the range table.
+    """
+    names = names.sort("name_key")  # name_key numbers the names 0, 1, …: a key is its row
+    by_range = KeyIndex(named, "range_id")
+
+    def piece(start: int, length: int) -> pl.DataFrame:
+        ops, placed = gpu_ops.slice(start, length), placement.slice(start, length)
+        key = placed["name_key"]
         return (
-            wide.lazy()
+            ops.hstack(
+                [
+                    placed["role"],
+                    placed["family"],
+                    *(names[c].gather(key) for c in ("name", "short_name", "mangled_name")),
+                    placed["tid"],
+                    placed["api_start_ns"],
+                    placed["range_id"],
+                    by_range.rows(placed["range_id"]).to_series().alias("range_name"),
+                    placed["outer_range_id"],
+                    by_range.rows(placed["outer_range_id"]).to_series().alias("outer_range_name"),
+                ]
+            )
             .with_columns(
                 pl.col("start").alias("start_ns"),
                 pl.col("end").alias("end_ns"),
@@ -73,9 +89,28 @@ class Attribution:
             .select(OP_COLUMNS)  # in op_id order: kernels, then memcpy, memset, graph rows, each by rowid
         )
 
-    @cached_property
-    def ops(self) -> pl.DataFrame:
-        return self.ops_lazy().collect()
+    schema = piece(0, 0).schema
+    # the slices carry enum columns (kind, role) as text, cast back above the source: polars before 1.3x
+    # cannot take an enum column from a Python source (a panic in its import)
+    enums = {c: t for c, t in schema.items() if isinstance(t, pl.Enum)}
+
+    def slices(
+        columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None, batch_size: int | None
+    ) -> Iterator[pl.DataFrame]:
+        end = gpu_ops.height if n_rows is None else min(n_rows, gpu_ops.height)
+        step = max(batch_size or _OPS_PER_SLICE, 1)
+        for start in range(0, end, step):
+            part = piece(start, min(step, end - start))
+            if predicate is not None:
+                part = part.filter(predicate)
+            part = part.with_columns(pl.col(list(enums)).cast(pl.String))
+            yield part if columns is None else part.select(columns)
+
+    text = {c: pl.String if c in enums else t for c, t in schema.items()}
+    return register_io_source(slices, schema=text).with_columns(pl.col(c).cast(t) for c, t in enums.items())
+
+
+_OPS_PER_SLICE = 65_536  # a parquet row group: a slice's name views are a few MB
 
 
 def range_table(ranges: pl.DataFrame, metrics: pl.DataFrame, laminar: pl.DataFrame | None = None) -> pl.DataFrame:

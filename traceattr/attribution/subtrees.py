@@ -36,6 +36,7 @@ def subtree_metrics(index: RangeIndex, deepest: pl.DataFrame, facts: pl.DataFram
     spans = index.subtrees()
     pos = gather_by_key(spans["range_id"], spans["first"], deepest["range_id"]).alias("pos")
     rows = deepest.select("op_id", "range_id", "api_start").with_columns(pos).filter(pl.col("pos").is_not_null())
+    del pos
     if rows.height == 0:
         return pl.DataFrame(schema=METRICS_SCHEMA)
     if not rows["pos"].is_sorted():  # ops launched in range order come sorted already
@@ -43,47 +44,52 @@ def subtree_metrics(index: RangeIndex, deepest: pl.DataFrame, facts: pl.DataFram
     at = rows["op_id"]
     rows = rows.hstack([facts[c].gather(at) for c in facts.columns])
     busy, mixed = _pure_cover(rows["start"], rows["end"], rows["pos"])
+    lo, hi, ids = _slices(spans, rows["pos"], order)
+    del spans  # each step below frees what it no longer needs: the peak holds the rows and the answer
+    # ops whose overlapping neighbours sit in other deepest ranges: their union per range from pairs
+    mixed_ops = rows.filter(mixed).select("op_id", "range_id") if mixed.any() else None
+    rows = rows.drop("op_id", "range_id", "pos").with_columns(busy.alias("_busy"))
+    del at, busy, mixed
+    count = (hi - lo).alias("op_records")
+    out = {"range_id": ids, "op_records": count}
+    out |= {c.name: c for c in _slice_sums(rows, lo, hi, count).get_columns()}
+    rows = rows.drop("_busy", "is_kernel", "first_of_launch", "role")
+    for column, name, largest in (("start", "gpu_start_ns", False), ("end", "gpu_end_ns", True),
+                                  ("api_start", "_first_api", False)):  # fmt: skip
+        out[name] = _slice_extreme(rows[column], lo, hi, largest=largest).alias(name)
+    out["streams"] = _distinct_in_slices(rows["stream"], lo, hi).alias("streams")
+    out["devices"] = _distinct_in_slices(rows["device_id"], lo, hi).alias("devices")
+    del rows
+    if mixed_ops is not None:
+        pairs = index.ancestors(mixed_ops, "op_id")
+        pairs = pairs.hstack([facts[c].gather(pairs["op_id"]) for c in ("start", "end")])
+        extra = union_length(pairs, "range_id")
+        out["busy_ns"] = (out["busy_ns"] + gather_by_key(extra["range_id"], extra["busy_ns"], ids).fill_null(0)).alias(
+            "busy_ns"
+        )
+    out["gpu_span_ns"] = (out["gpu_end_ns"] - out["gpu_start_ns"]).alias("gpu_span_ns")
+    out["launch_latency_ns"] = (out["gpu_start_ns"] - out.pop("_first_api")).alias("launch_latency_ns")
+    out["gap_ns"] = (out["gpu_span_ns"] - out["busy_ns"]).alias("gap_ns")
+    return pl.DataFrame([out[c] for c in METRICS_SCHEMA]).cast(METRICS_SCHEMA)  # type: ignore[arg-type]
+
+
+def _slices(spans: pl.DataFrame, pos: pl.Series, order: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """(lo, hi, range_id) of every range in *order* whose subtree holds ops: its ops are rows [lo, hi).
+
+    *pos*: each op's deepest range's preorder number, sorted (the rows of subtree_metrics).
+    """
     # ops sorted by pos: the first op of each preorder number, and of the next one for a number without ops
-    runs = rows["pos"].rle().struct.unnest()
+    runs = pos.rle().struct.unnest()
     first_op = pl.repeat(None, spans.height + 1, dtype=pl.Int64, eager=True)
     length = runs["len"].cast(pl.Int64)
     first_op.scatter(runs["value"], length.cum_sum() - length)
-    first_op = first_op.scatter(spans.height, rows.height).backward_fill()  # past the last number: the end
+    first_op = first_op.scatter(spans.height, pos.len()).backward_fill()  # past the last number: the end
     ends = spans.select(
         "range_id", first_op.gather(spans["first"]).alias("lo"), first_op.gather(spans["stop"]).alias("hi")
     )
     ends = order.to_frame("range_id").hstack(rows_at(ends, "range_id", order).get_columns())  # two columns moved
     ends = ends.filter(pl.col("hi") > pl.col("lo"))
-    lo, hi = ends["lo"], ends["hi"]
-    count = (hi - lo).alias("op_records")
-    out = ends.select("range_id").hstack(
-        [
-            count,
-            *_slice_sums(rows.with_columns(busy.alias("_busy")), lo, hi, count).get_columns(),
-            _slice_extreme(rows["start"], lo, hi, largest=False).alias("gpu_start_ns"),
-            _slice_extreme(rows["end"], lo, hi, largest=True).alias("gpu_end_ns"),
-            _slice_extreme(rows["api_start"], lo, hi, largest=False).alias("_first_api"),
-            _distinct_in_slices(rows["stream"], lo, hi).alias("streams"),
-            _distinct_in_slices(rows["device_id"], lo, hi).alias("devices"),
-        ]
-    )
-    # ops whose overlapping neighbours sit in other deepest ranges: their union per range from pairs
-    if mixed.any():
-        pairs = index.ancestors(rows.filter(mixed).select("op_id", "range_id"), "op_id")
-        pairs = pairs.hstack([facts[c].gather(pairs["op_id"]) for c in ("start", "end")])
-        extra = union_length(pairs, "range_id")
-        out = out.with_columns(
-            pl.col("busy_ns") + gather_by_key(extra["range_id"], extra["busy_ns"], out["range_id"]).fill_null(0)
-        )
-    return (
-        out.with_columns(
-            (pl.col("gpu_end_ns") - pl.col("gpu_start_ns")).alias("gpu_span_ns"),
-            (pl.col("gpu_start_ns") - pl.col("_first_api")).alias("launch_latency_ns"),
-        )
-        .with_columns((pl.col("gpu_span_ns") - pl.col("busy_ns")).alias("gap_ns"))
-        .select(list(METRICS_SCHEMA))
-        .cast(METRICS_SCHEMA)  # type: ignore[arg-type]
-    )
+    return ends["lo"], ends["hi"], ends["range_id"]
 
 
 def _slice_sums(rows: pl.DataFrame, lo: pl.Series, hi: pl.Series, count: pl.Series) -> pl.DataFrame:

@@ -102,17 +102,24 @@ def attribute_command(
     with ResultSet(out, command="attribute", manifest=MANIFEST, inputs=(paths[0], path)) as result:
         att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
         check_selected(att, domain, match)
-        ranges_file = result.table(att.ranges, "ranges", file_fmt)
-        kernels_file = result.table(att.ops_lazy(), "kernels", file_fmt)
-        result.write_manifest({
+        manifest = {
             "version": __version__, "input": str(path), "nsys_version": att.meta.nsys_version,
             "schema_version": att.meta.schema_version, "engine": att.meta.engine, "mode": att.mode, "domain": domain, "match": match,
             "rules": str(rules) if rules else None, "notes": list(att.notes),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+        }  # fmt: skip
+        ranges_file = result.table(att.ranges, "ranges", file_fmt)
+        # the kernel table holds the ops, their placement and the range names; the trace's other frames and
+        # the range table go before it is written
+        kernels = att.ops_lazy()
+        shown = att if fmt_value == "table" else None
+        del att
+        kernels_file = result.table(kernels, "kernels", file_fmt)
+        result.write_manifest({
+            **manifest, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
             "seconds": round(time.time() - started, 3),
         })  # fmt: skip
-    if fmt_value == "table":
-        _render(att, limit, each_range, wide)
+    if shown is not None:
+        _render(shown, limit, each_range, wide)
     print(f"wrote {ranges_file}, {kernels_file}", file=sys.stderr)
 
 

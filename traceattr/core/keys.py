@@ -19,36 +19,61 @@ def gather_by_key(keys: pl.Series, values: pl.Series, ids: pl.Series) -> pl.Seri
 def rows_at(frame: pl.DataFrame, key: str, ids: pl.Series) -> pl.DataFrame:
     """*frame*'s other columns at the row whose unique *key* equals each of *ids*, in the order of
     *ids*; nulls where no row has it."""
-    if frame[key].null_count():
-        frame = frame.filter(pl.col(key).is_not_null())
-    keys, rest = frame[key], frame.drop(key)
-    if keys.len() == 0:
-        return pl.DataFrame({c: pl.repeat(None, ids.len(), dtype=t, eager=True) for c, t in rest.schema.items()})
-    if ids.len() == keys.len() and ids.null_count() == 0 and ids.cast(pl.Int64).equals(keys.cast(pl.Int64)):
-        return rest  # asked in the frame's own order (a per-range frame for its ranges): no gather
-    lo, hi = int(keys.min()), int(keys.max())  # type: ignore[arg-type]
-    if hi - lo + 1 == keys.len() and keys.is_sorted():  # keys are lo, lo + 1, …: the offset is the row
-        off = ids.cast(pl.Int64) - lo
-        found = ((off >= 0) & (off <= hi - lo)).fill_null(False)
-        pos = off.set(~found, 0).fill_null(0)
-    elif hi - lo < 4 * keys.len() + 1024:  # dense keys (row ids): a position table, no sort, no search
-        slots = pl.repeat(None, hi - lo + 1, dtype=pl.Int64, eager=True)
-        slots.scatter(keys.cast(pl.Int64) - lo, pl.int_range(keys.len(), dtype=pl.Int64, eager=True))
-        off = ids.cast(pl.Int64) - lo
-        inside = ((off >= 0) & (off <= hi - lo)).fill_null(False)
-        pos = slots.gather(off.set(~inside, 0).fill_null(0))
-        found = inside & pos.is_not_null()
-        pos = pos.fill_null(0)
-    else:
-        if not keys.is_sorted():
-            order = keys.arg_sort()
-            keys, rest = keys.gather(order), rest[order]
-        pos = keys.search_sorted(ids.fill_null(keys[0])).clip(upper_bound=keys.len() - 1)
-        found = (keys.gather(pos) == ids).fill_null(False)
-    out = rest[pos]
-    if found.all():
-        return out
-    return out.select(pl.when(found).then(pl.col(c)).alias(c) for c in out.columns)
+    return KeyIndex(frame, key).rows(ids)
+
+
+class KeyIndex:
+    """*frame*'s rows by its unique integer *key*, indexed once for many lookups (:func:`rows_at` is one
+    lookup; a writer building a table slice by slice asks once per slice)."""
+
+    def __init__(self, frame: pl.DataFrame, key: str) -> None:
+        if frame[key].null_count():
+            frame = frame.filter(pl.col(key).is_not_null())
+        keys, rest = frame[key], frame.drop(key)
+        self._slots: pl.Series | None = None
+        self._lo = self._hi = 0
+        self._way = "none" if keys.len() == 0 else "search"
+        if keys.len():
+            lo, hi = int(keys.min()), int(keys.max())  # type: ignore[arg-type]
+            self._lo, self._hi = lo, hi
+            if hi - lo + 1 == keys.len() and keys.is_sorted():  # keys are lo, lo + 1, …: the offset is the row
+                self._way = "offset"
+            elif hi - lo < 4 * keys.len() + 1024:  # dense keys (row ids): a position table, no sort, no search
+                self._way = "slots"
+                self._slots = pl.repeat(None, hi - lo + 1, dtype=pl.Int64, eager=True)
+                self._slots.scatter(keys.cast(pl.Int64) - lo, pl.int_range(keys.len(), dtype=pl.Int64, eager=True))
+            elif not keys.is_sorted():
+                order = keys.arg_sort()
+                keys, rest = keys.gather(order), rest[order]
+        self._keys, self._rest = keys, rest
+
+    def rows(self, ids: pl.Series) -> pl.DataFrame:
+        """The other columns at each of *ids*' rows, in the order of *ids*; nulls where no row has it."""
+        keys, rest = self._keys, self._rest
+        if self._way == "none":
+            return pl.DataFrame({c: pl.repeat(None, ids.len(), dtype=t, eager=True) for c, t in rest.schema.items()})
+        if ids.len() == keys.len() and ids.null_count() == 0 and ids.cast(pl.Int64).equals(keys.cast(pl.Int64)):
+            return rest  # asked in the frame's own order (a per-range frame for its ranges): no gather
+        lo, hi = self._lo, self._hi
+        if self._way == "offset" and ids.len() and not ids.null_count() and lo <= ids.min() and ids.max() <= hi:  # type: ignore[operator]
+            return rest[ids if lo == 0 else ids - lo]  # every id found (string ids of names): no masks to build
+        if self._way == "offset":
+            off = ids.cast(pl.Int64) - lo
+            found = ((off >= 0) & (off <= hi - lo)).fill_null(False)
+            pos = off.set(~found, 0).fill_null(0)
+        elif self._slots is not None:
+            off = ids.cast(pl.Int64) - lo
+            inside = ((off >= 0) & (off <= hi - lo)).fill_null(False)
+            pos = self._slots.gather(off.set(~inside, 0).fill_null(0))
+            found = inside & pos.is_not_null()
+            pos = pos.fill_null(0)
+        else:
+            pos = keys.search_sorted(ids.fill_null(keys[0])).clip(upper_bound=keys.len() - 1)
+            found = (keys.gather(pos) == ids).fill_null(False)
+        out = rest[pos]
+        if found.all():
+            return out
+        return out.select(pl.when(found).then(pl.col(c)).alias(c) for c in out.columns)
 
 
 def scatter_rows(frame: pl.DataFrame, key: str, height: int) -> pl.DataFrame:

@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import io
 import json
 import os
 import shutil
@@ -152,15 +153,38 @@ def write_table(frame: pl.DataFrame | pl.LazyFrame, folder: Path, stem: str, fmt
     target = folder / f"{stem}.{fmt}"
     with _atomic_file(target) as tmp:
         lazy = frame.lazy()
-        if fmt == "parquet":
-            # zstd at level 1: ~8% larger files than the default level 3, a fifth less CPU to write;
-            # 64 k-row groups: the writer holds less at once (nested trace: peak 406 -> 360 MB), same CPU
-            lazy.sink_parquet(tmp, compression="zstd", compression_level=1, row_group_size=65_536)
-        elif fmt == "csv":
-            _csv_ready(lazy).sink_csv(tmp)
-        else:
-            lazy.collect().write_json(tmp)
+        if fmt == "json":
+            _write_json(lazy.collect(), tmp)
+            return target
+        # the sinks write into a file we opened: a failed write (a full disk, a file-size limit) is an error
+        # of ours, never lost; polars 1.28's sinks to a path reported some and dropped others, leaving a
+        # truncated file behind a clean exit
+        with tmp.open("wb") as out:
+            if fmt == "parquet":
+                # zstd at level 1: ~8% larger files than the default level 3, a fifth less CPU to write;
+                # 64 k-row groups: the writer holds less at once (nested trace: peak 406 -> 360 MB), same CPU
+                lazy.sink_parquet(out, compression="zstd", compression_level=1, row_group_size=65_536)
+            else:
+                _csv_ready(lazy).sink_csv(out)
     return target
+
+
+_JSON_ROWS = 16_384  # rows serialised at a time: a slice of kernels is ~10 MB of text
+
+
+def _write_json(frame: pl.DataFrame, path: Path) -> None:
+    """``frame.write_json(path)``, a slice of rows at a time: the rows of the JSON array are written alike
+    whatever slice they are in, so the bytes are the same, and the whole table's text (a GB for a million
+    kernels) is never held at once."""
+    with path.open("wb") as out:
+        out.write(b"[")
+        for start in range(0, frame.height, _JSON_ROWS):
+            text = io.BytesIO()
+            frame.slice(start, _JSON_ROWS).write_json(text)
+            if start:
+                out.write(b",")
+            out.write(text.getbuffer()[1:-1])  # the slice's rows without its brackets
+        out.write(b"]")
 
 
 def write_text(path: Path, text: str) -> Path:
