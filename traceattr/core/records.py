@@ -226,7 +226,7 @@ class RunPlan:
     # so no call waits for its own launch; the number no longer sets a length (kept so plans and --hold-us read)
     hold_us: float = 0.0
     # each group starts with an untimed call of its last arm (after the hold): the first call after an idle GPU
-    # ran 1.5–3% faster than the next on the H200, which read as a position effect in every ABBA pair
+    # ran 0.4–3.1% faster than the next on the H200, which read as a position effect in every ABBA pair
     lead: bool = True
     graphs: bool = False  # replay every arm's call as a captured CUDA graph (an arm's [graphs] does it for one)
     shuffle: bool = False  # scatter each request's KV pages over the cache

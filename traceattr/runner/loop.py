@@ -23,7 +23,7 @@ includes the GPU waiting for its launch (a slow host otherwise shows up in the
 CUDA-event times and as gaps inside a multi-kernel call). With ``plan.lead``
 each group then runs its last arm once, untimed (``traceattr:lead``, the
 ``between`` work included): on the H200 the first call after the idle GPU ran
-1.5–3% faster than the next one, so in ABBA the ratio depended on which arm
+0.4–3.1% faster than the next one, so in ABBA the ratio depended on which arm
 went first; behind a lead call no timed call is first. Each call is wrapped alone in a
 ``traceattr`` range whose message names the arm label, shape, arm letter and
 iteration (:mod:`traceattr.core.callnames`). CUDA events around the call give a
