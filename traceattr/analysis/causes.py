@@ -28,7 +28,7 @@ The words with the numbers are :func:`traceattr.present.receipt.cause_text`'s
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -202,25 +202,27 @@ def cause_kinds(row: Mapping[str, Any], directional_limit: float) -> list[str]:
     return kinds
 
 
-def host_bound_refusal(row: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
-    """The round's host-bound gate: where more than :data:`HOST_SHARE` of an arm's calls in a capture waited
-    for their own launches, the host set the row's time (``refused_by`` text), else None."""
+def _host_bound_shares(row: Mapping[str, Any]) -> Iterator[tuple[float, str, int, int, int]]:
+    """(share, side, host-bound calls, calls, round index) of every arm and capture above :data:`HOST_SHARE`."""
     calls = row.get("calls_rounds") or []
-    worst = None
     for side in ("baseline", "candidate"):
         for i, (n, total) in enumerate(zip(row.get(f"host_bound_{side}") or [], calls, strict=False)):
-            if total and n / total > HOST_SHARE and (worst is None or n / total > worst[0]):
-                worst = (n / total, f"host-bound: {n} / {total} {names[side]} calls in round {i + 1}")
-    return worst[1] if worst else None
+            if total and n / total > HOST_SHARE:
+                yield n / total, side, n, total, i
+
+
+def host_bound_refusal(row: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
+    """The round's host-bound gate: where more than :data:`HOST_SHARE` of an arm's calls in a capture waited
+    for their own launches, the host set the row's time (``refused_by`` text, the worst capture), else None."""
+    worst = max(_host_bound_shares(row), default=None, key=lambda s: s[0])
+    if worst is None:
+        return None
+    _, side, n, total, i = worst
+    return f"host-bound: {n} / {total} {names[side]} calls in round {i + 1}"
 
 
 def _host_bound(row: Mapping[str, Any]) -> bool:
-    calls = row.get("calls_rounds") or []
-    for column in ("host_bound_baseline", "host_bound_candidate"):
-        for n, total in zip(row.get(column) or [], calls, strict=False):
-            if total and n / total > HOST_SHARE:
-                return True
-    return bool(row.get("hold_timeouts"))
+    return next(_host_bound_shares(row), None) is not None or bool(row.get("hold_timeouts"))
 
 
 def predecessor_shift(row: Mapping[str, Any], arm: str, directional_limit: float) -> float | None:

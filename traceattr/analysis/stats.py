@@ -184,13 +184,12 @@ def _compare_grouped(
     seed: int,
 ) -> Comparison:
     b, c = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
-    g = np.unique(np.asarray(groups), return_inverse=True)[1]
+    _, first, g = np.unique(np.asarray(groups), return_index=True, return_inverse=True)
     if not len(b) == len(c) == len(g) or (slots is not None and len(slots) != len(g)):
-        raise ValueError(f"grouped pairs need equal lengths, got {len(b)}, {len(c)} and {len(g)}")
-    slot_of = None
-    if slots is not None:  # one slot per group (its first pair's): the statistic looks it up by group index
-        slot_of = np.zeros(g.max() + 1 if len(g) else 0, dtype=np.int64)
-        slot_of[g[::-1]] = np.asarray(slots, dtype=np.int64)[::-1]
+        sizes = f"{len(b)}, {len(c)}, {len(g)}" + ("" if slots is None else f" and {len(slots)} slots")
+        raise ValueError(f"grouped pairs need equal lengths, got {sizes}")
+    # one slot per group, its first pair's: the statistic looks it up by group index
+    slot_of = None if slots is None else np.asarray(slots, dtype=np.int64)[first]
     keep = np.isfinite(b) & np.isfinite(c)
     b, c, g = b[keep], c[keep], g[keep]
     mb, mc = (float(m) for m in _group_medians(b, c, g, slot_of=slot_of)) if len(b) else (math.nan, math.nan)

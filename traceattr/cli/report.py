@@ -90,10 +90,10 @@ def _round_report(folder: Path, out: Path | None, title: str | None, chosen: tup
                              "--mode/--domain/--match/--group/--rules (or report one capture's run folder)")  # fmt: skip
     receipt = read_receipt(folder)
     target = _target(folder, out)
-    inputs = (folder / f"{runfolder.RECEIPT}.json", *(c / runfolder.TRACE for c in capture_folders(receipt, folder)))
-    check_file_target(target, inputs, ours=_is_report)
+    traces = [c / runfolder.TRACE for c in capture_folders(receipt, folder)]
+    check_file_target(target, (folder / f"{runfolder.RECEIPT}.json", *traces), ours=_is_report)
     written = write_round_report(receipt, folder, target, title)
-    if not any((c / runfolder.TRACE).is_file() for c in capture_folders(receipt, folder)):
+    if not any(t.is_file() for t in traces):
         print(f"note: {printable(str(folder))}: no capture has its {runfolder.TRACE}: the receipt and its evidence "
               "only, no figures", file=sys.stderr)  # fmt: skip
     print(f"wrote {written} ({size(written.stat().st_size, 1)})")

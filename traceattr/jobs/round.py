@@ -184,8 +184,8 @@ def profile_executor(request: CaptureRequest, plan: RoundPlan, on_line: Callable
 
     profile_plan = make_plan(
         [parse_shape(s) for s in request.shapes], request.arms, iters=plan.iters, warmup=plan.warmup,
-        max_noise=plan.max_noise, max_iters=plan.max_iters, hold_us=plan.hold_us,
-        lead=plan.lead, graphs=plan.graphs, seed=plan.seed, flush_bytes=plan.flush_bytes, between=plan.between, order=request.order,
+        max_noise=plan.max_noise, max_iters=plan.max_iters, hold_us=plan.hold_us, lead=plan.lead,
+        graphs=plan.graphs, seed=plan.seed, flush_bytes=plan.flush_bytes, between=plan.between, order=request.order,
         out_root=request.folder.parent,
     )  # fmt: skip
     # one report.html for the whole round (the receipt first), not one per capture

@@ -76,14 +76,19 @@ def with_interval(value: float, low: float, high: float, fmt: Callable[[float], 
     return f"{fmt(value)} [{fmt(low)}, {fmt(high)}]"
 
 
+def _scaled(n: float, units: tuple[tuple[str, float], ...], digits: int, plain: str) -> str:
+    """*n* in the largest of *units* (largest first) it reaches, else *plain*."""
+    for unit, scale in units:
+        if n >= scale:
+            return f"{n / scale:.{digits}f} {unit}"
+    return plain
+
+
 def size(n: int | float | None, digits: int = 2) -> str:
     """Bytes in decimal units: ``1.50 GB``, ``256.00 MB``, ``12 B``."""
     if n is None:
         return ""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.{digits}f} {unit}"
-    return f"{n} B"
+    return _scaled(n, (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)), digits, f"{n} B")
 
 
 def gigabytes(n: float) -> str:
@@ -249,7 +254,4 @@ def flops(n: float | None) -> str:
     """A FLOP count: ``54.8 GFLOP``."""
     if n is None:
         return ""
-    for unit, scale in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n:.0f} FLOP"
+    return _scaled(n, (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)), 1, f"{n:.0f} FLOP")

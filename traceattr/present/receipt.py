@@ -85,6 +85,12 @@ def with_causes(receipt: Receipt) -> Receipt:
     return replace(receipt, rows=rows.with_columns(pl.Series("cause", texts, pl.String)))
 
 
+def led(header: Mapping[str, Any]) -> bool:
+    """Whether the round's groups opened with a lead call (receipts written before leads: no), which turns
+    the predecessor split into the position in the group."""
+    return bool((header.get("protocol") or {}).get("lead"))
+
+
 def cause_text(row: Mapping[str, Any], header: Mapping[str, Any]) -> str:
     """Why a refused receipt row was refused, in words with the numbers (analysis.causes found the kinds)."""
     kinds = row.get("causes")
@@ -96,7 +102,7 @@ def cause_text(row: Mapping[str, Any], header: Mapping[str, Any]) -> str:
         "baseline": str(header.get("baseline", "baseline")),
         "candidate": str(header.get("candidate", "candidate")),
     }
-    lead = bool((header.get("protocol") or {}).get("lead"))
+    lead = led(header)
     parts = [_CAUSE_WORDS[k](row, names, limit, gates, lead) for k in kinds if k in _CAUSE_WORDS]
     if not parts:
         parts = ["no mechanism shows in the captures (no host-bound calls, no predecessor split, no drift, one "

@@ -21,7 +21,7 @@ import polars as pl
 
 from traceattr.analysis.rounds import Receipt
 from traceattr.present.formats import count, pct, rule_text, us, with_interval
-from traceattr.present.receipt import cause_text, protocol_text, totals_text
+from traceattr.present.receipt import cause_text, led, protocol_text, totals_text
 from traceattr.present.report.data import ReportData
 from traceattr.present.report.html import Section, page, run_html
 from traceattr.present.report.table import receipt_table
@@ -130,8 +130,7 @@ def receipt_section(receipt: Receipt) -> Section:
 def evidence_section(receipt: Receipt) -> Section:
     h = receipt.header
     names = (str(h.get("baseline", "baseline")), str(h.get("candidate", "candidate")))
-    lead = bool((h.get("protocol") or {}).get("lead"))  # a lead call: the split is first vs second in the group
-    split = ("{0} first / second in group" if lead else "{0} after itself / after {1}").format
+    split = ("{0} first / second in group" if led(h) else "{0} after itself / after {1}").format
     head = ("row", "attempt", "iterations per round", f"{names[0]} per round µs", f"{names[1]} per round µs",
             split(names[0], names[1]), split(names[1], names[0]),
             "host-bound calls per round", "two groups of calls", "stopped early")  # fmt: skip
