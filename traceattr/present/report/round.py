@@ -19,6 +19,7 @@ from typing import Any
 
 import polars as pl
 
+from traceattr.analysis.hostbound import HOST_SHARE
 from traceattr.analysis.rounds import Receipt
 from traceattr.present.formats import count, pct, rule_text, us, with_interval
 from traceattr.present.receipt import cause_text, led, protocol_text, totals_text
@@ -117,10 +118,12 @@ def receipt_section(receipt: Receipt) -> Section:
     return Section(
         "round",
         f"Round: {h.get('candidate')} vs {h.get('baseline')}",
-        "Per row: each arm's median of its per-round medians, ratio candidate/baseline with its bootstrap interval "
+        "Per row: each arm's median of its per-round medians (per arm order of the captures, then the geometric "
+        "mean of the two orders, so both weigh alike), ratio candidate/baseline with its bootstrap interval "
         "(paired calls), and the verdict (faster/slower: the interval excludes 1; same: within the tolerance; "
         "ambiguous: neither). A row is refused when a gate fails or was not measured: directional disagreement "
-        "(baseline-first vs candidate-first ratios), loaded SM clock / max, output parity; below the table, what "
+        "(baseline-first vs candidate-first ratios), loaded SM clock / max, output parity, host-bound calls (over "
+        f"{pct(HOST_SHARE, 0)} of an arm's calls in a capture waited for their launches); below the table, what "
         "the captures show about each refusal. Retried rows keep every attempt; the counts use the latest. ⚑: the "
         "verdict is smaller than the protocol sensitivity.",
         body,

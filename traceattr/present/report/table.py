@@ -174,13 +174,10 @@ def receipt_table(receipt: Receipt) -> str:
         ]  # fmt: skip
         cls = ' class="win"' if r["status"] == "pass" else ""
         rows.append(f"<tr{cls}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    s = receipt.summary()
-    gm = "n/a" if s["geomean"] is None else decimals(s["geomean"], 4)
-    foot = f"<p>geomean candidate/baseline over passing rows: <b>{gm}</b> · <b>{s['passing']} / {s['rows']} rows pass</b></p>"
-    return (
+    return (  # the totals line under it is the receipt's own (present.receipt.totals_text)
         '<div class="table-wrap"><table class="numbers">'
         f"<thead><tr>{''.join(f'<th>{html.escape(h)}</th>' for h in head)}</tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table></div>{foot}"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 
