@@ -37,6 +37,7 @@ import polars as pl
 
 from traceattr.core.cpus import usable_cpus
 from traceattr.core.errors import TraceError, TraceNote
+from traceattr.trace.sqlite_processes import read_in_processes
 
 try:  # optional fast path; the low-level API, not adbc's DB-API module, which imports pyarrow (~0.3 s)
     import adbc_driver_manager as _adbc
@@ -50,6 +51,7 @@ _BATCH_ROWS = "adbc.sqlite.query.batch_rows"
 # A rowid takes at least this many bytes of the file (cell pointer, sizes, rowid, record header), so a
 # table holds at most file size / this many rows: a rowid span beyond that cannot be dense
 _MIN_BYTES_PER_ROW = 4
+PROCESS_MIN_VALUES = 200_000  # values (rows x columns) below which the fallback reads in this process
 _log = logging.getLogger("traceattr")
 _slow_path_said = False
 
@@ -59,6 +61,18 @@ def reading_threads(engine: str) -> int:
     8, as the CPUs allow); Python's ``sqlite3`` builds every value as a Python object under the GIL,
     where a second thread only adds contention (2 cores: 1 thread is faster; 16: 36 s against ~3)."""
     return max(1, min(usable_cpus(), 8)) if engine == "adbc" else 1
+
+
+def reading_processes(values: int) -> int:
+    """Worker processes that make the ``sqlite3`` fallback's reads of *values* values faster: one per
+    usable CPU (up to 8, as ADBC's threads), none with one CPU or under :data:`PROCESS_MIN_VALUES`, where
+    starting them (~20 ms each) costs more than they save. ``TRACEATTR_READ_PROCESSES`` overrides it
+    (0: read in this process), to measure."""
+    forced = os.environ.get("TRACEATTR_READ_PROCESSES", "").strip()
+    if forced.isdigit():
+        return int(forced)
+    cpus = min(usable_cpus(), 8)
+    return cpus if cpus > 1 and values >= PROCESS_MIN_VALUES else 0
 
 
 def read_only_uri(path: Path) -> str:
@@ -257,7 +271,12 @@ class SqliteSource:
         )
 
     def read_all(self, queries: Sequence[Query]) -> list[pl.DataFrame]:
-        """Run *queries* on a small thread pool (SQLite decoding releases the GIL), in their order."""
+        """Run *queries* on a small thread pool (SQLite decoding releases the GIL), in their order;
+        through ``sqlite3``, in worker processes when there is enough to read (:func:`reading_processes`)."""
+        if self.engine == "sqlite3":
+            processes = min(len(queries), reading_processes(sum(q.rows * len(q.schema) for q in queries)))
+            if processes:
+                return self._read_in_processes(queries, processes)
         workers = max(1, min(len(queries), reading_threads(self.engine)))
         _log.info("%s: %d reads through %s on %d thread(s)", self.path.name, len(queries), self.engine, workers)
         if workers == 1:
@@ -273,6 +292,20 @@ class SqliteSource:
             frames = [running[i].result() for i in range(len(queries))]
         finally:  # after a failure or Ctrl-C, reads not yet started are dropped, not run
             pool.shutdown(wait=True, cancel_futures=True)
+        _return_freed_heap()
+        return frames
+
+    def _read_in_processes(self, queries: Sequence[Query], processes: int) -> list[pl.DataFrame]:
+        """*queries* read by *processes* worker processes (:mod:`traceattr.trace.sqlite_processes`), each
+        answer made a frame as it arrives; what they did not read (a worker that failed to start or died, an
+        error in the file, values that do not fit) is read here, in order, as on one thread: same frames,
+        same errors."""
+        _log.info("%s: %d reads through sqlite3 in %d processes", self.path.name, len(queries), processes)
+        order = sorted(range(len(queries)), key=lambda i: -queries[i].rows * len(queries[i].schema))
+        read = read_in_processes(
+            self._uri, [q.sql for q in queries], order, processes, lambda i, answer: _frame_of(answer, queries[i])
+        )
+        frames = [frame if frame is not None else self.read(q) for frame, q in zip(read, queries, strict=True)]
         _return_freed_heap()
         return frames
 
@@ -354,6 +387,38 @@ def _columns_of(rows: list[tuple[Any, ...]], names: list[str]) -> pl.DataFrame:
     if any(column.dtype == pl.Object for column in columns):
         raise TypeError("a column holds values of no one type")
     return pl.DataFrame(columns)
+
+
+def _frame_of(answer: tuple[int, list[tuple[Any, ...]]], query: Query) -> pl.DataFrame | None:
+    """A worker's columns (:mod:`traceattr.trace.sqlite_worker`) as the frame :meth:`SqliteSource.read`
+    makes of the same rows (the same types, inferred over every value); None where that read would fail,
+    so that the caller reads it again and raises its error."""
+    import numpy as np  # only here: the one-thread path and ADBC never need it
+
+    rows, columns = answer
+    names = list(query.schema)
+    try:
+        if rows == 0:
+            raw = _columns_of([], names)
+        else:
+            series = []
+            for name, (kind, *data) in zip(names, columns, strict=True):
+                if kind == "l":  # text, BLOBs, mixed types: as _columns_of builds it
+                    column = pl.Series(name, data[0], strict=False)
+                elif kind == "n":
+                    column = pl.Series(name, [None] * rows, strict=False)  # a NULL-only column's type: Null
+                else:
+                    values, valid = data
+                    column = pl.Series(name, np.frombuffer(values, np.int64 if kind == "q" else np.float64))
+                    if valid is not None:
+                        column = column.set(~pl.Series(np.frombuffer(valid, np.bool_)), None)
+                series.append(column)
+            if any(column.dtype == pl.Object for column in series):
+                return None
+            raw = pl.DataFrame(series)
+        return SqliteSource._typed(raw, query)
+    except (pl.exceptions.PolarsError, TypeError, OverflowError, ValueError):
+        return None
 
 
 def _owned(frame: pl.DataFrame, borrowed: list[str]) -> pl.DataFrame:
