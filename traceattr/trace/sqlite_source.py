@@ -3,8 +3,10 @@
 Two engines, same results: ADBC (Arrow-native, ~3x faster than row fetching;
 used when ``adbc-driver-sqlite`` is installed) and the standard library's
 ``sqlite3`` (always there, e.g. on a GPU box that only carries polars). The
-fallback reads on one thread (its rows become Python objects under the GIL:
-more threads only fight over it) and says once that it is the slow path.
+fallback's rows become Python objects under the GIL, where more threads only
+fight over it: a big read goes to worker processes instead (one per CPU, up to
+8: :mod:`traceattr.trace.sqlite_processes`), a small one stays on this thread;
+it says once that it is the slow path.
 The file is opened ``mode=ro&immutable=1`` (as ``nsysstats.py`` does): nothing
 is ever written, no journal or lock file is created beside it.
 
@@ -300,7 +302,7 @@ class SqliteSource:
         answer made a frame as it arrives; what they did not read (a worker that failed to start or died, an
         error in the file, values that do not fit) is read here, in order, as on one thread: same frames,
         same errors."""
-        _log.info("%s: %d reads through sqlite3 in %d processes", self.path.name, len(queries), processes)
+        _log.info("%s: %d reads through sqlite3 on %d worker processes", self.path.name, len(queries), processes)
         order = sorted(range(len(queries)), key=lambda i: -queries[i].rows * len(queries[i].schema))
         read = read_in_processes(
             self._uri, [q.sql for q in queries], order, processes, lambda i, answer: _frame_of(answer, queries[i])
@@ -390,35 +392,37 @@ def _columns_of(rows: list[tuple[Any, ...]], names: list[str]) -> pl.DataFrame:
 
 
 def _frame_of(answer: tuple[int, list[tuple[Any, ...]]], query: Query) -> pl.DataFrame | None:
-    """A worker's columns (:mod:`traceattr.trace.sqlite_worker`) as the frame :meth:`SqliteSource.read`
-    makes of the same rows (the same types, inferred over every value); None where that read would fail,
-    so that the caller reads it again and raises its error."""
+    """A worker's answer as the frame :meth:`SqliteSource.read` makes of the same rows; None where that
+    read would fail, so that the caller reads it again and raises its error."""
+    try:
+        return SqliteSource._typed(columns_of_worker(answer, list(query.schema)), query)
+    except (pl.exceptions.PolarsError, TypeError, OverflowError, ValueError):
+        return None
+
+
+def columns_of_worker(answer: tuple[int, list[tuple[Any, ...]]], names: list[str]) -> pl.DataFrame:
+    """A worker's columns (:mod:`traceattr.trace.sqlite_worker`) as the frame :func:`_columns_of` makes of
+    the same rows: the same types, inferred over every value; TypeError where it refuses them."""
     import numpy as np  # only here: the one-thread path and ADBC never need it
 
     rows, columns = answer
-    names = list(query.schema)
-    try:
-        if rows == 0:
-            raw = _columns_of([], names)
+    if rows == 0:
+        return _columns_of([], names)
+    series = []
+    for name, (kind, *data) in zip(names, columns, strict=True):
+        if kind == "l":  # text, BLOBs, mixed types: as _columns_of builds it
+            column = pl.Series(name, data[0], strict=False)
+        elif kind == "n":
+            column = pl.Series(name, [None] * rows, strict=False)  # a NULL-only column's type: Null
         else:
-            series = []
-            for name, (kind, *data) in zip(names, columns, strict=True):
-                if kind == "l":  # text, BLOBs, mixed types: as _columns_of builds it
-                    column = pl.Series(name, data[0], strict=False)
-                elif kind == "n":
-                    column = pl.Series(name, [None] * rows, strict=False)  # a NULL-only column's type: Null
-                else:
-                    values, valid = data
-                    column = pl.Series(name, np.frombuffer(values, np.int64 if kind == "q" else np.float64))
-                    if valid is not None:
-                        column = column.set(~pl.Series(np.frombuffer(valid, np.bool_)), None)
-                series.append(column)
-            if any(column.dtype == pl.Object for column in series):
-                return None
-            raw = pl.DataFrame(series)
-        return SqliteSource._typed(raw, query)
-    except (pl.exceptions.PolarsError, TypeError, OverflowError, ValueError):
-        return None
+            values, valid = data
+            column = pl.Series(name, np.frombuffer(values, np.int64 if kind == "q" else np.float64))
+            if valid is not None:
+                column = column.set(~pl.Series(np.frombuffer(valid, np.bool_)), None)
+        series.append(column)
+    if any(column.dtype == pl.Object for column in series):
+        raise TypeError("a column holds values of no one type")
+    return pl.DataFrame(series)
 
 
 def _owned(frame: pl.DataFrame, borrowed: list[str]) -> pl.DataFrame:
@@ -441,8 +445,8 @@ def _say_slow_path() -> None:
         _slow_path_said = True
         warnings.warn(
             TraceNote(
-                "adbc-driver-sqlite is not installed: reading through Python's sqlite3 on one thread, several "
-                "times slower (pip install adbc-driver-sqlite adbc-driver-manager)"
+                "adbc-driver-sqlite is not installed: reading through Python's sqlite3, slower (several times on "
+                "few cores; pip install adbc-driver-sqlite adbc-driver-manager)"
             ),
             stacklevel=3,
         )
