@@ -13,7 +13,9 @@ load of a shared machine hits all of them alike; the 1-minute load average is re
 * traceattr: ``traceattr attribute TRACE --out DIR --format parquet``, the whole job: load, attribute in
   nsys mode, write ranges and kernels;
 * sqlite3: the same command as on a machine without ADBC (its modules made unimportable): the loader's
-  fallback through Python's ``sqlite3``;
+  fallback through Python's ``sqlite3``, reading in worker processes; its workers' own peak RSS is
+  recorded too (``workers_rss``);
+* sqlite3-1: the same, reading on one thread in its own process (``TRACEATTR_READ_PROCESSES=0``);
 * baseline (``--baseline TREE``): the same command from another checkout of traceattr (``PYTHONPATH``),
   e.g. ``git worktree add --detach /tmp/base main`` for a before/after in one interleaved session;
 * nsys:  ``nsys stats -r nvtx_gpu_proj_trace --format csv`` (on a private copy: nsys may write into the
@@ -33,6 +35,7 @@ import csv
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -52,15 +55,35 @@ print(n)
 """
 # the traceattr command on a machine without ADBC: its modules cannot be imported, so the loader falls
 # back to Python's sqlite3 (argv[0] "traceattr": the CLI sets itself up as the program, as the script does)
+# At exit (the CLI leaves by os._exit) it says the peak RSS of its reading processes, read from /proc as
+# they are stopped: wait4's figure is the tree's largest process, and a child's ru_maxrss starts from its
+# parent's RSS when it was started (Linux keeps the high-water mark across exec).
 FALLBACK_SNIPPET = """
-import sys
+import os, sys
 sys.modules["adbc_driver_manager"] = sys.modules["adbc_driver_sqlite"] = None
+from traceattr.trace import sqlite_processes
+peak = [0]
+def kill(workers, kill=sqlite_processes._kill):
+    for proc in workers:
+        try:
+            with open(f"/proc/{proc.pid}/status") as status:
+                peak[0] = max([peak[0]] + [int(l.split()[1]) for l in status if l.startswith("VmHWM:")])
+        except OSError:
+            pass
+    kill(workers)
+sqlite_processes._kill = kill
+def leave(code, _exit=os._exit):
+    print("bench: workers' peak RSS", peak[0], file=sys.stderr)
+    sys.stderr.flush()
+    _exit(code)
+os._exit = leave
 sys.argv = ["traceattr", *sys.argv[1:]]
 from traceattr.cli import main
 main()
 """
 SHAPES = {"nested": ["--shape", "nested"], "sweep": []}  # make_sweep_trace.py's two shapes (benchmarks/README.md)
-METRICS = ("wall", "cpu", "rss", "load")
+METRICS = ("wall", "cpu", "rss", "load", "workers_rss")
+WORKERS_RSS = re.compile(r"^bench: workers' peak RSS (\d+)$", re.M)
 
 
 def measure(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> dict[str, float]:
@@ -73,7 +96,9 @@ def measure(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None
     err = proc.stderr.read().decode() if proc.stderr else ""
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(argv[:4])} failed: {err.strip()[-500:]}")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024, "load": load}
+    workers = WORKERS_RSS.search(err)  # the sqlite3 fallback's reading processes, where it had any
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024, "load": load,
+            "workers_rss": int(workers[1]) / 1024 if workers else 0.0}  # fmt: skip
 
 
 def contenders(
@@ -86,7 +111,10 @@ def contenders(
         "read": ([sys.executable, "-c", READ_SNIPPET, str(trace)], None),
         "traceattr": (command, None),
         "sqlite3": ([sys.executable, "-c", FALLBACK_SNIPPET, "attribute", str(trace), *out], None),
-    }
+        # the fallback reading on one thread, in its own process (as before its worker processes)
+        "sqlite3-1": ([sys.executable, "-c", FALLBACK_SNIPPET, "attribute", str(trace), *out],
+                      {**os.environ, "TRACEATTR_READ_PROCESSES": "0"}),
+    }  # fmt: skip
     if baseline is not None:
         runs["baseline"] = (command, {**os.environ, "PYTHONPATH": str(baseline)})
     if nsys:
@@ -113,6 +141,7 @@ def bench(trace: Path, work: Path, repeat: int, nsys: str | None, skip: set[str]
         k: {m: statistics.median(r[m] for r in v) for m in ("wall", "cpu", "load")}
         | {
             "rss": max(r["rss"] for r in v),
+            "workers_rss": max(r["workers_rss"] for r in v),
             "wall_min": min(r["wall"] for r in v),
             "wall_max": max(r["wall"] for r in v),
         }
@@ -126,9 +155,10 @@ def report(result: dict) -> None:
     print(f"trace: {result['trace']} ({result['mb']:.0f} MB), median of {len(next(iter(result['runs'].values())))}")
     for k, m in med.items():
         print(f"  {k:10s} wall {m['wall']:7.2f} s ({m['wall_min']:.2f}–{m['wall_max']:.2f})  cpu {m['cpu']:7.2f} s  "
-              f"peak RSS {m['rss']:6.0f} MB  load {m['load']:.1f}")  # fmt: skip
+              f"peak RSS {m['rss']:6.0f} MB  load {m['load']:.1f}"
+              + (f"  workers' peak RSS {m['workers_rss']:.0f} MB" if m["workers_rss"] else ""))  # fmt: skip
     for name, other, target in (("traceattr", "read", 1.5), ("traceattr", "nsys", 0.10), ("sqlite3", "traceattr", 3.0),
-                                ("traceattr", "baseline", None)):  # fmt: skip
+                                ("sqlite3-1", "traceattr", None), ("traceattr", "baseline", None)):  # fmt: skip
         if name in med and other in med:
             a, o = med[name], med[other]
             goal = f"  (time target ≤ {target})" if target else ""
@@ -166,11 +196,11 @@ def write_results(folder: Path, info: dict[str, object], results: list[dict]) ->
     with (folder / "summary.csv").open("w", newline="") as fh:
         out = csv.writer(fh)
         out.writerow(["trace", "contender", "runs", "wall_median", "wall_min", "wall_max", "cpu_median",
-                      "peak_rss_mb", "load_median"])  # fmt: skip
+                      "peak_rss_mb", "load_median", "workers_peak_rss_mb"])  # fmt: skip
         for r in results:
             for name, m in r["median"].items():
                 out.writerow([Path(r["trace"]).name, name, len(r["runs"][name]), *(round(m[k], 3) for k in
-                              ("wall", "wall_min", "wall_max", "cpu", "rss", "load"))])  # fmt: skip
+                              ("wall", "wall_min", "wall_max", "cpu", "rss", "load", "workers_rss"))])  # fmt: skip
 
 
 def main() -> None:
@@ -182,7 +212,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=500_000, help="calls in a generated trace without --generate")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--nsys", default=os.environ.get("TRACEATTR_NSYS") or shutil.which("nsys"), help="nsys binary")
-    ap.add_argument("--skip", action="append", default=[], choices=("read", "traceattr", "sqlite3", "nsys"),
+    ap.add_argument("--skip", action="append", default=[], choices=("read", "traceattr", "sqlite3", "sqlite3-1", "nsys"),
                     help="leave a contender out")  # fmt: skip
     ap.add_argument("--baseline", type=Path, metavar="TREE", help="also time the traceattr checkout in TREE")
     ap.add_argument("--out", type=Path, metavar="DIR", help="write bench.json, runs.csv and summary.csv here")
