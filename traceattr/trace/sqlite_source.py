@@ -53,7 +53,8 @@ _BATCH_ROWS = "adbc.sqlite.query.batch_rows"
 # A rowid takes at least this many bytes of the file (cell pointer, sizes, rowid, record header), so a
 # table holds at most file size / this many rows: a rowid span beyond that cannot be dense
 _MIN_BYTES_PER_ROW = 4
-PROCESS_MIN_VALUES = 200_000  # values (rows x columns) below which the fallback reads in this process
+# values (rows x columns) for one more sqlite3 worker process: ~0.15 s of reading in this process
+PROCESS_VALUES = 500_000
 _log = logging.getLogger("traceattr")
 _slow_path_said = False
 
@@ -61,20 +62,22 @@ _slow_path_said = False
 def reading_threads(engine: str) -> int:
     """Threads that make reads faster with *engine*: ADBC decodes in C with the GIL released (up to
     8, as the CPUs allow); Python's ``sqlite3`` builds every value as a Python object under the GIL,
-    where a second thread only adds contention (2 cores: 1 thread is faster; 16: 36 s against ~3)."""
+    where a second thread only adds contention (2 cores: 1 thread is faster; 16: 36 s against ~3): a big
+    read goes to worker processes instead (:func:`reading_processes`)."""
     return max(1, min(usable_cpus(), 8)) if engine == "adbc" else 1
 
 
 def reading_processes(values: int) -> int:
-    """Worker processes that make the ``sqlite3`` fallback's reads of *values* values faster: one per
-    usable CPU (up to 8, as ADBC's threads), none with one CPU or under :data:`PROCESS_MIN_VALUES`, where
-    starting them (~20 ms each) costs more than they save. ``TRACEATTR_READ_PROCESSES`` overrides it
-    (0: read in this process), to measure."""
+    """Worker processes that make the ``sqlite3`` fallback's reads of *values* values (rows x columns)
+    faster: one per usable CPU, up to 8 (as ADBC's threads), and one per :data:`PROCESS_VALUES` at most,
+    so that each reads for longer than it takes to start (~30 ms); none where that leaves fewer than two
+    (one worker would only move the reading). ``TRACEATTR_READ_PROCESSES`` overrides it (0: read in this
+    process), to measure."""
     forced = os.environ.get("TRACEATTR_READ_PROCESSES", "").strip()
     if forced.isdigit():
         return int(forced)
-    cpus = min(usable_cpus(), 8)
-    return cpus if cpus > 1 and values >= PROCESS_MIN_VALUES else 0
+    processes = min(usable_cpus(), 8, values // PROCESS_VALUES)
+    return processes if processes >= 2 else 0
 
 
 def read_only_uri(path: Path) -> str:
