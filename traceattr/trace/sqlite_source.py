@@ -401,9 +401,15 @@ def _frame_of(answer: tuple[int, list[tuple[Any, ...]]], query: Query) -> pl.Dat
     """A worker's answer as the frame :meth:`SqliteSource.read` makes of the same rows; None where that
     read would fail, so that the caller reads it again and raises its error."""
     try:
-        return SqliteSource._typed(columns_of_worker(answer, list(query.schema)), query)
+        raw = columns_of_worker(answer, list(query.schema))
+        typed = SqliteSource._typed(raw, query)
     except (pl.exceptions.PolarsError, TypeError, OverflowError, ValueError):
         return None
+    # a column the cast left alone still lives in the worker's bytes (numpy views them without a copy):
+    # copied into polars' memory, those are freed at once, in the C heap that malloc_trim returns
+    if typed.height <= 1:
+        return typed
+    return _owned(typed, [c for c, was in zip(typed.columns, raw.dtypes, strict=True) if typed[c].dtype == was])
 
 
 def columns_of_worker(answer: tuple[int, list[tuple[Any, ...]]], names: list[str]) -> pl.DataFrame:
