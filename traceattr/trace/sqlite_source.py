@@ -306,7 +306,11 @@ class SqliteSource:
         error in the file, values that do not fit) is read here, in order, as on one thread: same frames,
         same errors."""
         _log.info("%s: %d reads through sqlite3 on %d worker processes", self.path.name, len(queries), processes)
-        order = sorted(range(len(queries)), key=lambda i: -queries[i].rows * len(queries[i].schema))
+        # biggest first, and first of all those of unknown size (StringIds, NVTX text): the sweep's 500 k
+        # strings are its longest read, and started last they would leave the other processes idle
+        order = sorted(
+            range(len(queries)), key=lambda i: (queries[i].rows > 0, -queries[i].rows * len(queries[i].schema))
+        )
         read = read_in_processes(
             self._uri, [q.sql for q in queries], order, processes, lambda i, answer: _frame_of(answer, queries[i])
         )
