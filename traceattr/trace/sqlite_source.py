@@ -409,8 +409,8 @@ def _frame_of(answer: tuple[int, list[tuple[Any, ...]]], query: Query) -> pl.Dat
         typed = SqliteSource._typed(raw, query)
     except (pl.exceptions.PolarsError, TypeError, OverflowError, ValueError):
         return None
-    # a column the cast left alone still lives in the worker's bytes (numpy views them without a copy):
-    # copied into polars' memory, those are freed at once, in the C heap that malloc_trim returns
+    # a column the cast left alone still views the worker's bytes (numpy, no copy): copied into polars'
+    # own memory, as ADBC's batches are, those bytes are freed as soon as the answer is a frame
     if typed.height <= 1:
         return typed
     return _owned(typed, [c for c, was in zip(typed.columns, raw.dtypes, strict=True) if typed[c].dtype == was])
