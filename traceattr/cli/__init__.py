@@ -17,6 +17,10 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
+from traceattr.core.cpus import usable_cpus
+
+_POOL_THREADS = 4  # polars' threads at most (below)
+
 
 def _interrupted_while_starting(signum: int, _frame: object) -> None:
     # Ctrl-C (or SIGTERM, SIGHUP) while the libraries load: nothing is open yet, so leave at once, in one line
@@ -40,6 +44,11 @@ if _AS_PROGRAM:
     # --out` peaks 360 -> 330 MB on the nested trace with one arena, same CPU time). A value the user
     # set stays as it is.
     os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1")
+    # polars' pool: one thread per CPU by default, and its streaming sinks hold buffers per thread. On the
+    # 16-core H200 host (benchmarks/README.md) 4 threads against 16: `attribute --out` on the nested trace
+    # 307-329 MB against 535-537 MB at the same wall time; on the 1.25 M-kernel sweep 872-892 against 962-973
+    # MB for 10% more wall time (3.10 s against 2.81 s; nsys stats: 34 s). A value the user set stays.
+    os.environ.setdefault("POLARS_MAX_THREADS", str(min(usable_cpus(), _POOL_THREADS)))
 
 import typer  # noqa: E402
 from typer.core import TyperCommand, TyperGroup  # noqa: E402

@@ -12,7 +12,7 @@ import polars as pl
 import typer
 
 from traceattr import __version__
-from traceattr.attribution.engine import Attribution, RangeFilter, attribute
+from traceattr.attribution.engine import Attributing, Attribution, RangeFilter, attribute
 from traceattr.attribution.roles import RoleRules
 from traceattr.cli import app
 from traceattr.cli.many import attribute_many, exit_status
@@ -100,19 +100,23 @@ def attribute_command(
     file_fmt = "csv" if fmt_value == "table" else fmt_value
     # opened before the work, so a --out that cannot be used is refused at once
     with ResultSet(out, command="attribute", manifest=MANIFEST, inputs=(paths[0], path)) as result:
-        att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
-        check_selected(att, domain, match)
+        run = Attributing(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
+        check_selected(run, domain, match)
+        shown = None
+        if fmt_value == "table":  # the terminal table after the files: the range table is held whole
+            shown = run.result(pl.concat(list(run.range_rows())))
+            ranges_file = result.table(shown.ranges, "ranges", file_fmt)
+        else:  # each window's range rows written as they are attributed, none held
+            ranges_file = result.table(run.ranges_lazy(), "ranges", file_fmt)
         manifest = {
-            "version": __version__, "input": str(path), "nsys_version": att.meta.nsys_version,
-            "schema_version": att.meta.schema_version, "engine": att.meta.engine, "mode": att.mode, "domain": domain, "match": match,
-            "rules": str(rules) if rules else None, "notes": list(att.notes),
+            "version": __version__, "input": str(path), "nsys_version": run.meta.nsys_version,
+            "schema_version": run.meta.schema_version, "engine": run.meta.engine, "mode": run.mode, "domain": domain,
+            "match": match, "rules": str(rules) if rules else None, "notes": list(run.notes),
         }  # fmt: skip
-        ranges_file = result.table(att.ranges, "ranges", file_fmt)
-        # the kernel table holds the ops, their placement and the range names; the trace's other frames and
-        # the range table go before it is written
-        kernels = att.ops_lazy()
-        shown = att if fmt_value == "table" else None
-        del att
+        # the kernel table holds the ops, their placement and the range names; the trace's other frames go
+        # before it is written
+        kernels = run.ops_lazy()
+        del run
         kernels_file = result.table(kernels, "kernels", file_fmt)
         result.write_manifest({
             **manifest, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
