@@ -98,6 +98,7 @@ class Attributing:
         # a call logged twice can reach two chains of ranges: its ranges are no longer one subtree's ancestors
         self.subtree = mode == "nsys" and _SUBTREES and not self.dedupe and few_distinct(trace.gpu_ops)
         self.keys, self.names = name_keys(trace)
+        self.roles = self.rules.decider(self.names)  # the names' side of the rules, once for every window
         self.roles_from = None
         if self.select.active and any(r.range is not None for r in self.rules.rules):
             # a range rule (the L2 flush's) reads the op's innermost range of the whole trace, not of the
@@ -170,9 +171,7 @@ class Attributing:
         ops = local(self.trace.gpu_ops.select(_FACT_COLUMNS), window)
         launches = launches_in(self.launches, window)
         every, deepest = locate(index, launches, dedupe=self.dedupe, ancestors=self.mode == "nsys" and not self.subtree)
-        placement = placement_of(
-            local(self.keys, window), launches, deepest, ranges, self.names, self.rules, self.roles_from
-        )
+        placement = placement_of(local(self.keys, window), launches, deepest, ranges, self.roles, self.roles_from)
         facts = op_facts(ops, placement)
         del ops, launches
         # laminar threads from subtrees (in the range table's order); every holds only the other threads' pairs

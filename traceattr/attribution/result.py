@@ -169,17 +169,16 @@ def range_table(ranges: pl.DataFrame, metrics: pl.DataFrame, laminar: pl.DataFra
         .with_columns([pl.col(c).fill_null(0) for c in zero_when_empty])
         .select(RANGE_COLUMNS)
     )
-    buckets = (
-        metrics.filter(pl.col("range_id") < 0)
-        .sort("range_id", descending=True)  # [unattributed], then [no launch record]
-        .with_columns(
-            pl.when(pl.col("range_id") == NO_LAUNCH_ID)
-            .then(pl.lit(NO_LAUNCH))
-            .otherwise(pl.lit(UNATTRIBUTED))
-            .alias("name"),
-            pl.lit(None, pl.Int64).alias("range_id"),
-            pl.lit(0, pl.Int64).alias("num_child"),
-        )
+    buckets = metrics.filter(pl.col("range_id") < 0)
+    if buckets.height == 0:  # a window of a trace: its buckets come with the last window
+        return named
+    buckets = buckets.sort("range_id", descending=True).with_columns(  # [unattributed], then [no launch record]
+        pl.when(pl.col("range_id") == NO_LAUNCH_ID)
+        .then(pl.lit(NO_LAUNCH))
+        .otherwise(pl.lit(UNATTRIBUTED))
+        .alias("name"),
+        pl.lit(None, pl.Int64).alias("range_id"),
+        pl.lit(0, pl.Int64).alias("num_child"),
     )
     missing = [pl.lit(None, named.schema[c]).alias(c) for c in RANGE_COLUMNS if c not in buckets.columns]
     return pl.concat([named, buckets.with_columns(missing).select(RANGE_COLUMNS).cast(named.schema)])
