@@ -6,7 +6,7 @@ import sys
 import time
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import polars as pl
 import typer
@@ -15,7 +15,6 @@ from traceattr import __version__
 from traceattr.attribution.engine import Attributing, Attribution, RangeFilter, attribute
 from traceattr.attribution.roles import RoleRules
 from traceattr.cli import app
-from traceattr.cli.many import attribute_many, exit_status
 from traceattr.cli.options import (
     DaskOpt,
     DomainOpt,
@@ -31,9 +30,12 @@ from traceattr.cli.options import (
 )
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import ResultSet
-from traceattr.jobs.many import Combined, Settings, across_reports, expand_inputs, write_combined
+from traceattr.jobs.many_inputs import expand_inputs  # jobs.many (pools, combining) only for several
 from traceattr.trace.inputs import resolve_trace
 from traceattr.trace.loader import load_trace
+
+if TYPE_CHECKING:
+    from traceattr.jobs.many import Combined, Settings
 
 MANIFEST = "attribution.json"  # names the set in --out DIR; see traceattr.core.output.ResultSet
 Format = Enum("Format", {f: f for f in ("table", "csv", "json", "parquet")}, type=str)  # type: ignore[misc]
@@ -80,6 +82,8 @@ def attribute_command(
     check_regex(match)
     paths = expand_inputs(traces)
     if len(paths) > 1:
+        from traceattr.jobs.many import Settings
+
         settings = Settings(mode.value, domain, match, str(rules) if rules else None)
         _attribute_many(paths, settings, out, fmt.value, limit, workers, dask, started, wide)
         return
@@ -139,6 +143,9 @@ def _attribute_many(
     paths: list[Path], settings: Settings, out: Path | None, fmt: str, limit: int,
     workers: int | None, dask: str | None, started: float, wide: bool,
 ) -> None:  # fmt: skip
+    from traceattr.cli.many import attribute_many, exit_status
+    from traceattr.jobs.many import write_combined
+
     if out is None and fmt == "parquet":
         raise TraceattrError("--format parquet needs --out DIR")
     if out is None:
@@ -169,6 +176,7 @@ def _attribute_many(
 
 
 def _render_many(combined: Combined, limit: int, wide: bool) -> None:
+    from traceattr.jobs.many import across_reports
     from traceattr.present.console import console
     from traceattr.present.terminal import render_across, render_reports
 
