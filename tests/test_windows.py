@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from polars.testing import assert_frame_equal
 
-from tests.helpers import FIXTURES
+from tests.helpers import FIXTURES, cli
 from tests.synth.random_traces import traces, write
 from traceattr.attribution import engine
 from traceattr.attribution.engine import Attributing
@@ -21,14 +21,14 @@ from traceattr.trace.loader import Trace, load_trace
 
 
 def _with_windows(ops: int | None, trace: Trace, **kw: object) -> tuple[engine.Attribution, int]:
-    saved = engine.WINDOW_OPS
-    engine.WINDOW_OPS = ops
+    saved = engine.WINDOW_OPS, engine.WINDOWS_FROM
+    engine.WINDOW_OPS, engine.WINDOWS_FROM = ops, 0
     try:
         run = Attributing(trace, **kw)  # type: ignore[arg-type]
         count = len(run.windows)
         att = run.result(pl.concat(list(run.range_rows())))
     finally:
-        engine.WINDOW_OPS = saved
+        engine.WINDOW_OPS, engine.WINDOWS_FROM = saved
     return att, count
 
 
@@ -91,3 +91,22 @@ def test_no_window_cuts_a_range() -> None:
 
 def _no_range_rules() -> RoleRules:
     return RoleRules(tuple(rule for rule in RoleRules.default().rules if rule.range is None))
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "json"])
+def test_attribute_out_streams_windows_to_the_same_bytes(
+    exports: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    fmt: str,
+) -> None:
+    trace = exports["h200_traceattr_sweep"]
+    written = {}
+    for name, ops in (("whole", None), ("windows", 3)):
+        monkeypatch.setattr(engine, "WINDOW_OPS", ops)
+        monkeypatch.setattr(engine, "WINDOWS_FROM", 0)
+        rc, _, err = cli(capsys, "attribute", trace, "--out", tmp_path / name, "--format", fmt)
+        assert rc == 0, err
+        written[name] = {f: (tmp_path / name / f"{f}.{fmt}").read_bytes() for f in ("ranges", "kernels")}
+    assert written["windows"] == written["whole"]

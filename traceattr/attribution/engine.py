@@ -22,6 +22,7 @@ from here.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Literal, get_args
 
 import polars as pl
@@ -58,6 +59,10 @@ MODES: tuple[str, ...] = get_args(Mode)
 _SUBTREES = True
 # ops per time window (windows.WINDOW_OPS); None: the whole trace at once (tests set both ways)
 WINDOW_OPS: int | None = WINDOW_OPS_DEFAULT
+# traces with fewer ops attribute in one pass: a window costs ~20 ms of polars calls whatever its size
+# (nested trace, 300 k ops: +0.1 s of CPU in 5 windows), and below a million ops the whole pass holds
+# less than ~100 MB of intermediates. From a million ops windows pay (sweep, 1.25 M: 865 -> 720 MB).
+WINDOWS_FROM = 1 << 20
 
 
 def attribute(
@@ -80,8 +85,16 @@ class Attributing:
     """
 
     def __init__(
-        self, trace: Trace, mode: Mode = "nsys", rules: RoleRules | None = None, select: RangeFilter | None = None
+        self,
+        trace: Trace,
+        mode: Mode = "nsys",
+        rules: RoleRules | None = None,
+        select: RangeFilter | None = None,
+        *,
+        keep_calls: bool = True,
     ) -> None:
+        """*keep_calls*: keep the trace's CUDA API rows once the ops' launches are found (the
+        :class:`Attribution` carries them for per-call analyses); a writer of the tables lets them go."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
         self.trace, self.mode = trace, mode
@@ -95,6 +108,8 @@ class Attributing:
         self.ranges = ranges
         self.dedupe = trace.meta.duplicate_api_rows > 0
         launches = launches_of(trace.gpu_ops, trace.api, repeated=self.dedupe)
+        if not keep_calls:
+            self.trace = trace = replace(trace, api=trace.api.clear())
         # a call logged twice can reach two chains of ranges: its ranges are no longer one subtree's ancestors
         self.subtree = mode == "nsys" and _SUBTREES and not self.dedupe and few_distinct(trace.gpu_ops)
         self.keys, self.names = name_keys(trace)
@@ -112,6 +127,7 @@ class Attributing:
         # and ranges in start order (as the loader leaves them)
         windowed = (
             WINDOW_OPS is not None
+            and trace.gpu_ops.height >= WINDOWS_FROM
             and self.roles_from is None
             and not self.dedupe
             and ranges["start"].null_count() == 0

@@ -104,7 +104,13 @@ def attribute_command(
     file_fmt = "csv" if fmt_value == "table" else fmt_value
     # opened before the work, so a --out that cannot be used is refused at once
     with ResultSet(out, command="attribute", manifest=MANIFEST, inputs=(paths[0], path)) as result:
-        run = Attributing(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
+        run = Attributing(
+            load_trace(path),
+            mode=mode.value,
+            rules=role_rules,
+            select=RangeFilter(domain, match),
+            keep_calls=fmt_value == "table",
+        )
         check_selected(run, domain, match)
         shown = None
         if fmt_value == "table":  # the terminal table after the files: the range table is held whole
