@@ -180,3 +180,15 @@ def test_rule_grid_equals_rule_per_op(tmp_path: Path, monkeypatch: pytest.Monkey
     per_op = rules.classify(ops, names, ranges)
     assert grid["role"].n_unique() > 3  # the rules do tell these ops apart
     assert_frame_equal(grid, per_op)
+
+
+def test_shipped_rules_pass_the_checks_a_user_file_gets() -> None:
+    # the built-in file skips its regex checks at load time (every process reads it): here they run
+    from importlib import resources
+
+    from traceattr.attribution.roles import _parse
+
+    text = resources.files("traceattr.attribution").joinpath("kernel_roles.toml").read_text(encoding="utf-8")
+    checked = _parse(text, "kernel_roles.toml (built in)")
+    assert checked == list(RoleRules.default().rules)
+    assert any(rule.pattern for rule in checked) and any(rule.range for rule in checked)

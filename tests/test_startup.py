@@ -60,3 +60,20 @@ def test_a_many_reports_worker_imports_no_statistics() -> None:
     code = "import sys, traceattr.jobs.many_report; print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
+
+
+def test_one_trace_attribute_imports_neither_pydantic_nor_the_many_reports_machinery(tmp_path) -> None:
+    """The fixed cost of every `attribute` run: its options are coerced without pydantic
+    (traceattr.cli.coercion), and one trace needs none of jobs.many's pools and combining."""
+    trace = tmp_path / "missing.sqlite"  # the command stops at the missing file, after its imports
+    code = (
+        "import contextlib, io, sys\n"
+        f"sys.argv = ['traceattr', 'attribute', {str(trace)!r}, '--out', {str(tmp_path / 'out')!r}, '-f', 'parquet']\n"
+        "from traceattr.cli import _main\n"
+        "with contextlib.redirect_stderr(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    _main(None)\n"
+        "print(sorted(m for m in ('pydantic', 'traceattr.jobs.many', 'traceattr.cli.many', 'rich') if m in sys.modules))\n"
+        "print('traceattr.cli.attribute' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
+    assert out.split("\n")[:2] == ["[]", "True"], out

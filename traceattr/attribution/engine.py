@@ -21,11 +21,14 @@ from here.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import replace
 from typing import Literal, get_args
 
 import polars as pl
 
 from traceattr.attribution.columns import (
+    METRICS_SCHEMA,
     NO_LAUNCH,
     NO_LAUNCH_ID,
     OP_COLUMNS,
@@ -40,18 +43,26 @@ from traceattr.attribution.launches import launches_of, locate
 from traceattr.attribution.names import name_keys
 from traceattr.attribution.pairs import pair_metrics
 from traceattr.attribution.placement import placement_of
-from traceattr.attribution.result import Attribution, range_table
+from traceattr.attribution.result import Attribution, python_source, range_table, wide_ops
 from traceattr.attribution.roles import RoleEnum, RoleRules
 from traceattr.attribution.selection import RangeFilter, usable_ranges, with_tree
 from traceattr.attribution.subtrees import few_distinct
 from traceattr.attribution.subtrees import subtree_metrics as _subtree_metrics  # a module global here: tests wrap it
-from traceattr.trace.loader import Trace
+from traceattr.attribution.windows import WINDOW_OPS as WINDOW_OPS_DEFAULT
+from traceattr.attribution.windows import Window, launches_in, local, split
+from traceattr.trace.loader import Trace, TraceMeta
 
 Mode = Literal["nsys", "innermost"]
 MODES: tuple[str, ...] = get_args(Mode)
 # nsys mode on laminar threads: projections as subtree aggregates, no op × range pairs (tests turn it
 # off to hold it to the pair path).
 _SUBTREES = True
+# ops per time window (windows.WINDOW_OPS); None: the whole trace at once (tests set both ways)
+WINDOW_OPS: int | None = WINDOW_OPS_DEFAULT
+# traces with fewer ops attribute in one pass: a window costs ~20 ms of polars calls whatever its size
+# (nested trace, 300 k ops: +0.1 s of CPU in 5 windows), and below a million ops the whole pass holds
+# less than ~100 MB of intermediates. From a million ops windows pay (sweep, 1.25 M: 865 -> 720 MB).
+WINDOWS_FROM = 1 << 20
 
 
 def attribute(
@@ -60,66 +71,187 @@ def attribute(
     rules: RoleRules | None = None,
     select: RangeFilter | None = None,
 ) -> Attribution:
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
-    rules = rules or RoleRules.default()
-    notes = list(trace.meta.notes)
+    run = Attributing(trace, mode, rules, select)
+    ranges = pl.concat(list(run.range_rows()))
+    return run.result(ranges)
 
-    ranges, dropped = usable_ranges(trace.ranges, select or RangeFilter())
-    if dropped:
-        notes.append(f"{dropped} start/end ranges ended on another thread: not projected (nsys drops them too)")
-    index = RangeIndex(ranges)
-    ranges = with_tree(ranges, index)
 
-    dedupe = trace.meta.duplicate_api_rows > 0
-    launches = launches_of(trace.gpu_ops, trace.api, repeated=dedupe)
-    # a call logged twice can reach two chains of ranges: its ranges are no longer one subtree's ancestors
-    subtree = mode == "nsys" and _SUBTREES and not dedupe and few_distinct(trace.gpu_ops)
-    every, deepest = locate(index, launches, dedupe=dedupe, ancestors=mode == "nsys" and not subtree)
-    keys, names = name_keys(trace)
-    roles_from = None
-    if (select or RangeFilter()).active and any(r.range is not None for r in rules.rules):
-        # a range rule (the L2 flush's) reads the op's innermost range of the whole trace, not of the
-        # selection: a role belongs to the op, and --match must not turn the flush into a copy
-        every_range, _ = usable_ranges(trace.ranges, RangeFilter())
-        full = RangeIndex(every_range)
-        _, full_deepest = locate(full, launches, dedupe=dedupe, ancestors=False)
-        roles_from = (full_deepest, with_tree(every_range, full))
-        del full
-    placement = placement_of(keys, launches, deepest, ranges, names, rules, roles_from)
-    del launches
-    orphans = placement.filter(pl.col("api_start_ns").is_null()).height
-    if orphans:
-        notes.append(f"{orphans} GPU ops have no launch record in the trace (sliced capture): listed as {NO_LAUNCH}")
+class Attributing:
+    """One attribution under way: prepared on the whole trace, then attributed window after window.
 
-    early = _before_launch(trace.gpu_ops, placement)
-    if early:
-        notes.append(early)
-    facts = op_facts(trace.gpu_ops, placement)
-    # laminar threads from subtrees (in the range table's order); every holds only the other threads' pairs
-    laminar = _subtree_metrics(index, deepest, facts, ranges["range_id"]) if subtree else None
-    del index, deepest
-    if mode == "nsys":
-        assign = every
-    else:
-        assign = placement.filter(pl.col("range_id").is_not_null()).select(
-            "op_id", "range_id", pl.col("api_start_ns").alias("api_start")
+    :meth:`range_rows` yields the range table a window at a time (then the buckets); a writer can take
+    each as it comes, so only one window's intermediates and rows are held at once. After it is
+    exhausted, :meth:`result` (the :class:`Attribution`) and :meth:`ops_lazy` (the per-op table) answer.
+    """
+
+    def __init__(
+        self,
+        trace: Trace,
+        mode: Mode = "nsys",
+        rules: RoleRules | None = None,
+        select: RangeFilter | None = None,
+        *,
+        keep_calls: bool = True,
+    ) -> None:
+        """*keep_calls*: keep the trace's CUDA API rows once the ops' launches are found (the
+        :class:`Attribution` carries them for per-call analyses); a writer of the tables lets them go."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
+        self.trace, self.mode = trace, mode
+        self.rules, self.select = rules or RoleRules.default(), select or RangeFilter()
+        self.notes = list(trace.meta.notes)
+        ranges, dropped = usable_ranges(trace.ranges, self.select)
+        if dropped:
+            self.notes.append(
+                f"{dropped} start/end ranges ended on another thread: not projected (nsys drops them too)"
+            )
+        self.ranges = ranges
+        self.dedupe = trace.meta.duplicate_api_rows > 0
+        launches = launches_of(trace.gpu_ops, trace.api, repeated=self.dedupe)
+        if not keep_calls:
+            self.trace = trace = replace(trace, api=trace.api.clear())
+        # a call logged twice can reach two chains of ranges: its ranges are no longer one subtree's ancestors
+        self.subtree = mode == "nsys" and _SUBTREES and not self.dedupe and few_distinct(trace.gpu_ops)
+        self.keys, self.names = name_keys(trace)
+        self.roles = self.rules.decider(self.names)  # the names' side of the rules, once for every window
+        self.roles_from = None
+        if self.select.active and any(r.range is not None for r in self.rules.rules):
+            # a range rule (the L2 flush's) reads the op's innermost range of the whole trace, not of the
+            # selection: a role belongs to the op, and --match must not turn the flush into a copy
+            every_range, _ = usable_ranges(trace.ranges, RangeFilter())
+            full = RangeIndex(every_range)
+            _, full_deepest = locate(full, launches, dedupe=self.dedupe, ancestors=False)
+            self.roles_from = (full_deepest, with_tree(every_range, full))
+            del full
+        # windows need one launch row per op (no call logged twice), the whole trace's ranges for roles
+        # and ranges in start order (as the loader leaves them)
+        windowed = (
+            WINDOW_OPS is not None
+            and trace.gpu_ops.height >= WINDOWS_FROM
+            and self.roles_from is None
+            and not self.dedupe
+            and ranges["start"].null_count() == 0
+            and ranges["start"].is_sorted()
         )
-    buckets = placement.filter(pl.col("range_id").is_null()).select(
-        "op_id",
-        pl.when(pl.col("api_start_ns").is_null())
-        .then(pl.lit(NO_LAUNCH_ID, pl.Int64))
-        .otherwise(pl.lit(UNATTRIBUTED_ID, pl.Int64))
-        .alias("range_id"),
-        pl.col("api_start_ns").alias("api_start"),
-    )
-    metrics = pair_metrics(pl.concat([assign, buckets]), facts)
-    del assign, every, facts
-    table = range_table(ranges, metrics, laminar)
-    if early:  # a negative latency is the clocks' disagreement, not a time: shown as unknown
-        latency = pl.col("launch_latency_ns")
-        table = table.with_columns(pl.when(latency >= 0).then(latency).alias("launch_latency_ns"))
-    return Attribution(table, placement, mode, tuple(notes), trace, names, select or RangeFilter())
+        if windowed:
+            self.windows = split(ranges, launches, trace.gpu_ops.height, WINDOW_OPS)  # type: ignore[arg-type]
+        else:
+            self.windows = [Window(0, ranges.height, None, None)]
+        self.launches = launches
+        self._placed: list[pl.DataFrame] = []
+        self._empty: pl.DataFrame | None = None
+        self.placement: pl.DataFrame | None = None
+
+    def range_rows(self) -> Iterator[pl.DataFrame]:
+        """The range table, a window's ranges at a time in the table's order, then the buckets."""
+        while self.windows:
+            yield self._window(self.windows.pop(0))
+        del self.launches
+        self.placement = pl.concat(self._placed)
+        self._placed.clear()
+        if not self.placement["op_id"].is_sorted():  # windows interleave ops of several kinds or streams
+            self.placement = self.placement.sort("op_id")
+        placement = self.placement
+        orphans = placement.filter(pl.col("api_start_ns").is_null()).height
+        if orphans:
+            self.notes.append(
+                f"{orphans} GPU ops have no launch record in the trace (sliced capture): listed as {NO_LAUNCH}"
+            )
+        early = _before_launch(self.trace.gpu_ops, placement)
+        if early:
+            self.notes.append(early)
+        buckets = placement.filter(pl.col("range_id").is_null()).select(
+            "op_id",
+            pl.when(pl.col("api_start_ns").is_null())
+            .then(pl.lit(NO_LAUNCH_ID, pl.Int64))
+            .otherwise(pl.lit(UNATTRIBUTED_ID, pl.Int64))
+            .alias("range_id"),
+            pl.col("api_start_ns").alias("api_start"),
+        )
+        metrics = pl.DataFrame(schema=METRICS_SCHEMA)
+        if buckets.height:  # the facts of these ops only, numbered in their order (a launch's ops go together)
+            at = Window(0, 0, buckets["op_id"], None)
+            facts = op_facts(local(self.trace.gpu_ops.select(_FACT_COLUMNS), at), local(placement, at))
+            metrics = pair_metrics(
+                buckets.with_columns(pl.int_range(pl.len(), dtype=buckets.schema["op_id"]).alias("op_id")), facts
+            )
+        assert self._empty is not None
+        yield _known_latency(range_table(self._empty, metrics))
+
+    def _window(self, window: Window) -> pl.DataFrame:
+        ranges = self.ranges.slice(window.lo, window.hi - window.lo)
+        index = RangeIndex(ranges)
+        ranges = with_tree(ranges, index)
+        if self._empty is None:
+            self._empty = ranges.head(0)
+        ops = local(self.trace.gpu_ops.select(_FACT_COLUMNS), window)
+        launches = launches_in(self.launches, window)
+        every, deepest = locate(index, launches, dedupe=self.dedupe, ancestors=self.mode == "nsys" and not self.subtree)
+        placement = placement_of(local(self.keys, window), launches, deepest, ranges, self.roles, self.roles_from)
+        facts = op_facts(ops, placement)
+        del ops, launches
+        # laminar threads from subtrees (in the range table's order); every holds only the other threads' pairs
+        laminar = _subtree_metrics(index, deepest, facts, ranges["range_id"]) if self.subtree else None
+        del index, deepest
+        if self.mode == "nsys":
+            assign = every
+        else:
+            assign = placement.filter(pl.col("range_id").is_not_null()).select(
+                "op_id", "range_id", pl.col("api_start_ns").alias("api_start")
+            )
+        metrics = pair_metrics(assign, facts)
+        del assign, every, facts
+        if window.op_ids is not None:  # back to the trace's op ids (the window's ops in id order)
+            placement = placement.with_columns(window.op_ids.cast(placement.schema["op_id"]).alias("op_id"))
+        self._placed.append(placement)
+        return _known_latency(range_table(ranges, metrics, laminar))
+
+    def ranges_lazy(self) -> pl.LazyFrame:
+        """The range table as a lazy frame that attributes a window as a reader (a sink) asks for its rows.
+        It can be read once: reading it is the attribution."""
+        rows = self.range_rows()
+        first = next(rows)  # the schema, from the first window's rows
+        taken = False
+
+        def frames(n_rows: int | None, batch_size: int | None) -> Iterator[pl.DataFrame]:
+            nonlocal taken
+            if taken:
+                raise RuntimeError("the range table is attributed as it is read: it can be read once")
+            taken = True
+            yield first
+            yield from rows
+
+        return python_source(first.schema, frames)
+
+    @property
+    def selected(self) -> bool:
+        """Whether a domain or name filter chose the ranges."""
+        return self.select.active
+
+    @property
+    def meta(self) -> TraceMeta:
+        return self.trace.meta
+
+    def result(self, ranges: pl.DataFrame) -> Attribution:
+        """The attribution, with *ranges* the range table :meth:`range_rows` gave (all of it)."""
+        assert self.placement is not None, "range_rows() first"
+        return Attribution(ranges, self.placement, self.mode, tuple(self.notes), self.trace, self.names, self.select)
+
+    def ops_lazy(self) -> pl.LazyFrame:
+        """The wide per-op table (see :meth:`Attribution.ops_lazy`), without holding the range table."""
+        assert self.placement is not None, "range_rows() first"
+        return wide_ops(self.trace.gpu_ops, self.placement, self.names, self.ranges.select("range_id", "name"))
+
+
+# what op_facts reads of the ops: a window copies only these
+_FACT_COLUMNS = ("op_id", "start", "end", "kind", "device_id", "stream_id", "correlation_id", "global_pid")
+
+
+def _known_latency(table: pl.DataFrame) -> pl.DataFrame:
+    """A launch latency below 0 is the clocks' disagreement (an op that starts before its launch call,
+    see _before_launch), not a time: shown as unknown. Where no op starts early, none is below 0."""
+    latency = pl.col("launch_latency_ns")
+    return table.with_columns(pl.when(latency >= 0).then(latency).alias("launch_latency_ns"))
 
 
 def _before_launch(gpu_ops: pl.DataFrame, placement: pl.DataFrame) -> str | None:

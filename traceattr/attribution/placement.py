@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceattr.attribution.roles import RoleRules
+from traceattr.attribution.roles import RoleDecider
 from traceattr.core.keys import rows_at, scatter_rows
 from traceattr.trace import schema as S
 
@@ -22,8 +22,7 @@ def placement_of(
     launches: pl.DataFrame,
     deepest: pl.DataFrame,
     ranges: pl.DataFrame,
-    names: pl.DataFrame,
-    rules: RoleRules,
+    roles: RoleDecider,
     roles_from: tuple[pl.DataFrame, pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
     """Per op: role, family, innermost range and its root, launching thread and call start.
@@ -45,12 +44,12 @@ def placement_of(
         ]
     )  # fmt: skip
     if roles_from is None:
-        classified = rules.classify(placed, names, ranges.select("range_id", pl.col("name").alias("range_name")))
+        classified = roles.classify(placed, ranges.select("range_id", pl.col("name").alias("range_name")))
     else:
         full_deepest, full_ranges = roles_from
         whole = placed.select("op_id", "name_key").hstack(
             scatter_rows(_innermost(full_deepest, full_ranges).select("op_id", "range_id"), "op_id", n)
         )
-        roles = rules.classify(whole, names, full_ranges.select("range_id", pl.col("name").alias("range_name")))
-        classified = placed.hstack(roles.select("role", "family"))
+        decided = roles.classify(whole, full_ranges.select("range_id", pl.col("name").alias("range_name")))
+        classified = placed.hstack(decided.select("role", "family"))
     return classified  # op_id order, one row per op: Attribution.ops_lazy gathers by position

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -89,25 +89,41 @@ def wide_ops(gpu_ops: pl.DataFrame, placement: pl.DataFrame, names: pl.DataFrame
             .select(OP_COLUMNS)  # in op_id order: kernels, then memcpy, memset, graph rows, each by rowid
         )
 
-    schema = piece(0, 0).schema
-    # the slices carry enum columns (kind, role) as text, cast back above the source: polars before 1.3x
-    # cannot take an enum column from a Python source (a panic in its import)
-    enums = {c: t for c, t in schema.items() if isinstance(t, pl.Enum)}
-
-    def slices(
-        columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None, batch_size: int | None
-    ) -> Iterator[pl.DataFrame]:
+    def slices(n_rows: int | None, batch_size: int | None) -> Iterator[pl.DataFrame]:
         end = gpu_ops.height if n_rows is None else min(n_rows, gpu_ops.height)
         step = max(batch_size or _OPS_PER_SLICE, 1)
         for start in range(0, end, step):
-            part = piece(start, min(step, end - start))
+            yield piece(start, min(step, end - start))
+
+    return python_source(piece(0, 0).schema, slices)
+
+
+def python_source(
+    schema: pl.Schema, frames: Callable[[int | None, int | None], Iterator[pl.DataFrame]]
+) -> pl.LazyFrame:
+    """A lazy frame whose rows are the frames ``frames(n_rows, batch_size)`` yields (of *schema*), made as
+    a reader asks for them: a sink writes each and lets it go, and the whole table is never held."""
+    # the frames carry enum columns (kind, role) as text, cast back above the source: polars before 1.3x
+    # cannot take an enum column from a Python source (a panic in its import)
+    enums = {c: t for c, t in schema.items() if isinstance(t, pl.Enum)}
+
+    def source(
+        columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None, batch_size: int | None
+    ) -> Iterator[pl.DataFrame]:
+        left = n_rows
+        for part in frames(n_rows, batch_size):
+            if left is not None:  # a source that cannot stop early is cut here
+                part = part.head(left)
+                left -= part.height
             if predicate is not None:
                 part = part.filter(predicate)
             part = part.with_columns(pl.col(list(enums)).cast(pl.String))
             yield part if columns is None else part.select(columns)
+            if left == 0:
+                return
 
     text = {c: pl.String if c in enums else t for c, t in schema.items()}
-    return register_io_source(slices, schema=text).with_columns(pl.col(c).cast(t) for c, t in enums.items())
+    return register_io_source(source, schema=text).with_columns(pl.col(c).cast(t) for c, t in enums.items())
 
 
 _OPS_PER_SLICE = 65_536  # a parquet row group: a slice's name views are a few MB
@@ -153,17 +169,16 @@ def range_table(ranges: pl.DataFrame, metrics: pl.DataFrame, laminar: pl.DataFra
         .with_columns([pl.col(c).fill_null(0) for c in zero_when_empty])
         .select(RANGE_COLUMNS)
     )
-    buckets = (
-        metrics.filter(pl.col("range_id") < 0)
-        .sort("range_id", descending=True)  # [unattributed], then [no launch record]
-        .with_columns(
-            pl.when(pl.col("range_id") == NO_LAUNCH_ID)
-            .then(pl.lit(NO_LAUNCH))
-            .otherwise(pl.lit(UNATTRIBUTED))
-            .alias("name"),
-            pl.lit(None, pl.Int64).alias("range_id"),
-            pl.lit(0, pl.Int64).alias("num_child"),
-        )
+    buckets = metrics.filter(pl.col("range_id") < 0)
+    if buckets.height == 0:  # a window of a trace: its buckets come with the last window
+        return named
+    buckets = buckets.sort("range_id", descending=True).with_columns(  # [unattributed], then [no launch record]
+        pl.when(pl.col("range_id") == NO_LAUNCH_ID)
+        .then(pl.lit(NO_LAUNCH))
+        .otherwise(pl.lit(UNATTRIBUTED))
+        .alias("name"),
+        pl.lit(None, pl.Int64).alias("range_id"),
+        pl.lit(0, pl.Int64).alias("num_child"),
     )
     missing = [pl.lit(None, named.schema[c]).alias(c) for c in RANGE_COLUMNS if c not in buckets.columns]
     return pl.concat([named, buckets.with_columns(missing).select(RANGE_COLUMNS).cast(named.schema)])

@@ -73,6 +73,11 @@ class RoleRules:
         levels; *ranges*: ``range_id, range_name``. Regexes run over these
         small distinct tables; ops only take part in integer joins.
         """
+        return self.decider(names).classify(ops, ranges)
+
+    def decider(self, names: pl.DataFrame) -> RoleDecider:
+        """The rules run over *names* once: :meth:`RoleDecider.classify` then decides ops of those names
+        (a window of a trace at a time) with only their ranges' conditions left to evaluate."""
         n = len(self.rules)
         ranged = [i for i, r in enumerate(self.rules) if r.range is not None]
         name_exprs = []
@@ -95,14 +100,10 @@ class RoleRules:
                 "family": pl.Series([r.family for r in self.rules] + [None], dtype=pl.String),
             }
         )  # row i is rule i, row n "no rule"
+        rules = [self.rules[i] for i in ranged]
         if len(ranged) <= _GRID_BITS:
-            rule = _rule_by_grid(ops, names, ranges, [self.rules[i] for i in ranged], ranged, decide)
-        else:  # many range rules: per-op columns by binary search over the small tables, in ops' order
-            looked = [rows_at(names, "name_key", ops["name_key"])]
-            ranges = ranges.select("range_id", *[_range_cond(self.rules[i]).alias(f"_rr{i}") for i in ranged])
-            looked.append(rows_at(ranges, "range_id", ops["range_id"]))
-            rule = ops.hstack([c for f in looked for c in f.get_columns()]).select(decide).to_series()
-        return ops.hstack(table[rule].get_columns())
+            return RoleDecider(table, rules, ranged, grid=_grid(names, ranged, decide))
+        return RoleDecider(table, rules, ranged, names=names, decide=decide)
 
     def classify_names(self, names: Sequence[str], kind: str = "kernel", range_name: str | None = None) -> list[str]:
         """Role of each kernel name (for tests, docs and quick checks)."""
@@ -123,31 +124,60 @@ class RoleRules:
 
 @functools.cache
 def _builtin() -> tuple[RoleRule, ...]:
-    """The shipped rules, parsed and their regexes checked once per process (every attribution uses them)."""
+    """The shipped rules, parsed once per process (every attribution uses them)."""
     text = resources.files("traceattr.attribution").joinpath("kernel_roles.toml").read_text(encoding="utf-8")
-    return tuple(_parse(text, "kernel_roles.toml (built in)"))
+    # the shipped patterns are compiled by tests/test_roles.py, not in every process (~10 ms of polars calls)
+    return tuple(_parse(text, "kernel_roles.toml (built in)", check=False))
 
 
 _GRID_BITS = 6  # range rules up to which a rule is decided per (name, range conditions met) pair
 
 
-def _rule_by_grid(
-    ops: pl.DataFrame, names: pl.DataFrame, ranges: pl.DataFrame, rules: list[RoleRule], ranged: list[int],
-    decide: pl.Expr,
-) -> pl.Series:  # fmt: skip
-    """Each op's rule index, decided once per (name, which range conditions hold) and looked up per op.
+@dataclass(frozen=True)
+class RoleDecider:
+    """Rules decided over the names of a trace: each op's role from its name key and its range's name."""
+
+    table: pl.DataFrame  # role and family of rule i at row i, "other" at the last row
+    rules: list[RoleRule]  # the rules with a range condition
+    ranged: list[int]  # their indices among all rules
+    grid: pl.DataFrame | None = None  # the rule per (name key, range conditions met): see _grid
+    names: pl.DataFrame | None = None  # else per name: its conditions, decided per op by *decide*
+    decide: pl.Expr | None = None
+
+    def classify(self, ops: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
+        """Add ``role`` and ``family`` to *ops* (``name_key``, ``range_id``); *ranges*: ``range_id,
+        range_name`` of their ranges."""
+        if self.grid is not None:
+            rule = _rule_by_grid(ops, ranges, self.rules, self.grid)
+        else:  # many range rules: per-op columns by binary search over the small tables, in ops' order
+            assert self.names is not None and self.decide is not None
+            looked = [rows_at(self.names, "name_key", ops["name_key"])]
+            conds = ranges.select(
+                "range_id", *[_range_cond(r).alias(f"_rr{i}") for i, r in zip(self.ranged, self.rules, strict=True)]
+            )
+            looked.append(rows_at(conds, "range_id", ops["range_id"]))
+            rule = ops.hstack([c for f in looked for c in f.get_columns()]).select(self.decide).to_series()
+        return ops.hstack(self.table[rule].get_columns())
+
+
+def _grid(names: pl.DataFrame, ranged: list[int], decide: pl.Expr) -> pl.DataFrame:
+    """The rule index per (name, which range conditions hold) pair, keyed ``name_key × 2**k + bits``.
 
     An op's rule depends only on its name key and on which range rules' conditions its innermost range
     meets (k bits), so the rule expression runs over names × 2**k rows instead of over every op, and an
     op only gathers its range's bits and one rule index.
     """
-    combos = 1 << len(rules)
+    combos = 1 << len(ranged)
     bits = pl.DataFrame({"_bits": pl.int_range(combos, dtype=pl.Int64, eager=True)})
     grid = names.join(bits, how="cross").with_columns(
         ((pl.col("_bits") // (1 << j)) % 2 == 1).alias(f"_rr{i}") for j, i in enumerate(ranged)
     )
-    grid = grid.select((pl.col("name_key").cast(pl.Int64) * combos + pl.col("_bits")).alias("_code"), decide)
-    code = ops["name_key"].cast(pl.Int64) * combos
+    return grid.select((pl.col("name_key").cast(pl.Int64) * combos + pl.col("_bits")).alias("_code"), decide)
+
+
+def _rule_by_grid(ops: pl.DataFrame, ranges: pl.DataFrame, rules: list[RoleRule], grid: pl.DataFrame) -> pl.Series:
+    """Each op's rule index: its name key and its range's conditions met, looked up in the grid."""
+    code = ops["name_key"].cast(pl.Int64) * (1 << len(rules))
     if rules:
         met = ranges.select(
             "range_id",
@@ -187,7 +217,7 @@ def _first_rule(rules: Sequence[RoleRule], level: str) -> pl.Expr:
 _RULE_KEYS = {"role", "family", "pattern", "kinds", "range"}
 
 
-def _parse(text: str, origin: str) -> list[RoleRule]:
+def _parse(text: str, origin: str, *, check: bool = True) -> list[RoleRule]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -213,7 +243,7 @@ def _parse(text: str, origin: str) -> list[RoleRule]:
         if pattern is None and rng is None and not kinds:
             raise RulesError(f"{where}: needs at least one of pattern, range, kinds")
         for key, value in (("pattern", pattern), ("range", rng)):
-            if value is not None:
+            if value is not None and check:
                 _check_regex(value, f"{where} {key}")
         rules.append(RoleRule(role, str(item.get("family", role)), pattern, frozenset(kinds), rng, where))
     return rules

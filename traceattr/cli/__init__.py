@@ -8,6 +8,7 @@ exit status 2, never a traceback.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import logging
 import os
@@ -16,6 +17,10 @@ import sys
 import warnings
 from collections.abc import Iterable
 from typing import Any
+
+from traceattr.core.cpus import usable_cpus
+
+_POOL_THREADS = 4  # polars' threads at most (below)
 
 
 def _interrupted_while_starting(signum: int, _frame: object) -> None:
@@ -40,6 +45,15 @@ if _AS_PROGRAM:
     # --out` peaks 360 -> 330 MB on the nested trace with one arena, same CPU time). A value the user
     # set stays as it is.
     os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1")
+    # polars' pool: one thread per CPU by default, and its streaming sinks hold buffers per thread. On the
+    # 16-core H200 host (benchmarks/README.md) 4 threads against 16: `attribute --out` on the nested trace
+    # 307-329 MB against 535-537 MB at the same wall time; on the 1.25 M-kernel sweep 872-892 against 962-973
+    # MB for 10% more wall time (3.10 s against 2.81 s; nsys stats: 34 s). A value the user set stays.
+    os.environ.setdefault("POLARS_MAX_THREADS", str(min(usable_cpus(), _POOL_THREADS)))
+    # Importing typer, polars and a command's modules makes ~10^5 long-lived objects and no garbage
+    # cycles: the collector's passes over them cost 15-25 ms of every command. Off until the command's
+    # module is in, then those objects are frozen out of every later collection (_imports_done).
+    gc.disable()
 
 import typer  # noqa: E402
 from typer.core import TyperCommand, TyperGroup  # noqa: E402
@@ -96,8 +110,13 @@ class _LazyCommands(TyperGroup):
         name, command, rest = super().resolve_command(ctx, args)
         if isinstance(command, _Listed) and name is not None:
             command = self.commands[name] = load_command(name)
+            _imports_done()
         if command is not None:
             _plain_flag(command.get_help_option(ctx))
+            # its options' values converted without pydantic (~0.15 s of every command that runs)
+            from traceattr.cli.coercion import install
+
+            install(command)
         return name, command, rest
 
     def get_help_option(self, ctx: Context) -> Any:
@@ -115,6 +134,13 @@ def _plain_flag(option: Any) -> Any:
 
     option._runtime_param = PassThroughRuntimeParam(annotation=bool, parameter_info=descriptor.parameter_info)
     return option
+
+
+def _imports_done() -> None:
+    """The collector back on, for the command's own work, once the start-up's objects are frozen."""
+    if _AS_PROGRAM and not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 def load_command(name: str) -> Command:

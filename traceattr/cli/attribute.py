@@ -6,16 +6,15 @@ import sys
 import time
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import polars as pl
 import typer
 
 from traceattr import __version__
-from traceattr.attribution.engine import Attribution, RangeFilter, attribute
+from traceattr.attribution.engine import Attributing, Attribution, RangeFilter, attribute
 from traceattr.attribution.roles import RoleRules
 from traceattr.cli import app
-from traceattr.cli.many import attribute_many, exit_status
 from traceattr.cli.options import (
     DaskOpt,
     DomainOpt,
@@ -31,9 +30,12 @@ from traceattr.cli.options import (
 )
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import ResultSet
-from traceattr.jobs.many import Combined, Settings, across_reports, expand_inputs, write_combined
+from traceattr.jobs.many_inputs import expand_inputs  # jobs.many (pools, combining) only for several
 from traceattr.trace.inputs import resolve_trace
 from traceattr.trace.loader import load_trace
+
+if TYPE_CHECKING:
+    from traceattr.jobs.many import Combined, Settings
 
 MANIFEST = "attribution.json"  # names the set in --out DIR; see traceattr.core.output.ResultSet
 Format = Enum("Format", {f: f for f in ("table", "csv", "json", "parquet")}, type=str)  # type: ignore[misc]
@@ -80,6 +82,8 @@ def attribute_command(
     check_regex(match)
     paths = expand_inputs(traces)
     if len(paths) > 1:
+        from traceattr.jobs.many import Settings
+
         settings = Settings(mode.value, domain, match, str(rules) if rules else None)
         _attribute_many(paths, settings, out, fmt.value, limit, workers, dask, started, wide)
         return
@@ -100,19 +104,29 @@ def attribute_command(
     file_fmt = "csv" if fmt_value == "table" else fmt_value
     # opened before the work, so a --out that cannot be used is refused at once
     with ResultSet(out, command="attribute", manifest=MANIFEST, inputs=(paths[0], path)) as result:
-        att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
-        check_selected(att, domain, match)
+        run = Attributing(
+            load_trace(path),
+            mode=mode.value,
+            rules=role_rules,
+            select=RangeFilter(domain, match),
+            keep_calls=fmt_value == "table",
+        )
+        check_selected(run, domain, match)
+        shown = None
+        if fmt_value == "table":  # the terminal table after the files: the range table is held whole
+            shown = run.result(pl.concat(list(run.range_rows())))
+            ranges_file = result.table(shown.ranges, "ranges", file_fmt)
+        else:  # each window's range rows written as they are attributed, none held
+            ranges_file = result.table(run.ranges_lazy(), "ranges", file_fmt)
         manifest = {
-            "version": __version__, "input": str(path), "nsys_version": att.meta.nsys_version,
-            "schema_version": att.meta.schema_version, "engine": att.meta.engine, "mode": att.mode, "domain": domain, "match": match,
-            "rules": str(rules) if rules else None, "notes": list(att.notes),
+            "version": __version__, "input": str(path), "nsys_version": run.meta.nsys_version,
+            "schema_version": run.meta.schema_version, "engine": run.meta.engine, "mode": run.mode, "domain": domain,
+            "match": match, "rules": str(rules) if rules else None, "notes": list(run.notes),
         }  # fmt: skip
-        ranges_file = result.table(att.ranges, "ranges", file_fmt)
-        # the kernel table holds the ops, their placement and the range names; the trace's other frames and
-        # the range table go before it is written
-        kernels = att.ops_lazy()
-        shown = att if fmt_value == "table" else None
-        del att
+        # the kernel table holds the ops, their placement and the range names; the trace's other frames go
+        # before it is written
+        kernels = run.ops_lazy()
+        del run
         kernels_file = result.table(kernels, "kernels", file_fmt)
         result.write_manifest({
             **manifest, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
@@ -135,6 +149,9 @@ def _attribute_many(
     paths: list[Path], settings: Settings, out: Path | None, fmt: str, limit: int,
     workers: int | None, dask: str | None, started: float, wide: bool,
 ) -> None:  # fmt: skip
+    from traceattr.cli.many import attribute_many, exit_status
+    from traceattr.jobs.many import write_combined
+
     if out is None and fmt == "parquet":
         raise TraceattrError("--format parquet needs --out DIR")
     if out is None:
@@ -165,6 +182,7 @@ def _attribute_many(
 
 
 def _render_many(combined: Combined, limit: int, wide: bool) -> None:
+    from traceattr.jobs.many import across_reports
     from traceattr.present.console import console
     from traceattr.present.terminal import render_across, render_reports
 

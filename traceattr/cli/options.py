@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from traceattr.attribution.engine import MODES, Attribution
+from traceattr.attribution.engine import MODES, Attributing, Attribution
 from traceattr.core.callnames import check_regex as check_regex  # with the options it checks; defined in core
 from traceattr.core.callnames import checked_group
 from traceattr.core.errors import TraceattrError
@@ -73,7 +73,7 @@ def check_group(group: str | None) -> None:
         checked_group(group)
 
 
-def check_selected(att: Attribution, domain: str | None, match: str | None) -> None:
+def check_selected(att: Attribution | Attributing, domain: str | None, match: str | None) -> None:
     """One line, exit 2, when --domain/--match chose no range: an empty table would read as an answer, while
     ``[unattributed]`` holds every op."""
     if not att.selected or att.ranges["range_id"].is_not_null().any():
