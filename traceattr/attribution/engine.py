@@ -107,13 +107,14 @@ class Attributing:
             )
         self.ranges = ranges
         self.dedupe = trace.meta.duplicate_api_rows > 0
+        # the names first: their scratch reuses what the load freed, before the launches are held too
+        self.keys, self.names = name_keys(trace)
+        self.roles = self.rules.decider(self.names)  # the names' side of the rules, once for every window
         launches = launches_of(trace.gpu_ops, trace.api, repeated=self.dedupe)
         if not keep_calls:
             self.trace = trace = replace(trace, api=trace.api.clear())
         # a call logged twice can reach two chains of ranges: its ranges are no longer one subtree's ancestors
         self.subtree = mode == "nsys" and _SUBTREES and not self.dedupe and few_distinct(trace.gpu_ops)
-        self.keys, self.names = name_keys(trace)
-        self.roles = self.rules.decider(self.names)  # the names' side of the rules, once for every window
         self.roles_from = None
         if self.select.active and any(r.range is not None for r in self.rules.rules):
             # a range rule (the L2 flush's) reads the op's innermost range of the whole trace, not of the
