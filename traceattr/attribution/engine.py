@@ -43,14 +43,14 @@ from traceattr.attribution.launches import launches_of, locate
 from traceattr.attribution.names import name_keys
 from traceattr.attribution.pairs import pair_metrics
 from traceattr.attribution.placement import placement_of
-from traceattr.attribution.result import Attribution, python_source, range_table, wide_ops
+from traceattr.attribution.result import Attribution, OfTrace, python_source, range_table, wide_ops
 from traceattr.attribution.roles import RoleEnum, RoleRules
 from traceattr.attribution.selection import RangeFilter, usable_ranges, with_tree
 from traceattr.attribution.subtrees import few_distinct
 from traceattr.attribution.subtrees import subtree_metrics as _subtree_metrics  # a module global here: tests wrap it
 from traceattr.attribution.windows import WINDOW_OPS as WINDOW_OPS_DEFAULT
 from traceattr.attribution.windows import Window, launches_in, local, split
-from traceattr.trace.loader import Trace, TraceMeta
+from traceattr.trace.loader import Trace
 
 Mode = Literal["nsys", "innermost"]
 MODES: tuple[str, ...] = get_args(Mode)
@@ -76,7 +76,7 @@ def attribute(
     return run.result(ranges)
 
 
-class Attributing:
+class Attributing(OfTrace):
     """One attribution under way: prepared on the whole trace, then attributed window after window.
 
     :meth:`range_rows` yields the range table a window at a time (then the buckets); a writer can take
@@ -223,15 +223,6 @@ class Attributing:
             yield from rows
 
         return python_source(first.schema, frames)
-
-    @property
-    def selected(self) -> bool:
-        """Whether a domain or name filter chose the ranges."""
-        return self.select.active
-
-    @property
-    def meta(self) -> TraceMeta:
-        return self.trace.meta
 
     def result(self, ranges: pl.DataFrame) -> Attribution:
         """The attribution, with *ranges* the range table :meth:`range_rows` gave (all of it)."""

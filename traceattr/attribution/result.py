@@ -16,8 +16,25 @@ from traceattr.trace import schema as S
 from traceattr.trace.loader import Trace, TraceMeta
 
 
+class OfTrace:
+    """What an attribution, finished or under way, says of its trace: its meta, whether a filter chose
+    the ranges."""
+
+    trace: Trace
+    select: RangeFilter
+
+    @property
+    def selected(self) -> bool:
+        """Whether a domain or name filter chose the ranges."""
+        return self.select.active
+
+    @property
+    def meta(self) -> TraceMeta:
+        return self.trace.meta
+
+
 @dataclass(frozen=True)
-class Attribution:
+class Attribution(OfTrace):
     """The answer: one row per range (plus the buckets) and one row per GPU op.
 
     ``placement`` is the lean per-op result (role, innermost range, launch);
@@ -32,15 +49,6 @@ class Attribution:
     trace: Trace = field(repr=False)
     names: pl.DataFrame = field(repr=False)
     select: RangeFilter = field(default_factory=lambda: RangeFilter())
-
-    @property
-    def selected(self) -> bool:
-        """Whether a domain or name filter chose the ranges."""
-        return self.select.active
-
-    @property
-    def meta(self) -> TraceMeta:
-        return self.trace.meta
 
     def ops_lazy(self) -> pl.LazyFrame:
         named = self.ranges.filter(pl.col("range_id").is_not_null()).select("range_id", "name")
