@@ -49,7 +49,7 @@ from traceattr.attribution.selection import RangeFilter, usable_ranges, with_tre
 from traceattr.attribution.subtrees import few_distinct
 from traceattr.attribution.subtrees import subtree_metrics as _subtree_metrics  # a module global here: tests wrap it
 from traceattr.attribution.windows import WINDOW_OPS as WINDOW_OPS_DEFAULT
-from traceattr.attribution.windows import Window, launches_in, local, split
+from traceattr.attribution.windows import Planned, Window, launches_in, local, split
 from traceattr.trace.loader import Trace
 
 Mode = Literal["nsys", "innermost"]
@@ -137,7 +137,7 @@ class Attributing(OfTrace):
         if windowed:
             self.windows = split(ranges, launches, trace.gpu_ops.height, WINDOW_OPS)  # type: ignore[arg-type]
         else:
-            self.windows = [Window(0, ranges.height, None, None)]
+            self.windows = [Planned(0, ranges.height)]
         self.launches = launches
         self._placed: list[pl.DataFrame] = []
         self._empty: pl.DataFrame | None = None
@@ -146,7 +146,7 @@ class Attributing(OfTrace):
     def range_rows(self) -> Iterator[pl.DataFrame]:
         """The range table, a window's ranges at a time in the table's order, then the buckets."""
         while self.windows:
-            yield self._window(self.windows.pop(0))
+            yield self._window(self.windows.pop(0).window())
         del self.launches
         self.placement = pl.concat(self._placed)
         self._placed.clear()
