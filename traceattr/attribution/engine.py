@@ -61,7 +61,7 @@ _SUBTREES = True
 WINDOW_OPS: int | None = WINDOW_OPS_DEFAULT
 # traces with fewer ops attribute in one pass: a window costs ~20 ms of polars calls whatever its size
 # (nested trace, 300 k ops: +0.1 s of CPU in 5 windows), and below a million ops the whole pass holds
-# less than ~100 MB of intermediates. From a million ops windows pay (sweep, 1.25 M: 865 -> 720 MB).
+# less than ~100 MB of intermediates. From a million ops windows pay (sweep, 1.25 M, 4 threads: 865 -> 663 MB).
 WINDOWS_FROM = 1 << 20
 
 
