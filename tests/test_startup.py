@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import subprocess
 import sys
 
@@ -77,3 +78,38 @@ def test_one_trace_attribute_imports_neither_pydantic_nor_the_many_reports_machi
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
     assert out.split("\n")[:2] == ["[]", "True"], out
+
+
+def _allocator_settings(**env: str) -> list[str]:
+    """The jemalloc and pool settings polars sees in a `traceattr` process (after polars adds its own)."""
+    probe = (
+        "import os, sys\n"
+        "sys.argv = ['traceattr', 'attribute', '--help']\n"
+        "import traceattr.cli\n"
+        "import polars\n"
+        "print(os.environ['_RJEM_MALLOC_CONF'])\n"
+        "print(os.environ['POLARS_MAX_THREADS'])\n"
+    )
+    clean = {k: v for k, v in os.environ.items() if k not in ("_RJEM_MALLOC_CONF", "POLARS_MAX_THREADS")}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60,
+                          env={**clean, **env})  # fmt: skip
+    return done.stdout.split()
+
+
+def _last(conf: str, key: str) -> str | None:
+    """jemalloc reads its options left to right, a later value winning: the value *key* ends with."""
+    values = [item.split(":", 1)[1] for item in conf.split(",") if item.startswith(key + ":")]
+    return values[-1] if values else None
+
+
+def test_the_program_sets_the_allocator_polars_uses() -> None:
+    conf, threads = _allocator_settings()
+    assert _last(conf, "narenas") == "1"
+    assert _last(conf, "muzzy_decay_ms") == "0", conf  # after polars' own muzzy_decay_ms, so it wins
+    assert 1 <= int(threads) <= 4
+
+
+def test_settings_the_user_made_stay() -> None:
+    conf, threads = _allocator_settings(_RJEM_MALLOC_CONF="narenas:8", POLARS_MAX_THREADS="7")
+    assert _last(conf, "narenas") == "8" and _last(conf, "muzzy_decay_ms") != "0"
+    assert threads == "7"
