@@ -10,15 +10,18 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from traceattr.core.cpus import usable_cpus
+from traceattr.core.cpus import CPU_SHARE_ENV, usable_cpus
 from traceattr.core.errors import TraceattrError
 from traceattr.jobs.many_report import REPORT, ReportResult, attribute_report
 
 
 @contextlib.contextmanager
 def worker_threads(workers: int) -> Iterator[dict[str, str]]:
-    """POLARS_MAX_THREADS for worker processes (they read it at import), so N workers share the cores instead of each taking all."""
-    env = {"POLARS_MAX_THREADS": str(max(1, usable_cpus() // workers))}
+    """The environment of worker processes: N workers share the cores instead of each taking all, in
+    polars' pool (POLARS_MAX_THREADS, read at import) and in the reads (ADBC's threads, the sqlite3
+    fallback's processes: core.cpus.usable_cpus reads the share)."""
+    share = str(max(1, usable_cpus() // workers))
+    env = {"POLARS_MAX_THREADS": share, CPU_SHARE_ENV: share}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
