@@ -171,7 +171,7 @@ class Attributing(OfTrace):
         )
         metrics = pl.DataFrame(schema=METRICS_SCHEMA)
         if buckets.height:  # the facts of these ops only, numbered in their order (a launch's ops go together)
-            at = Window(0, 0, buckets["op_id"], None)
+            at = buckets["op_id"]
             facts = op_facts(local(self.trace.gpu_ops.select(_FACT_COLUMNS), at), local(placement, at))
             metrics = pair_metrics(
                 buckets.with_columns(pl.int_range(pl.len(), dtype=buckets.schema["op_id"]).alias("op_id")), facts
@@ -185,10 +185,12 @@ class Attributing(OfTrace):
         ranges = with_tree(ranges, index)
         if self._empty is None:
             self._empty = ranges.head(0)
-        ops = local(self.trace.gpu_ops.select(_FACT_COLUMNS), window)
+        ops = local(self.trace.gpu_ops.select(_FACT_COLUMNS), window.op_ids)
         launches = launches_in(self.launches, window)
         every, deepest = locate(index, launches, dedupe=self.dedupe, ancestors=self.mode == "nsys" and not self.subtree)
-        placement = placement_of(local(self.keys, window), launches, deepest, ranges, self.roles, self.roles_from)
+        placement = placement_of(
+            local(self.keys, window.op_ids), launches, deepest, ranges, self.roles, self.roles_from
+        )
         facts = op_facts(ops, placement)
         del ops, launches
         # laminar threads from subtrees (in the range table's order); every holds only the other threads' pairs

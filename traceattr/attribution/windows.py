@@ -101,9 +101,10 @@ def launches_in(launches: pl.DataFrame, window: Window) -> pl.DataFrame:
     return part.with_columns(at.alias("op_id"))
 
 
-def local(frame: pl.DataFrame, window: Window) -> pl.DataFrame:
-    """*frame* (one row per op, op_id == row) at the window's ops, op_id their position in the window."""
-    if window.op_ids is None:
+def local(frame: pl.DataFrame, op_ids: pl.Series | None) -> pl.DataFrame:
+    """*frame* (one row per op, op_id == row) at *op_ids* (a window's ops, ascending), op_id their position
+    among them; None: every op, as they are."""
+    if op_ids is None:
         return frame
-    rows = frame[window.op_ids]
+    rows = frame[op_ids]
     return rows.with_columns(pl.int_range(pl.len(), dtype=rows.schema["op_id"]).alias("op_id"))
