@@ -31,7 +31,6 @@ trace and contender), for a machine where only files come back (the H200 host).
 from __future__ import annotations
 
 import argparse
-import compileall
 import csv
 import json
 import os
@@ -44,6 +43,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bytecode import byte_compile  # beside this script
 
 HERE = Path(__file__).resolve().parent
 READ_SNIPPET = """
@@ -183,22 +184,6 @@ def machine(nsys: str | None) -> dict[str, object]:
         version = subprocess.run([nsys, "--version"], capture_output=True, text=True, check=False).stdout.strip()
         info["nsys"] = version.splitlines()[-1] if version else None
     return info
-
-
-def byte_compile(work: Path, baseline: Path | None) -> list[str]:
-    """Compile the traceattr package(s) the contenders import, as installing it does: with
-    PYTHONDONTWRITEBYTECODE set and a fresh checkout (a device machine's copy), every run would
-    otherwise compile ~40 modules from source, ~0.09 s of CPU that an installed traceattr never pays."""
-    probe = "import os, traceattr; print(os.path.dirname(traceattr.__file__))"
-    envs = [None, *([{**os.environ, "PYTHONPATH": str(baseline)}] if baseline is not None else [])]
-    folders: list[str] = []
-    for env in envs:
-        found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=work, env=env)
-        folder = found.stdout.strip()
-        if found.returncode == 0 and folder and folder not in folders:
-            compileall.compile_dir(folder, quiet=1)
-            folders.append(folder)
-    return folders
 
 
 def write_results(folder: Path, info: dict[str, object], results: list[dict]) -> None:

@@ -59,10 +59,12 @@ MODES: tuple[str, ...] = get_args(Mode)
 _SUBTREES = True
 # ops per time window (windows.WINDOW_OPS); None: the whole trace at once (tests set both ways)
 WINDOW_OPS: int | None = WINDOW_OPS_DEFAULT
-# traces with fewer ops attribute in one pass: a window costs ~20 ms of polars calls whatever its size
-# (nested trace, 300 k ops: +0.1 s of CPU in 5 windows), and below a million ops the whole pass holds
-# less than ~100 MB of intermediates. From a million ops windows pay (sweep, 1.25 M, 4 threads: 865 -> 663 MB).
-WINDOWS_FROM = 1 << 20
+# traces with fewer ops attribute in one pass: a window costs ~200 eager polars calls whatever its size
+# (20-80 ms), and below ~250 k ops the whole pass holds less than ~70 MB of intermediates. From there
+# windows pay. Nested trace (300 k ops, 5 windows), H200 host, 4 threads: 305-310 -> 272-276 MB (nsys
+# stats: 284 MB) for 1.46-1.52 -> 1.56-1.67 s; 2 cores: 258-279 -> 237-242 MB at the same wall (noise
+# 2.75-3.66 s). Sweep (1.25 M ops, 19 windows), 2 cores: 752-767 -> 629-638 MB for 7.45 -> 8.10 s.
+WINDOWS_FROM = 1 << 18
 
 
 def attribute(

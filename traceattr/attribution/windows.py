@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-# ops per window: the intermediates of one window are a few MB; its polars calls cost ~20 ms whatever
-# its size, which is why the engine windows only traces of a million ops or more (engine.WINDOWS_FROM)
+# ops per window: the intermediates of one window are a few MB; its polars calls cost 20-80 ms whatever
+# its size, which is why the engine windows only traces of ~250 k ops or more (engine.WINDOWS_FROM)
 WINDOW_OPS = 1 << 16
 
 
