@@ -10,8 +10,10 @@ load of a shared machine hits all of them alike; the 1-minute load average is re
 
 * read:  the tables traceattr needs (kernels, runtime, NVTX, StringIds) read whole (``SELECT *``) into
   polars, one ADBC read per table, the fastest plain reader we know;
-* traceattr: ``traceattr attribute TRACE --out DIR --format parquet``, the whole job: load, attribute in
-  nsys mode, write ranges and kernels;
+* traceattr: ``traceattr attribute TRACE --out DIR --format csv``, the whole job: load, attribute in
+  nsys mode, write ranges and kernels; csv as nsys writes it, and as issue 20 measures it (``--format
+  parquet`` to time that writer: it holds a 64 k-row group of every column while it encodes, ~20 MB more
+  on the nested trace);
 * sqlite3: the same command as on a machine without ADBC (its modules made unimportable): the loader's
   fallback through Python's ``sqlite3``, reading in worker processes; its workers' own peak RSS is
   recorded too (``workers_rss``);
@@ -104,10 +106,10 @@ def measure(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None
 
 
 def contenders(
-    trace: Path, work: Path, nsys: str | None, skip: set[str], baseline: Path | None
+    trace: Path, work: Path, nsys: str | None, skip: set[str], baseline: Path | None, fmt: str = "csv"
 ) -> dict[str, tuple[list[str], dict[str, str] | None]]:
     """name: (argv, environment) of each contender, in the order they run."""
-    out = ["--out", str(work / "out"), "--format", "parquet"]
+    out = ["--out", str(work / "out"), "--format", fmt]
     command = [sys.executable, "-m", "traceattr", "attribute", str(trace), *out]
     runs: dict[str, tuple[list[str], dict[str, str] | None]] = {
         "read": ([sys.executable, "-c", READ_SNIPPET, str(trace)], None),
@@ -126,8 +128,10 @@ def contenders(
     return {k: v for k, v in runs.items() if k not in skip}
 
 
-def bench(trace: Path, work: Path, repeat: int, nsys: str | None, skip: set[str], baseline: Path | None) -> dict:
-    plan = contenders(trace, work, nsys, skip, baseline)
+def bench(
+    trace: Path, work: Path, repeat: int, nsys: str | None, skip: set[str], baseline: Path | None, fmt: str = "csv"
+) -> dict:
+    plan = contenders(trace, work, nsys, skip, baseline, fmt)
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in plan}
     for _ in range(repeat):
         for name, (argv, env) in plan.items():
@@ -217,6 +221,7 @@ def main() -> None:
     ap.add_argument("--nsys", default=os.environ.get("TRACEATTR_NSYS") or shutil.which("nsys"), help="nsys binary")
     ap.add_argument("--skip", action="append", default=[], choices=("read", "traceattr", "sqlite3", "sqlite3-1", "nsys"),
                     help="leave a contender out")  # fmt: skip
+    ap.add_argument("--format", choices=("csv", "parquet"), default="csv", help="traceattr's output format")
     ap.add_argument("--baseline", type=Path, metavar="TREE", help="also time the traceattr checkout in TREE")
     ap.add_argument("--out", type=Path, metavar="DIR", help="write bench.json, runs.csv and summary.csv here")
     ap.add_argument("--json", type=Path, help="also write every measurement here")
@@ -239,11 +244,14 @@ def main() -> None:
         )
     info = machine(args.nsys if "nsys" not in args.skip else None)
     info["byte_compiled"] = byte_compile(work, args.baseline)
+    info["format"] = args.format
     print(json.dumps(info))
     results = []
     try:
         for trace in traces:
-            results.append(bench(trace.resolve(), work, args.repeat, args.nsys, set(args.skip), args.baseline))
+            results.append(
+                bench(trace.resolve(), work, args.repeat, args.nsys, set(args.skip), args.baseline, args.format)
+            )
             report(results[-1])
             if args.out:  # after each trace: a run cut short still leaves what it measured
                 write_results(args.out, info, results)
