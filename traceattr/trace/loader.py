@@ -379,7 +379,14 @@ def _repeated_calls(api: pl.DataFrame) -> int:
 
 
 def _concat(parts: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
-    return pl.concat(parts, how="vertical", rechunk=False) if parts else pl.DataFrame(schema=dict(schema))
+    """The read chunks of a table as one frame; a column that holds no value at all becomes a single
+    NULL broadcast over the rows (polars keeps one value, not a buffer and mask per row: the sweep's
+    graph node ids, end threads and payloads are 26 MB of NULLs read)."""
+    if not parts:
+        return pl.DataFrame(schema=dict(schema))
+    frame = pl.concat(parts, how="vertical", rechunk=False)
+    empty = [c for c in frame.columns if frame.height and frame[c].null_count() == frame.height]
+    return frame.with_columns(pl.lit(None, frame.schema[c]).alias(c) for c in empty) if empty else frame
 
 
 def load_trace(path: str | Path, engine: str = "auto") -> Trace:
