@@ -46,8 +46,8 @@ if _AS_PROGRAM:
     # polars lets freed pages turn "muzzy" (MADV_FREE) after 0.5 s and keeps them so for 1 s more (1.28:
     # for ever), all the while counted in the resident set; at 0 they are given back when they would turn
     # muzzy (2 cores, 3 runs each: nested 287 -> 267 MB, sweep 648 -> 627 MB, the same wall time).
-    # dirty_decay_ms:0 would give back 30 MB more on the nested trace, but refaulting the pages costs
-    # +0.4 s of system time there. A value the user set stays as it is.
+    # dirty_decay_ms:0 would give back 10 MB more on the nested trace (in windows; 22 MB in one pass), but
+    # refaulting the pages costs +0.4-0.6 s of system time there. A value the user set stays as it is.
     os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1,muzzy_decay_ms:0")
     # polars' pool: one thread per CPU by default, and its streaming sinks hold buffers per thread. On the
     # 16-core H200 host (benchmarks/README.md) 4 threads against 16: `attribute --out` on the nested trace
