@@ -10,18 +10,18 @@ from pathlib import Path
 
 from traceattr.core.errors import TraceattrError, TraceNote
 from traceattr.core.runfolder import TRACE as RUN_TRACE
+from traceattr.trace.nsys import REPORT_SUFFIXES, is_arrow_export
 
 _EXPORT_SUFFIXES = (".sqlite", ".db")
-_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 _GLOB_CHARS = frozenset("*?[")
 
 
 def expand_inputs(args: Sequence[str | Path]) -> list[Path]:
     """The reports behind what the user named: files, folders and glob patterns.
 
-    A folder is a `traceattr profile` run folder (it holds ``trace.sqlite``) or
+    A folder is a `traceattr profile` run folder (it holds ``trace.sqlite``), an nsys Arrow export, or
     a folder of reports: its ``*.sqlite`` exports, its ``*.nsys-rep`` reports
-    that have no export beside them, and its run folders. A pattern that
+    that have no export beside them, its run folders and its Arrow exports. A pattern that
     matches nothing is an error; a path that does not exist is kept, to fail
     alone with its reason.
     """
@@ -29,7 +29,7 @@ def expand_inputs(args: Sequence[str | Path]) -> list[Path]:
     for arg in args:
         p = Path(arg)
         if p.is_dir():
-            found.extend([p] if (p / RUN_TRACE).is_file() else _reports_in(p))
+            found.extend([p] if (p / RUN_TRACE).is_file() or is_arrow_export(p) else _reports_in(p))
         elif not p.exists() and _GLOB_CHARS & set(str(arg)):
             hits = sorted(glob.glob(str(arg)))
             if not hits:
@@ -80,12 +80,12 @@ def _reports_in(folder: Path) -> list[Path]:
     children = sorted(folder.iterdir())
     exports = [c for c in children if c.suffix in _EXPORT_SUFFIXES and c.is_file() and ".partial" not in c.name]
     stems = {c.stem for c in exports}
-    reports = [c for c in children if c.suffix in _REPORT_SUFFIXES and c.is_file() and c.stem not in stems]
-    runs = [c for c in children if c.is_dir() and (c / RUN_TRACE).is_file()]
+    reports = [c for c in children if c.suffix in REPORT_SUFFIXES and c.is_file() and c.stem not in stems]
+    runs = [c for c in children if c.is_dir() and ((c / RUN_TRACE).is_file() or is_arrow_export(c))]
     hits = sorted([*exports, *reports, *runs])
     if not hits:
         raise TraceattrError(
-            f"{folder}: is a directory without nsys exports (.sqlite), reports (.nsys-rep) or run folders"
+            f"{folder}: is a directory without nsys exports (.sqlite, Arrow folders), reports (.nsys-rep) or run folders"
         )
     return hits
 

@@ -1,6 +1,7 @@
-"""Load an nsys SQLite export into typed polars frames (:class:`Trace`).
+"""Load an nsys export (SQLite, or an Arrow folder) into typed polars frames (:class:`Trace`).
 
-Each table is declared with the columns traceattr needs; a column that an
+Both readers hand over the same frames (:mod:`traceattr.trace.arrow_source` says why they can); an
+``.nsys-rep`` is exported first (:func:`load_report`). Each table is declared with the columns traceattr needs; a column that an
 older schema lacks is read as NULL, a table that is absent becomes an empty
 typed frame plus a note (nsys exports lazily: no NVTX → no NVTX_EVENTS).
 """
@@ -8,15 +9,18 @@ typed frame plus a note (nsys exports lazily: no NVTX → no NVTX_EVENTS).
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
-from traceattr.core.errors import NoDataError, TraceError
+from traceattr.core.errors import NoDataError, TraceattrError, TraceError
 from traceattr.core.keys import gather_by_key, rows_at
 from traceattr.trace import schema as S
+from traceattr.trace.arrow_source import ArrowSource, read_frames
+from traceattr.trace.nsys import REPORT_SUFFIXES, is_arrow_export
 from traceattr.trace.sqlite_source import Query, SqliteSource
 from traceattr.trace.validate import (
     MAX_MEMORY_BANDWIDTH,
@@ -25,6 +29,8 @@ from traceattr.trace.validate import (
     shorten_long_names,
     validate,
 )
+
+REPORT_EXPORT_ENV = "TRACEATTR_REPORT_EXPORT"
 
 
 @dataclass(frozen=True)
@@ -104,36 +110,6 @@ def _with_nulls(frame: pl.DataFrame, schema: Mapping[str, pl.DataType]) -> pl.Da
     return frame.with_columns(absent).select(list(schema))
 
 
-_OP_SOURCES: dict[str, tuple[str, dict[str, str]]] = {
-    # table: (kind, {our column: nsys column}); columns not listed are NULL
-    S.KERNEL: ("kernel", {
-        "start": "start", "end": "end", "device_id": "deviceId", "context_id": "contextId",
-        "stream_id": "streamId", "correlation_id": "correlationId", "global_pid": "globalPid",
-        "name_id": "demangledName", "short_name_id": "shortName", "mangled_name_id": "mangledName",
-        "grid_x": "gridX", "grid_y": "gridY", "grid_z": "gridZ",
-        "block_x": "blockX", "block_y": "blockY", "block_z": "blockZ",
-        "registers_per_thread": "registersPerThread", "static_smem": "staticSharedMemory",
-        "dynamic_smem": "dynamicSharedMemory", "graph_node_id": "graphNodeId", "graph_id": "graphId",
-    }),
-    S.MEMCPY: ("memcpy", {
-        "start": "start", "end": "end", "device_id": "deviceId", "context_id": "contextId",
-        "stream_id": "streamId", "correlation_id": "correlationId", "global_pid": "globalPid",
-        "bytes": "bytes", "copy_kind": "copyKind", "graph_node_id": "graphNodeId",
-    }),
-    S.MEMSET: ("memset", {
-        "start": "start", "end": "end", "device_id": "deviceId", "context_id": "contextId",
-        "stream_id": "streamId", "correlation_id": "correlationId", "global_pid": "globalPid",
-        "bytes": "bytes", "graph_node_id": "graphNodeId",
-    }),
-    S.GRAPH_TRACE: ("graph", {
-        "start": "start", "end": "end", "device_id": "deviceId", "context_id": "contextId",
-        "stream_id": "streamId", "correlation_id": "correlationId", "global_pid": "globalPid",
-        "graph_id": "graphId",
-    }),
-}  # fmt: skip
-_OP_READ_SCHEMA = {k: v for k, v in S.GPU_OPS_SCHEMA.items() if k not in ("op_id", "kind")}
-
-
 def _chunked_queries(
     src: SqliteSource, table: str, columns: Mapping[str, str], schema: Mapping[str, pl.DataType]
 ) -> list[Query]:
@@ -147,17 +123,11 @@ def _chunked_queries(
     ]
 
 
-_API_COLUMNS = {
-    "start": "start", "end": "end", "global_tid": "globalTid", "correlation_id": "correlationId", "name_id": "nameId",
-}  # fmt: skip
-_API_READ_SCHEMA = {k: v for k, v in S.API_SCHEMA.items() if k != "api_id"}
-
-
 def _strings_query() -> Query:
     return Query(
         f'SELECT id, CAST(value AS BLOB) FROM "{S.STRINGS}" WHERE value IS NOT NULL',
-        {"id": pl.Int64, "value": pl.String},
-        "reading StringIds",
+        S.STRINGS_READ_SCHEMA,
+        f"reading {S.STRINGS}",
         text=True,
     )
 
@@ -174,40 +144,34 @@ def _nvtx_queries(src: SqliteSource) -> _NvtxQueries:
     """Ranges, marks and DomainCreate rows as separate reads: filtering in SQL
     spares a copy of a million-row frame per filter."""
     col = lambda c, a: _col(src, S.NVTX, c, a)  # noqa: E731
-    payload = [c for c in ("int64Value", "uint64Value", "int32Value", "uint32Value") if src.has_column(S.NVTX, c)]
+    payload = [c for c in S.NVTX_PAYLOAD_COLUMNS if src.has_column(S.NVTX, c)]
     payload_sql = f"COALESCE({', '.join(payload)})" if len(payload) > 1 else (payload[0] if payload else "NULL")
     range_types = ", ".join(map(str, S.RANGE_EVENT_TYPES))
     # style, pid and tid are derived in polars (:func:`_ranges_and_marks`): computed in SQL they were
     # three more values per row to fetch, the costly part of a read. end stays NULL for an unclosed range
-    range_cols = (
-        f"rowid, eventType, start, end, {col('globalTid', 'global_tid')}, {col('endGlobalTid', 'end_global_tid')}, "
-        f"{col('textId', 'text_id')}, {col('domainId', 'domain_id')}, {payload_sql} AS payload"
-    )
-    range_schema = {
-        "range_id": pl.Int64, "event_type": pl.Int32, "start": pl.Int64, "end": pl.Int64, "global_tid": pl.Int64,
-        "end_global_tid": pl.Int64, "text_id": pl.Int64, "domain_id": pl.Int32, "payload": pl.Int64,
-    }  # fmt: skip
+    taken = ", ".join(col(c, a) for a, c in S.NVTX_RANGE_COLUMNS.items())
+    range_cols = f"rowid, eventType, {taken}, {payload_sql} AS payload"
     ranges = [
         Query(f'SELECT {range_cols} FROM "{S.NVTX}" WHERE eventType IN ({range_types}) AND {chunk}',
-              range_schema, "reading NVTX ranges", rows=rows)
+              S.NVTX_RANGE_READ_SCHEMA, "reading NVTX ranges", rows=rows)
         for chunk, rows in src.row_chunks(S.NVTX)
     ]  # fmt: skip
     marks = Query(
         f"SELECT rowid, start, {col('globalTid', 'global_tid')}, {col('textId', 'text_id')}, "
         f'{col("domainId", "domain_id")} FROM "{S.NVTX}" WHERE eventType = {S.NVTX_MARK}',
-        {"mark_id": pl.Int64, "time": pl.Int64, "global_tid": pl.Int64, "text_id": pl.Int64, "domain_id": pl.Int32},
+        S.NVTX_MARK_READ_SCHEMA,
         "reading NVTX marks",
     )
     domains = Query(
         f"SELECT rowid, start, {col('globalTid', 'global_tid')}, {col('domainId', 'domain_id')} "
         f'FROM "{S.NVTX}" WHERE eventType = {S.NVTX_DOMAIN_CREATE}',
-        {"row": pl.Int64, "start": pl.Int64, "global_tid": pl.Int64, "domain_id": pl.Int32},
+        S.NVTX_DOMAIN_READ_SCHEMA,
         "reading NVTX domains",
     )
-    types = ", ".join(map(str, (*S.RANGE_EVENT_TYPES, S.NVTX_MARK, S.NVTX_DOMAIN_CREATE)))
+    types = ", ".join(map(str, S.NVTX_TEXT_EVENT_TYPES))
     text = Query(
         f'SELECT rowid, CAST(text AS BLOB) FROM "{S.NVTX}" WHERE text IS NOT NULL AND eventType IN ({types})',
-        {"row": pl.Int64, "text": pl.String},
+        S.NVTX_TEXT_READ_SCHEMA,
         "reading NVTX text",
         text=True,
     )
@@ -310,14 +274,13 @@ def _whole(value: object) -> int | None:
     return None
 
 
-def _read_devices(src: SqliteSource) -> tuple[pl.DataFrame, list[str]]:
+def _read_devices(src: SqliteSource | ArrowSource) -> tuple[pl.DataFrame, list[str]]:
     """One row per GPU, and notes on what TARGET_INFO_GPU holds that no GPU can have: such a value is
     read as unknown (the GPU facts only label and scale, so the export is still usable)."""
     if not src.has(S.GPU_INFO):
         return pl.DataFrame(schema=S.DEVICES_SCHEMA), []
     cols = [*_GPU_NUMBERS, ("name", "name"), ("chipName", "chip"), ("busLocation", "bus")]
-    sql = f'SELECT {", ".join(_col(src, S.GPU_INFO, c, a) for c, a in cols)} FROM "{S.GPU_INFO}"'
-    rows = src.scalar_rows(sql, "reading TARGET_INFO_GPU")  # a few rows: checked value by value
+    rows = src.rows(S.GPU_INFO, [c for c, _ in cols], f"reading {S.GPU_INFO}")  # a few rows: checked value by value
     notes: list[str] = []
     columns: dict[str, list[object]] = {}
     for i, (nsys_column, column) in enumerate(_GPU_NUMBERS):
@@ -351,10 +314,10 @@ def _read_devices(src: SqliteSource) -> tuple[pl.DataFrame, list[str]]:
     return df.unique("device_id", keep="first").sort("device_id"), notes
 
 
-def _read_key_values(src: SqliteSource, table: str) -> dict[str, str]:
+def _read_key_values(src: SqliteSource | ArrowSource, table: str) -> dict[str, str]:
     if not src.has(table):
         return {}
-    rows = src.scalar_rows(f'SELECT name, value FROM "{table}"', f"reading {table}")
+    rows = src.rows(table, ["name", "value"], f"reading {table}")
     return {str(k): "" if v is None else str(v) for k, v in rows}
 
 
@@ -389,20 +352,58 @@ def _concat(parts: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl.
     return frame.with_columns(pl.lit(None, frame.schema[c]).alias(c) for c in empty) if empty else frame
 
 
-def load_trace(path: str | Path, engine: str = "auto") -> Trace:
-    """Read *path* (an nsys SQLite export) without modifying it.
+def load_trace(path: str | Path, engine: str = "auto", *, shown_as: str | Path | None = None) -> Trace:
+    """Read *path* without modifying it: an nsys SQLite export, an nsys Arrow export folder
+    (``nsys export --type arrowdir``), or an ``.nsys-rep`` report, exported first (:func:`load_report`).
 
-    Raises :class:`TraceError` for anything that is not a usable export,
-    :class:`NoDataError` for an export with no GPU work at all.
+    *engine* picks the SQLite reader (:class:`SqliteSource`); *shown_as* is the name an Arrow folder's
+    trace carries (the report it came from). Raises :class:`TraceError` for anything that is not a
+    usable export, :class:`NoDataError` for an export with no GPU work at all.
     """
-    src = SqliteSource(path, engine)
+    p = Path(path)
+    if p.suffix in REPORT_SUFFIXES and not p.is_dir():
+        return load_report(p, engine)
+    src: SqliteSource | ArrowSource = ArrowSource(p, shown_as) if is_arrow_export(p) else SqliteSource(p, engine)
     try:
         return _load(src)
     finally:
         src.close()
 
 
-def _load(src: SqliteSource) -> Trace:
+def load_report(report: Path, engine: str = "auto") -> Trace:
+    """An ``.nsys-rep`` read through a temporary Arrow export of the tables the loader reads: export and
+    read together take about half the time of the SQLite export alone (benchmarks/README.md). Through
+    an SQLite export instead (kept beside the report, :func:`~traceattr.trace.nsys.export_sqlite`) when
+    a fresh one is there already, when nsys cannot write Arrow, or when ``TRACEATTR_REPORT_EXPORT=sqlite``."""
+    from traceattr.trace import nsys
+
+    fresh = nsys.fresh_sqlite_export(report)
+    if fresh is None and report_export() == "arrow":
+        with nsys.arrow_export(report) as folder:
+            if folder is not None:
+                trace = load_trace(folder, shown_as=report)
+                if trace.meta.graph_trace_mode is not None or not _graph_mode_decides(trace.meta):
+                    return trace
+    return load_trace(fresh or nsys.export_sqlite(report), engine)
+
+
+def _graph_mode_decides(meta: TraceMeta) -> bool:
+    """Whether the capture's CUDA graph mode, which an Arrow export lacks (nsys 2023.4 writes no
+    META_DATA_CAPTURE there), changes what the trace says: graph launches whose kernels name no graph
+    node, without whole-graph records, are hidden kernels only if the graphs were traced whole. Old
+    exports only; the SQLite export has the mode."""
+    return meta.graph_launches > 0 and meta.graph_node_ops == 0 and meta.graph_trace_rows == 0
+
+
+def report_export() -> str:
+    """How a report is exported for reading: ``arrow`` (the default) or ``sqlite`` (``TRACEATTR_REPORT_EXPORT``)."""
+    chosen = os.environ.get(REPORT_EXPORT_ENV, "").strip().lower() or "arrow"
+    if chosen not in ("arrow", "sqlite"):
+        raise TraceattrError(f"{REPORT_EXPORT_ENV}={chosen!r}: expected arrow or sqlite")
+    return chosen
+
+
+def _load(src: SqliteSource | ArrowSource) -> Trace:
     op_tables = _op_tables(src)
     strings, gpu_ops, api, nvtx_frames = _read(src, op_tables)
     ranges, marks, notes = _labelled_nvtx(src.path, nvtx_frames, gpu_ops, api, strings)
@@ -420,14 +421,14 @@ def _load(src: SqliteSource) -> Trace:
     return Trace(meta, gpu_ops, api, ranges, marks, strings, devices)
 
 
-def _op_tables(src: SqliteSource) -> list[str]:
+def _op_tables(src: SqliteSource | ArrowSource) -> list[str]:
     """The GPU-op tables of an nsys export; refuses anything else, and an export with no GPU work."""
     path = src.path
     if not src.tables:
         raise TraceError(path, "is an empty SQLite database, not an nsys export")
     if not src.has(S.STRINGS):
         raise TraceError(path, "is not an nsys export (no StringIds table)")
-    op_tables = [t for t in _OP_SOURCES if src.has(t)]
+    op_tables = [t for t in S.OP_SOURCES if src.has(t)]
     if not op_tables and not src.has(S.RUNTIME):
         raise NoDataError(
             path, "holds no CUDA trace (no CUPTI_ACTIVITY_KIND_* tables); capture with nsys profile -t cuda,nvtx"
@@ -438,24 +439,22 @@ def _op_tables(src: SqliteSource) -> list[str]:
 
 
 def _read(
-    src: SqliteSource, op_tables: list[str]
+    src: SqliteSource | ArrowSource, op_tables: list[str]
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, tuple[pl.DataFrame, ...] | None]:
     """strings, GPU ops, runtime calls, and the NVTX frames as read (ranges, marks, DomainCreate rows,
-    text; None without an NVTX table): one batch of reads, run in parallel, big tables in rowid chunks."""
-    op_queries = {t: _chunked_queries(src, t, _OP_SOURCES[t][1], _OP_READ_SCHEMA) for t in op_tables}
-    api_queries = _chunked_queries(src, S.RUNTIME, _API_COLUMNS, _API_READ_SCHEMA) if src.has(S.RUNTIME) else []
-    nvtx = _nvtx_queries(src) if src.has(S.NVTX) else None
-    nvtx_batch = [*nvtx.ranges, nvtx.marks, nvtx.domains, nvtx.text] if nvtx else []
-    batch = [_strings_query(), *api_queries, *nvtx_batch, *(q for qs in op_queries.values() for q in qs)]
-    frames = iter(src.read_all(batch))
-    strings = next(frames)
-    api = _with_nulls(_concat([next(frames) for _ in api_queries], _API_READ_SCHEMA), _API_READ_SCHEMA)
-    nvtx_frames = [next(frames) for _ in nvtx_batch]
+    text; None without an NVTX table), from either kind of export."""
+    if isinstance(src, ArrowSource):
+        read = read_frames(src, op_tables)
+        strings, nvtx_frames = read.strings, read.nvtx
+        api_parts, op_parts = [read.api] if read.api is not None else [], {t: [f] for t, f in read.ops.items()}
+    else:
+        strings, api_parts, op_parts, nvtx_frames = _read_sqlite(src, op_tables)
+    api = _with_nulls(_concat(api_parts, S.API_READ_SCHEMA), S.API_READ_SCHEMA)
     parts = [
-        _with_nulls(_concat([next(frames) for _ in qs], _OP_READ_SCHEMA), _OP_READ_SCHEMA).with_columns(
-            pl.lit(_OP_SOURCES[t][0], S.OpKind).alias("kind")
+        _with_nulls(_concat(frames, S.OP_READ_SCHEMA), S.OP_READ_SCHEMA).with_columns(
+            pl.lit(S.OP_SOURCES[t][0], S.OpKind).alias("kind")
         )
-        for t, qs in op_queries.items()
+        for t, frames in op_parts.items()
     ]
     gpu_ops = (
         pl.concat(parts, how="vertical", rechunk=False)
@@ -464,11 +463,32 @@ def _read(
         .select(list(S.GPU_OPS_SCHEMA))
     )
     api = api.with_row_index("api_id").with_columns(pl.col("api_id").cast(pl.Int64)).select(list(S.API_SCHEMA))
-    if nvtx is None:
+    if nvtx_frames is None:
         return strings, gpu_ops, api, None
+    ranges, *rest = nvtx_frames
+    return strings, gpu_ops, api, (_concat([ranges], S.NVTX_RANGE_READ_SCHEMA), *rest)
+
+
+def _read_sqlite(
+    src: SqliteSource, op_tables: list[str]
+) -> tuple[pl.DataFrame, list[pl.DataFrame], dict[str, list[pl.DataFrame]], tuple[pl.DataFrame, ...] | None]:
+    """One batch of reads, run in parallel, big tables in rowid chunks: strings, the runtime table's
+    chunks, each op table's chunks, and the NVTX frames (the ranges' chunks concatenated)."""
+    op_queries = {t: _chunked_queries(src, t, S.OP_SOURCES[t][1], S.OP_READ_SCHEMA) for t in op_tables}
+    api_queries = _chunked_queries(src, S.RUNTIME, S.API_COLUMNS, S.API_READ_SCHEMA) if src.has(S.RUNTIME) else []
+    nvtx = _nvtx_queries(src) if src.has(S.NVTX) else None
+    nvtx_batch = [*nvtx.ranges, nvtx.marks, nvtx.domains, nvtx.text] if nvtx else []
+    batch = [_strings_query(), *api_queries, *nvtx_batch, *(q for qs in op_queries.values() for q in qs)]
+    frames = iter(src.read_all(batch))
+    strings = next(frames)
+    api_parts = [next(frames) for _ in api_queries]
+    nvtx_frames = [next(frames) for _ in nvtx_batch]
+    op_parts = {t: [next(frames) for _ in qs] for t, qs in op_queries.items()}
+    if nvtx is None:
+        return strings, api_parts, op_parts, None
     n = len(nvtx.ranges)
-    ranges = _concat(nvtx_frames[:n], nvtx.ranges[0].schema)
-    return strings, gpu_ops, api, (ranges, *nvtx_frames[n:])
+    ranges = pl.concat(nvtx_frames[:n], how="vertical", rechunk=False)
+    return strings, api_parts, op_parts, (ranges, *nvtx_frames[n:])
 
 
 def _labelled_nvtx(
@@ -495,7 +515,7 @@ def _labelled_nvtx(
 
 
 def _meta(
-    src: SqliteSource, gpu_ops: pl.DataFrame, api: pl.DataFrame, strings: pl.DataFrame, notes: list[str]
+    src: SqliteSource | ArrowSource, gpu_ops: pl.DataFrame, api: pl.DataFrame, strings: pl.DataFrame, notes: list[str]
 ) -> TraceMeta:
     """What the export says about itself (versions, capture options, graph tracing), with *notes* and
     what loading noticed appended to them."""

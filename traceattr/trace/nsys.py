@@ -9,18 +9,22 @@ are argument lists, never shell strings.
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import shutil
 import subprocess
 import tempfile
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from traceattr.core.errors import NsysError
 
 ENV_VAR = "TRACEATTR_NSYS"
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")  # nsys reports (.qdrep: before 2021.4), read through an export
+ARROW_SUFFIX = ".arrow"  # ``--type arrowdir``: a folder of ``<table>.arrow`` IPC streams
 _STANDARD_GLOBS = (
     "/opt/nvidia/nsight-systems/*/bin/nsys",
     "/opt/nvidia/nsight-systems/*/target-linux-x64/nsys",
@@ -64,6 +68,12 @@ def run(argv: Sequence[str], *, what: str, timeout: float | None = None, cwd: st
     return proc.stdout
 
 
+_NO_NSYS = (
+    "is an nsys report and no nsys was found to export it; set {env}, or run "
+    "`nsys export --type sqlite {report}` and pass the .sqlite"
+)
+_log = logging.getLogger("traceattr")
+
 # tables every nsys SQLite export has, whatever its version (2022.2 → 2026.2)
 _EXPORT_TABLES = ("StringIds", "TARGET_INFO_SESSION_START_TIME")
 
@@ -76,7 +86,7 @@ def _not_an_export(path: Path) -> str | None:
         with path.open("rb") as fh:
             if fh.read(16) != b"SQLite format 3\x00":
                 return f"wrote no SQLite file ({path.name})"
-        con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
             names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         finally:
@@ -105,9 +115,8 @@ def export_sqlite(report: Path, sqlite: Path | None = None) -> Path:
 
     if not report.is_file():
         raise TraceError(report, "no such file")
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(report.stat().st_mtime))
     first = sqlite or report.with_suffix(".sqlite")
-    candidates = [first, first.with_name(f"{first.stem}.{stamp}.sqlite")]
+    candidates = _export_names(report, first)
     fresh = _reusable(candidates, report)
     if fresh is not None:
         return fresh
@@ -123,11 +132,7 @@ def export_sqlite(report: Path, sqlite: Path | None = None) -> Path:
                                  "move one away to export again")  # fmt: skip
     nsys = find_nsys()
     if nsys is None:
-        raise TraceError(
-            report,
-            f"is an nsys report and no nsys was found to export it; set {ENV_VAR}, or run "
-            f"`nsys export --type sqlite {report}` and pass the .sqlite",
-        )
+        raise TraceError(report, _NO_NSYS.format(env=ENV_VAR, report=report))
     from traceattr.core.output import PARTIAL, interrupts_deferred, partial_prefix, remove_stale_partials
 
     try:
@@ -164,6 +169,61 @@ def export_sqlite(report: Path, sqlite: Path | None = None) -> Path:
         )  # fmt: skip
         warnings.warn(TraceNote(f"{first} {why}; exported to {target}"), stacklevel=2)
     return target
+
+
+def _export_names(report: Path, first: Path) -> list[Path]:
+    """Where an SQLite export of *report* is looked for and written: *first*, then a name with the
+    report's time, for when *first* is an older export left as it is."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(report.stat().st_mtime))
+    return [first, first.with_name(f"{first.stem}.{stamp}.sqlite")]
+
+
+def fresh_sqlite_export(report: Path) -> Path | None:
+    """An SQLite export of *report* at least as new as it, where :func:`export_sqlite` would have put one
+    (beside the report, or in the cache folder): read as it is, it costs no export."""
+    try:
+        candidates = _export_names(report, report.with_suffix(".sqlite"))
+    except OSError:
+        return None
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "traceattr"
+    return _reusable([*candidates, *(cache / c.name for c in candidates)], report)
+
+
+def arrow_export_command(nsys: Path, report: Path, folder: Path) -> list[str]:
+    """``nsys export`` of the tables the loader reads into an Arrow folder (one IPC stream per table)."""
+    from traceattr.trace.schema import LOADER_TABLES  # imports polars: only when a report is read
+
+    tables = ",".join(f"^{t}$" for t in LOADER_TABLES)  # patterns: anchored, so a table's name alone matches
+    return [str(nsys), "export", "--type", "arrowdir", "--tables", tables, "--force-overwrite", "true",
+            "--quiet", "true", "--output", str(folder), str(report)]  # fmt: skip
+
+
+@contextmanager
+def arrow_export(report: Path) -> Iterator[Path | None]:
+    """A temporary Arrow export of *report* (only the loader's tables), removed on exit; None when this
+    nsys cannot write one (before 2023: no ``arrowdir`` or ``--tables``), so the caller exports SQLite.
+
+    Temporary, not kept beside the report as the SQLite export is: it holds only the tables traceattr
+    reads, and SQLite stays the interchange that other tools (``nsys stats``, recipes) read."""
+    from traceattr.core.errors import TraceError
+
+    nsys = find_nsys()
+    if nsys is None:
+        raise TraceError(report, _NO_NSYS.format(env=ENV_VAR, report=report))
+    with tempfile.TemporaryDirectory(prefix="traceattr-arrow-") as scratch:
+        folder = Path(scratch) / report.stem
+        try:
+            run(arrow_export_command(nsys, report, folder), what=f"nsys export of {report}", timeout=3600)
+        except NsysError as err:
+            _log.info("%s; exporting SQLite instead", err)
+            yield None
+            return
+        yield folder if is_arrow_export(folder) else None
+
+
+def is_arrow_export(path: Path) -> bool:
+    """*path* is a folder nsys wrote with ``--type arrowdir`` (it always holds the string table)."""
+    return path.is_dir() and (path / f"StringIds{ARROW_SUFFIX}").is_file()
 
 
 def _leftovers(export: Path) -> list[Path]:

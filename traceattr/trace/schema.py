@@ -50,6 +50,20 @@ EXPORT_META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 CAPTURE_META = "META_DATA_CAPTURE"
 COPY_KIND_ENUM = "ENUM_CUDA_MEMCPY_OPER"
 
+# Every table the loader reads: an export of only these (``nsys export --tables``) loads the same trace.
+LOADER_TABLES = (
+    STRINGS,
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    GRAPH_TRACE,
+    RUNTIME,
+    NVTX,
+    GPU_INFO,
+    *EXPORT_META_TABLES,
+    CAPTURE_META,
+)
+
 # GPU operation kinds, in the order they are unioned.
 OP_KINDS = ("kernel", "memcpy", "memset", "graph")
 OpKind = pl.Enum(list(OP_KINDS))
@@ -152,3 +166,59 @@ MEMCPY_LABELS = {
     12: "Unified Device-to-Host",
     13: "Unified Device-to-Device",
 }
+
+# -- what is read from the export: {our column: nsys column} per table; a column a table lacks reads as NULL
+OP_SOURCES: dict[str, tuple[str, dict[str, str]]] = {
+    # table: (kind, {our column: nsys column})
+    KERNEL: ("kernel", {
+        "start": "start", "end": "end", "device_id": "deviceId", "context_id": "contextId",
+        "stream_id": "streamId", "correlation_id": "correlationId", "global_pid": "globalPid",
+        "name_id": "demangledName", "short_name_id": "shortName", "mangled_name_id": "mangledName",
+        "grid_x": "gridX", "grid_y": "gridY", "grid_z": "gridZ",
+        "block_x": "blockX", "block_y": "blockY", "block_z": "blockZ",
+        "registers_per_thread": "registersPerThread", "static_smem": "staticSharedMemory",
+        "dynamic_smem": "dynamicSharedMemory", "graph_node_id": "graphNodeId", "graph_id": "graphId",
+    }),
+    MEMCPY: ("memcpy", {
+        "start": "start", "end": "end", "device_id": "deviceId", "context_id": "contextId",
+        "stream_id": "streamId", "correlation_id": "correlationId", "global_pid": "globalPid",
+        "bytes": "bytes", "copy_kind": "copyKind", "graph_node_id": "graphNodeId",
+    }),
+    MEMSET: ("memset", {
+        "start": "start", "end": "end", "device_id": "deviceId", "context_id": "contextId",
+        "stream_id": "streamId", "correlation_id": "correlationId", "global_pid": "globalPid",
+        "bytes": "bytes", "graph_node_id": "graphNodeId",
+    }),
+    GRAPH_TRACE: ("graph", {
+        "start": "start", "end": "end", "device_id": "deviceId", "context_id": "contextId",
+        "stream_id": "streamId", "correlation_id": "correlationId", "global_pid": "globalPid",
+        "graph_id": "graphId",
+    }),
+}  # fmt: skip
+OP_READ_SCHEMA = {k: v for k, v in GPU_OPS_SCHEMA.items() if k not in ("op_id", "kind")}
+
+API_COLUMNS = {
+    "start": "start", "end": "end", "global_tid": "globalTid", "correlation_id": "correlationId", "name_id": "nameId",
+}  # fmt: skip
+API_READ_SCHEMA = {k: v for k, v in API_SCHEMA.items() if k != "api_id"}
+
+STRINGS_READ_SCHEMA: dict[str, pl.DataType] = {"id": pl.Int64, "value": pl.String}
+
+# NVTX_EVENTS as read, before labelling: ids are the table's rowids (nsys numbers them densely from 1)
+NVTX_PAYLOAD_COLUMNS = ("int64Value", "uint64Value", "int32Value", "uint32Value")  # the first set one is the payload
+NVTX_RANGE_READ_SCHEMA: dict[str, pl.DataType] = {
+    "range_id": pl.Int64, "event_type": pl.Int32, "start": pl.Int64, "end": pl.Int64, "global_tid": pl.Int64,
+    "end_global_tid": pl.Int64, "text_id": pl.Int64, "domain_id": pl.Int32, "payload": pl.Int64,
+}  # fmt: skip
+NVTX_RANGE_COLUMNS = {  # the read columns taken as they are (event_type, range_id and payload are derived)
+    "start": "start", "end": "end", "global_tid": "globalTid", "end_global_tid": "endGlobalTid",
+    "text_id": "textId", "domain_id": "domainId",
+}  # fmt: skip
+NVTX_MARK_READ_SCHEMA: dict[str, pl.DataType] = {
+    "mark_id": pl.Int64, "time": pl.Int64, "global_tid": pl.Int64, "text_id": pl.Int64, "domain_id": pl.Int32,
+}  # fmt: skip
+NVTX_DOMAIN_READ_SCHEMA: dict[str, pl.DataType] = {
+    "row": pl.Int64, "start": pl.Int64, "global_tid": pl.Int64, "domain_id": pl.Int32,
+}  # fmt: skip
+NVTX_TEXT_READ_SCHEMA: dict[str, pl.DataType] = {"row": pl.Int64, "text": pl.String}
+NVTX_TEXT_EVENT_TYPES = (*RANGE_EVENT_TYPES, NVTX_MARK, NVTX_DOMAIN_CREATE)  # rows whose inline text is read

@@ -40,6 +40,7 @@ import polars as pl
 from traceattr.core.cpus import usable_cpus
 from traceattr.core.errors import TraceError, TraceNote
 from traceattr.trace.sqlite_processes import read_in_processes
+from traceattr.trace.typed import misfit, text_of, typed_frame
 
 try:  # optional fast path; the low-level API, not adbc's DB-API module, which imports pyarrow (~0.3 s)
     import adbc_driver_manager as _adbc
@@ -168,7 +169,7 @@ class SqliteSource:
         self._conn = self._connect_sqlite3()
         with self._translate_errors("reading the table list"):
             rows = self._conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
-        self.tables: frozenset[str] = frozenset(_text(r[0]) for r in rows)
+        self.tables: frozenset[str] = frozenset(text_of(r[0]) for r in rows)
         self._columns: dict[str, tuple[str, ...]] = {}
         self._local = threading.local()  # one connection per reading thread
         self._opened: list[Any] = []
@@ -221,7 +222,7 @@ class SqliteSource:
         if table not in self._columns:
             with self._translate_errors(f"reading the columns of {table}"):
                 rows = self._conn.execute(f"PRAGMA table_info('{table}')").fetchall()
-            self._columns[table] = tuple(_text(r[1]) for r in rows)
+            self._columns[table] = tuple(text_of(r[1]) for r in rows)
         return self._columns[table]
 
     def has_column(self, table: str, column: str) -> bool:
@@ -251,11 +252,11 @@ class SqliteSource:
                 try:
                     raw = _columns_of(rows, list(query.schema))
                 except (pl.exceptions.PolarsError, TypeError, OverflowError, ValueError):
-                    raise TraceError(self.path, _misfit(_as_text(rows, query), query)) from None
+                    raise TraceError(self.path, misfit(_astext_of(rows, query), query.schema, query.what)) from None
         try:
             typed = self._typed(raw, query)
         except pl.exceptions.PolarsError:
-            raise TraceError(self.path, _misfit(raw, query)) from None
+            raise TraceError(self.path, misfit(raw, query.schema, query.what)) from None
         if self.engine == "adbc" and typed.height > 1:  # Python's sqlite3 rows became polars' own columns already
             typed = _owned(
                 typed, [c for c, was in zip(typed.columns, raw.dtypes, strict=True) if typed[c].dtype == was]
@@ -267,13 +268,7 @@ class SqliteSource:
         if raw.height == 0 or raw.width == 0:
             return pl.DataFrame(schema=dict(query.schema))
         raw.columns = list(query.schema)
-        # a REAL in an integer column (the whole column then reads as floats): a cast would cut a fraction
-        floats = [c for c, t in query.schema.items() if t.is_integer() and raw[c].dtype.is_float()]
-        if floats and not all(raw.select((pl.col(c) == pl.col(c).floor()).all() for c in floats).row(0)):
-            raise pl.exceptions.InvalidOperationError("a fraction in an integer column")  # _misfit names it
-        return raw.with_columns(
-            decode_utf8(raw[c]).alias(c) if t == pl.String else pl.col(c).cast(t) for c, t in query.schema.items()
-        )
+        return typed_frame(raw, query.schema)
 
     def read_all(self, queries: Sequence[Query]) -> list[pl.DataFrame]:
         """Run *queries* on a small thread pool (SQLite decoding releases the GIL), in their order;
@@ -366,11 +361,16 @@ class SqliteSource:
                 self._opened += [*opened, conn]
         return conn
 
+    def rows(self, table: str, columns: Sequence[str], what: str) -> list[tuple[Any, ...]]:
+        """A small table's rows (metadata), *columns* in order, None where the table lacks one."""
+        listed = ", ".join(f'"{c}"' if self.has_column(table, c) else "NULL" for c in columns)
+        return self.scalar_rows(f'SELECT {listed} FROM "{table}"', what)
+
     def scalar_rows(self, sql: str, what: str) -> list[tuple[Any, ...]]:
         """Small queries (metadata): plain rows, bytes decoded to str."""
         with self._translate_errors(what):
             rows = self._conn.execute(sql).fetchall()
-        return [tuple(_text(v) if isinstance(v, bytes) else v for v in row) for row in rows]
+        return [tuple(text_of(v) if isinstance(v, bytes) else v for v in row) for row in rows]
 
 
 def _return_freed_heap() -> None:
@@ -468,44 +468,10 @@ def _say_slow_path() -> None:
         )
 
 
-def decode_utf8(values: pl.Series) -> pl.Series:
-    """Binary → String; invalid UTF-8 becomes U+FFFD instead of an error."""
-    if values.dtype == pl.String:
-        return values
-    try:
-        return values.cast(pl.String)
-    except pl.exceptions.ComputeError:
-        # Rare (old exports); only then pay for a per-value decode.
-        return pl.Series(values.name, [_text(v) if v is not None else None for v in values.to_list()], pl.String)
-
-
-def _as_text(rows: list[Any], query: Query) -> pl.DataFrame:
+def _astext_of(rows: list[Any], query: Query) -> pl.DataFrame:
     """Rows that would not build typed columns, every value as text (to find the culprit)."""
-    text = [[None if v is None else _text(v) if isinstance(v, bytes) else str(v) for v in r] for r in rows]
+    text = [[None if v is None else text_of(v) if isinstance(v, bytes) else str(v) for v in r] for r in rows]
     return pl.DataFrame(text, schema=dict.fromkeys(query.schema, pl.String), orient="row")
-
-
-def _misfit(raw: pl.DataFrame, query: Query) -> str:
-    """Which column holds a value no trace can hold (text in an integer column, an id past its type)."""
-    for column, dtype in query.schema.items():
-        if dtype == pl.String or column not in raw.columns:
-            continue
-        values = decode_utf8(raw[column]) if raw[column].dtype == pl.Binary else raw[column]  # a BLOB among ints
-        if values.dtype.is_float() and dtype.is_integer():
-            fractions = values.filter(values != values.floor())
-            if len(fractions):
-                return (f"{query.what}: {column} holds {fractions[0]!r} in {len(fractions):,} rows, "
-                        "not a whole number (nsys writes integers there)")  # fmt: skip
-        bad = values.filter(values.cast(dtype, strict=False).is_null() & values.is_not_null())
-        if len(bad):
-            shown = str(bad[0])
-            shown = shown if len(shown) <= 40 else shown[:39] + "…"
-            return f"{query.what}: {column} holds {shown!r} in {len(bad):,} rows, not a valid {dtype} value"
-    return f"{query.what}: values that do not fit their column types"
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _describe_sqlite_error(err: BaseException, what: str) -> str:
