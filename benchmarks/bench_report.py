@@ -10,9 +10,13 @@ wait4, as bench_attribute.py measures them):
 * read-sqlite / read-arrowdir / read-parquetdir: the tables traceattr reads (GPU ops, runtime calls,
   NVTX_EVENTS, StringIds), whole, into polars: ADBC ``SELECT *`` for SQLite, ``read_ipc_stream`` for
   arrowdir (nsys writes Arrow streams), ``read_parquet`` for parquetdir;
-* load-sqlite: traceattr's own loader on the SQLite export (typed, validated, ranges named);
-* traceattr: ``traceattr attribute REPORT --out DIR --format parquet``: exports to SQLite beside a
-  private copy of the report, then attributes (the export is removed before each run);
+* export-arrowdir-tables: the export ``traceattr attribute REPORT`` runs: arrowdir, only the loader's
+  tables (``--tables``);
+* load-sqlite / load-arrowdir: traceattr's own loader on each export (typed, validated, ranges named);
+* traceattr: ``traceattr attribute REPORT --out DIR --format parquet`` on a private copy of the report:
+  exports the loader's tables to Arrow in a temporary folder, reads them, attributes;
+* traceattr-sqlite: the same with ``TRACEATTR_REPORT_EXPORT=sqlite``: exports to SQLite beside the copy
+  (removed before each run), then attributes: the path before the Arrow reader;
 * nsys: ``nsys stats --force-export true -r nvtx_gpu_proj_trace REPORT`` (exports too).
 
 It also checks, once per report, that the Arrow and Parquet exports hold the SQLite export's rows and
@@ -68,30 +72,22 @@ print(sum(pl.read_parquet(p).height for p in paths if os.path.exists(p)))
 LOAD = "import sys; from traceattr.trace.loader import load_trace; load_trace(sys.argv[1])"
 
 
-def measure(argv: list[str]) -> dict[str, float]:
+def measure(argv: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
     """Wall, CPU (user + sys), peak RSS (MB), load and exit status of one child process."""
     load = os.getloadavg()[0]
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})}
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     return {"wall": time.perf_counter() - start, "cpu": usage.ru_utime + usage.ru_stime,
             "rss": usage.ru_maxrss / 1024, "load": load, "rc": os.waitstatus_to_exitcode(status)}  # fmt: skip
 
 
-def export(nsys: str, report: Path, kind: str, target: Path) -> list[str]:
-    return [
-        nsys,
-        "export",
-        "--type",
-        kind,
-        "--force-overwrite",
-        "true",
-        "-q",
-        "true",
-        "--output",
-        str(target),
-        str(report),
-    ]
+def export(nsys: str, report: Path, kind: str, target: Path, *tables: str) -> list[str]:
+    chosen = ["--tables", ",".join(f"^{t}$" for t in tables)] if tables else []
+    return [nsys, "export", "--type", kind, *chosen, "--force-overwrite", "true", "-q", "true", "--output",
+            str(target), str(report)]  # fmt: skip
 
 
 def export_types(nsys: str) -> list[str]:
@@ -133,6 +129,16 @@ def same_tables(sqlite: Path, folders: dict[str, Path]) -> dict[str, object]:
     return verdict
 
 
+def loader_tables() -> list[str]:
+    """traceattr's LOADER_TABLES, asked of a child: polars imported here would count in every child's peak RSS."""
+    code = "from traceattr.trace.schema import LOADER_TABLES as t; print(','.join(t))"
+    return (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        .stdout.strip()
+        .split(",")
+    )
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--check-exports"]:  # SQLITE ARROWDIR PARQUETDIR (those nsys made)
         sqlite, *folders = map(Path, sys.argv[2:])
@@ -154,24 +160,31 @@ def main() -> None:
     results = []
     try:
         for report in args.reports:
-            copy = work / "r.nsys-rep"
+            copy = work / f"r{report.suffix}"
             shutil.copyfile(report, copy)
             exports = {k: work / f"x_{k}" for k in kinds}
             steps = {f"export-{k}": export(args.nsys, copy, k, path) for k, path in exports.items()}
+            if "arrowdir" in kinds:
+                steps["export-arrowdir-tables"] = export(args.nsys, copy, "arrowdir", work / "tables", *loader_tables())
             for k, path in exports.items():
                 steps[f"read-{k}"] = [sys.executable, "-c", READ[k], str(path), *TABLES]
-            steps["load-sqlite"] = [sys.executable, "-c", LOAD, str(exports.get("sqlite", ""))]
-            steps["traceattr"] = [sys.executable, "-m", "traceattr", "attribute", str(copy), "--out",
-                                  str(work / "out"), "--format", "parquet"]  # fmt: skip
+            for k in ("sqlite", "arrowdir"):
+                if k in exports:
+                    steps[f"load-{k}"] = [sys.executable, "-c", LOAD, str(exports[k])]
+            attribute = [sys.executable, "-m", "traceattr", "attribute", str(copy), "--out", str(work / "out"),
+                         "--format", "parquet"]  # fmt: skip
+            steps["traceattr"] = attribute
+            steps["traceattr-sqlite"] = attribute
             steps["nsys"] = [args.nsys, "stats", "-q", "--force-export", "true", "-r", "nvtx_gpu_proj_trace",
                              "--format", "csv", "-o", str(work / "stats"), "--force-overwrite", "true", str(copy)]  # fmt: skip
             runs: dict[str, list[dict[str, float]]] = {k: [] for k in steps}
             for _ in range(args.repeat):
                 for name, argv in steps.items():
-                    if name in ("traceattr", "nsys"):  # both export beside the report: start without one
+                    if name in ("traceattr", "traceattr-sqlite", "nsys"):  # each starts without an export beside it
                         for f in work.glob("r.*sqlite*"):
                             f.unlink()
-                    runs[name].append(measure(argv))
+                    env = {"TRACEATTR_REPORT_EXPORT": "sqlite" if name == "traceattr-sqlite" else "arrow"}
+                    runs[name].append(measure(argv, env))
                     shutil.rmtree(work / "out", ignore_errors=True)
             check = {}
             if "sqlite" in exports:  # in a child process: polars imported here would count in every child's peak RSS
