@@ -49,6 +49,14 @@ def golden(name: str, report: str) -> pl.DataFrame | None:
     return pl.read_csv(text, infer_schema_length=None, schema_overrides={k: v for k, v in types.items() if k in header})
 
 
+def raw_report(folder: Path) -> Path:
+    """``folder/x.nsys-rep`` holding a stand-in capture (for an nsys stand-in to 'export')."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rep = folder / "x.nsys-rep"
+    rep.write_bytes(b"raw capture")
+    return rep
+
+
 # ---------------------------------------------------------------- the command line
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.helpers import DATA, FIXTURES, IN_CI, run
+from tests.helpers import DATA, FIXTURES, IN_CI, raw_report, run
 from traceattr.trace import schema as S
 from traceattr.trace.arrow_source import ArrowSource
 from traceattr.trace.loader import _graph_mode_decides, load_trace
@@ -182,13 +182,6 @@ def _fake_nsys(tmp_path: Path, arrow: Path | None, sqlite: Path) -> tuple[Path, 
     return script, log
 
 
-def _report(folder: Path) -> Path:
-    folder.mkdir(parents=True)
-    rep = folder / "x.nsys-rep"
-    rep.write_bytes(b"raw capture")
-    return rep
-
-
 def test_a_report_is_read_through_a_temporary_arrow_export(
     exports: dict[str, Path], arrow_exports: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -197,7 +190,7 @@ def test_a_report_is_read_through_a_temporary_arrow_export(
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = {"TRACEATTR_NSYS": str(nsys), "TMPDIR": str(scratch)}
-    rep = _report(tmp_path / "arrow")
+    rep = raw_report(tmp_path / "arrow")
     done = run("attribute", str(rep), "--format", "csv", "--out", str(tmp_path / "a"), env=env)
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in rep.parent.iterdir()) == ["x.nsys-rep"] and list(scratch.iterdir()) == []
@@ -207,7 +200,7 @@ def test_a_report_is_read_through_a_temporary_arrow_export(
     manifest = json.loads((tmp_path / "a" / "attribution.json").read_text())
     assert (manifest["engine"], manifest["input"]) == ("arrow", str(rep))
     # the same files as through the SQLite export, which is kept beside the report
-    rep2 = _report(tmp_path / "sqlite")
+    rep2 = raw_report(tmp_path / "sqlite")
     done = run("attribute", str(rep2), "--format", "csv", "--out", str(tmp_path / "s"),
                env={**env, "TRACEATTR_REPORT_EXPORT": "sqlite"})  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -224,7 +217,7 @@ def test_a_report_is_read_through_a_temporary_arrow_export(
 
 def test_an_nsys_without_arrow_exports_sqlite(exports: dict[str, Path], tmp_path: Path) -> None:
     nsys, log = _fake_nsys(tmp_path, None, exports["h200_torch_tiny"])
-    rep = _report(tmp_path / "old")
+    rep = raw_report(tmp_path / "old")
     done = run(
         "attribute", str(rep), "--format", "csv", "--out", str(tmp_path / "o"), env={"TRACEATTR_NSYS": str(nsys)}
     )
@@ -253,7 +246,7 @@ def test_the_graph_mode_an_arrow_export_lacks_is_read_from_sqlite(exports: dict[
     folder = arrow_export(sqlite, tmp_path / "graph")
     assert not load_trace(folder).meta.graph_nodes_hidden  # what the Arrow export alone would say
     nsys, log = _fake_nsys(tmp_path, folder, sqlite)
-    rep = _report(tmp_path / "rep")
+    rep = raw_report(tmp_path / "rep")
     done = run(
         "attribute", str(rep), "--format", "csv", "--out", str(tmp_path / "o"), env={"TRACEATTR_NSYS": str(nsys)}
     )

@@ -23,7 +23,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.helpers import cli, mutate, one_line
+from tests.helpers import cli, mutate, one_line, raw_report
 
 EXAMPLES = Path(__file__).parent.parent / "examples" / "traces"
 SWEEP = EXAMPLES / "h200_mla_sweep.sqlite"
@@ -415,17 +415,10 @@ def _fake_nsys(tmp_path: Path, *, sleep: float = 0.0, fail: bool = False) -> tup
     return script, log
 
 
-def _rep(folder: Path) -> Path:
-    folder.mkdir(exist_ok=True)
-    rep = folder / "x.nsys-rep"
-    rep.write_bytes(b"raw capture")
-    return rep
-
-
 def test_nsys_rep_export_reuse_and_no_overwrite(tmp_path: Path) -> None:
     nsys, log = _fake_nsys(tmp_path)
     env = {**os.environ, "TRACEATTR_NSYS": str(nsys)}
-    rep = _rep(tmp_path / "fresh")
+    rep = raw_report(tmp_path / "fresh")
     assert run("attribute", rep, env=env).returncode == 0
     assert rep.with_suffix(".sqlite").read_bytes() == SWEEP.read_bytes()
     assert sorted(p.name for p in rep.parent.iterdir()) == ["x.nsys-rep", "x.sqlite"]
@@ -433,7 +426,7 @@ def test_nsys_rep_export_reuse_and_no_overwrite(tmp_path: Path) -> None:
     calls = log.read_text().count("\n")
     assert run("attribute", rep, env=env).returncode == 0 and log.read_text().count("\n") == calls
     # an older x.sqlite the user made is left alone; the export goes beside it, and a note says so
-    rep2 = _rep(tmp_path / "stale")
+    rep2 = raw_report(tmp_path / "stale")
     mine = rep2.with_suffix(".sqlite")
     mine.write_bytes(b"my own notes, not an export")
     os.utime(mine, (time.time() - 3600, time.time() - 3600))
@@ -449,7 +442,7 @@ def test_nsys_rep_export_reuse_and_no_overwrite(tmp_path: Path) -> None:
 def test_nsys_rep_concurrent_and_failed_exports(tmp_path: Path) -> None:
     nsys, _ = _fake_nsys(tmp_path, sleep=1.0)
     env = {**os.environ, "TRACEATTR_NSYS": str(nsys)}
-    rep = _rep(tmp_path / "both")
+    rep = raw_report(tmp_path / "both")
     procs = [
         subprocess.Popen([sys.executable, "-m", "traceattr", "attribute", str(rep)], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -461,7 +454,7 @@ def test_nsys_rep_concurrent_and_failed_exports(tmp_path: Path) -> None:
     assert sorted(p.name for p in rep.parent.iterdir()) == ["x.nsys-rep", "x.sqlite"]
     (tmp_path / "bad").mkdir()
     bad, _ = _fake_nsys(tmp_path / "bad", fail=True)
-    rep2 = _rep(tmp_path / "fails")
+    rep2 = raw_report(tmp_path / "fails")
     out = run("attribute", rep2, env={**os.environ, "TRACEATTR_NSYS": str(bad)})
     one_line(out.returncode, out.stderr, "cannot export")
     assert sorted(p.name for p in rep2.parent.iterdir()) == ["x.nsys-rep"]
@@ -473,7 +466,7 @@ def test_read_only_places(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     ro.mkdir()
     trace = ro / "t.sqlite"
     shutil.copyfile(SWEEP, trace)
-    rep = _rep(ro)
+    rep = raw_report(ro)
     ro.chmod(0o555)
     try:
         rc, _, err = cli(capsys, "report", trace)  # default destination beside a read-only trace
