@@ -1,9 +1,9 @@
 """Load an nsys export (SQLite, or an Arrow folder) into typed polars frames (:class:`Trace`).
 
 Both readers hand over the same frames (:mod:`traceattr.trace.arrow_source` says why they can); an
-``.nsys-rep`` is exported first (:func:`load_report`). Each table is declared with the columns traceattr needs; a column that an
-older schema lacks is read as NULL, a table that is absent becomes an empty
-typed frame plus a note (nsys exports lazily: no NVTX → no NVTX_EVENTS).
+``.nsys-rep`` is exported first (:func:`load_report`). Each table is declared with the columns
+traceattr needs; a column that an older schema lacks is read as NULL, a table that is absent becomes
+an empty typed frame plus a note (nsys exports lazily: no NVTX → no NVTX_EVENTS).
 """
 
 from __future__ import annotations
@@ -372,8 +372,9 @@ def load_trace(path: str | Path, engine: str = "auto", *, shown_as: str | Path |
 
 def load_report(report: Path, engine: str = "auto") -> Trace:
     """An ``.nsys-rep`` read through a temporary Arrow export of the tables the loader reads: export and
-    read together take about half the time of the SQLite export alone (benchmarks/README.md). Through
-    an SQLite export instead (kept beside the report, :func:`~traceattr.trace.nsys.export_sqlite`) when
+    read together took 0.57x the SQLite export and read on a 100 k-kernel H200 report with every table
+    exported, and a fraction of it where a report holds tables traceattr does not read (--tables;
+    benchmarks/README.md). Through an SQLite export instead (kept beside the report, :func:`~traceattr.trace.nsys.export_sqlite`) when
     a fresh one is there already, when nsys cannot write Arrow, or when ``TRACEATTR_REPORT_EXPORT=sqlite``."""
     from traceattr.trace import nsys
 
