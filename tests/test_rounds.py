@@ -14,6 +14,7 @@ from tests.helpers import BASE, CAND, ROWS, US, FakeExecutor, Timing, captures, 
 from traceattr.analysis.rounds import Capture, Gates, Receipt, Row, round_rows
 from traceattr.attribution.engine import attribute
 from traceattr.cli import main
+from traceattr.core import runfolder
 from traceattr.core.errors import TraceattrError
 from traceattr.core.precision import median_noise
 from traceattr.core.shapes import parse_shape
@@ -518,11 +519,34 @@ def with_causes_of(receipt: Receipt) -> Receipt:
     return with_causes(receipt)
 
 
+# what receipts gained with causes (b64396d): absent from every receipt written before
+_ROW_KEYS_ADDED_WITH_CAUSES = (
+    "causes", "cause", "stopped", "baseline_after_self", "baseline_after_other", "candidate_after_self",
+    "candidate_after_other", "baseline_modes", "candidate_modes", "host_bound_baseline", "host_bound_candidate",
+    "calls_rounds", "hold_timeouts", "hold_gpu_wait_us",
+)  # fmt: skip
+_PROTOCOL_KEYS_ADDED_SINCE = ("hold", "lead")  # the hold as on/off (b64396d), the lead call (dd2131b)
+
+
+def previous_version_round(tmp_path: Path) -> Path:
+    """A round folder as the version before causes left it: both rows refused (an order effect), the
+    captures on disk, receipt.json without the columns and protocol keys added since (its hold the old
+    fixed spin of 100 µs per call)."""
+    fake = FakeExecutor(tmp_path, timing(0.9, first_bias=0.05))
+    plan = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "round")
+    run_round(plan, fake)
+    path = plan.folder / f"{runfolder.RECEIPT}.json"
+    content = json.loads(path.read_text())
+    content["rows"] = [{k: v for k, v in r.items() if k not in _ROW_KEYS_ADDED_WITH_CAUSES} for r in content["rows"]]
+    content["protocol"] = {k: v for k, v in content["protocol"].items() if k not in _PROTOCOL_KEYS_ADDED_SINCE}
+    assert content["protocol"]["hold_us"] == 100.0 and "hold" not in content["runner"]["protocol"]
+    path.write_text(json.dumps(content))
+    (plan.folder / runfolder.REPORT).write_text("<html>the previous version's page</html>")
+    return plan.folder
+
+
 def test_a_receipt_written_before_causes_still_reads(tmp_path: Path) -> None:
-    content = json.loads(Path("/work/snapdata/round/receipt.json").read_text()) if Path(
-        "/work/snapdata/round/receipt.json").exists() else None  # fmt: skip
-    if content is None:
-        pytest.skip("no receipt of the previous version here")
+    content = json.loads((previous_version_round(tmp_path) / f"{runfolder.RECEIPT}.json").read_text())
     receipt = Receipt.from_json(content)
     assert receipt.rows["cause"].is_null().all() and receipt.rows["causes"].is_null().all()
     md = markdown(receipt)
@@ -646,14 +670,8 @@ def test_round_page_never_draws_a_rule_through_a_refused_row(tmp_path: Path, ref
 
 def test_report_of_a_round_folder_written_by_the_previous_version(tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
-    import shutil
-
-    old = Path("/work/snapdata/round")
-    if not (old / "receipt.json").exists():
-        pytest.skip("no round folder of the previous version here")
-    folder = tmp_path / "round"
-    shutil.copytree(old, folder)
-    (folder / "report.html").unlink()
+    folder = previous_version_round(tmp_path)
+    (folder / runfolder.REPORT).unlink()
     with pytest.raises(SystemExit) as exit_info:
         main(["report", str(folder)])
     assert exit_info.value.code in (0, None)
