@@ -252,7 +252,7 @@ class SqliteSource:
                 try:
                     raw = _columns_of(rows, list(query.schema))
                 except (pl.exceptions.PolarsError, TypeError, OverflowError, ValueError):
-                    raise TraceError(self.path, misfit(_astext_of(rows, query), query.schema, query.what)) from None
+                    raise TraceError(self.path, misfit(_as_text(rows, query), query.schema, query.what)) from None
         try:
             typed = self._typed(raw, query)
         except pl.exceptions.PolarsError:
@@ -468,7 +468,7 @@ def _say_slow_path() -> None:
         )
 
 
-def _astext_of(rows: list[Any], query: Query) -> pl.DataFrame:
+def _as_text(rows: list[Any], query: Query) -> pl.DataFrame:
     """Rows that would not build typed columns, every value as text (to find the culprit)."""
     text = [[None if v is None else text_of(v) if isinstance(v, bytes) else str(v) for v in r] for r in rows]
     return pl.DataFrame(text, schema=dict.fromkeys(query.schema, pl.String), orient="row")
