@@ -291,3 +291,16 @@ def test_a_real_report_through_arrow_and_through_sqlite(real_nsys: Path, tmp_pat
     kernels = pl.read_csv(outs["arrow"] / "kernels.csv")
     assert kernels.height == 9008 and set(kernels["kind"]) == {"kernel", "memcpy", "memset"}
     assert os.environ.get("TRACEATTR_REPORT_EXPORT") is None  # the test's own environment is left alone
+
+
+def test_no_home_folder_means_no_cached_export_to_reuse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without HOME (or XDG_CACHE_HOME) there is no cache folder to look in: the lookup finds nothing, no traceback."""
+    from traceattr.trace import nsys
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(nsys.Path, "home", staticmethod(no_home))
+    rep = raw_report(tmp_path)
+    assert nsys.fresh_sqlite_export(rep) is None

@@ -183,9 +183,9 @@ def fresh_sqlite_export(report: Path) -> Path | None:
     (beside the report, or in the cache folder): read as it is, it costs no export."""
     try:
         candidates = _export_names(report, report.with_suffix(".sqlite"))
-    except OSError:
+        cache = _cache_path()
+    except (OSError, RuntimeError):  # the report is gone, or no home folder: nothing to reuse
         return None
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "traceattr"
     return _reusable([*candidates, *(cache / c.name for c in candidates)], report)
 
 
@@ -245,11 +245,16 @@ def _reusable(candidates: Sequence[Path], report: Path) -> Path | None:
     return None
 
 
+def _cache_path() -> Path:
+    """Where exports of reports in read-only folders go (``Path.home`` raises RuntimeError without a home)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "traceattr"
+
+
 def _cache_folder(report: Path) -> Path:
     from traceattr.core.errors import TraceError
 
     try:
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "traceattr"
+        cache = _cache_path()
         cache.mkdir(parents=True, exist_ok=True)
     except (OSError, RuntimeError) as err:
         raise TraceError(
