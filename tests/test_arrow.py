@@ -256,6 +256,31 @@ def test_the_graph_mode_an_arrow_export_lacks_is_read_from_sqlite(exports: dict[
     assert [line.split()[2] for line in log.read_text().splitlines()] == ["arrowdir", "sqlite"]
 
 
+# -- nsys 2025.3's own Arrow export ------------------------------------------------------------------
+THREADS = "h200_threads_nsys2025_3"  # its arrowdir/ is what nsys 2025.3.2 wrote (text scrubbed as the export's)
+
+
+def test_a_real_2025_arrow_export_loads_as_its_sqlite_export(exports: dict[str, Path], tmp_path: Path) -> None:
+    """Ranges on four threads (push/pop on three, a start/end range ended on another thread, one never
+    closed), marks and payloads: nsys 2025.3.2's Arrow tables load as its SQLite export does, row order
+    (range ids) included, and its META_DATA_CAPTURE (which 2023.4's Arrow export lacks) gives the capture."""
+    folder = shutil.copytree(DATA / THREADS / "arrowdir", tmp_path / "arrowdir")
+    a, b = load_trace(exports[THREADS]), load_trace(folder)
+    for frame in FRAMES:
+        assert getattr(a, frame).equals(getattr(b, frame)), frame
+        assert getattr(a, frame).schema == getattr(b, frame).schema, frame
+    assert b.meta.engine == "arrow" and a.meta.capture == b.meta.capture != {}
+    assert a.meta.graph_trace_mode == b.meta.graph_trace_mode and a.meta.notes == b.meta.notes
+    assert a.ranges["tid"].n_unique() == 4 and a.ranges.height > 200 and a.marks.height > 0
+    outs = {}
+    for how, path in (("sqlite", exports[THREADS]), ("arrow", folder)):
+        outs[how] = tmp_path / how
+        done = run("attribute", str(path), "--format", "csv", "--out", str(outs[how]))
+        assert done.returncode == 0, done.stderr
+    for table in ("ranges.csv", "kernels.csv"):
+        assert (outs["arrow"] / table).read_bytes() == (outs["sqlite"] / table).read_bytes(), table
+
+
 # -- the real nsys on a real report -----------------------------------------------------------------
 
 
