@@ -22,6 +22,10 @@ def test_number_formats() -> None:
         "",
     )
     assert (f.ms(1234.5), f.signed_ms(-0.5), f.count(12345), f.signed_count(3)) == ("1,234.50", "-0.50", "12,345", "+3")
+    assert (f.counted(1, "shape"), f.counted(0, "shape"), f.counted(12345, "call"), f.counted(None, "call")) == (
+        "1 shape", "0 shapes", "12,345 calls", "",
+    )  # fmt: skip
+    assert (f.counted(1, "index", "indices"), f.counted(2, "index", "indices")) == ("1 index", "2 indices")
     assert (f.pct(0.256), f.pct(0.256, 0), f.signed_pct(-0.031), f.signed_pct(0.05, 0)) == (
         "25.6%",
         "26%",

@@ -345,6 +345,15 @@ def test_write_report_info_and_run_header(flashmla_att: Attribution, tmp_path: P
     assert not list(info.path.parent.glob("*.partial"))
 
 
+def test_header_counts_read_in_the_singular_for_one() -> None:
+    from types import SimpleNamespace
+
+    from traceattr.present.report import _measured
+
+    one = SimpleNamespace(totals=SimpleNamespace(calls=2, backends=1, shapes=1))
+    assert _measured(one) == ["2 calls", "1 backend", "1 shape"]  # type: ignore[arg-type]
+
+
 # -- the command ------------------------------------------------------------------------------
 def test_cli_run_folder_writes_report_html(tmp_path: Path) -> None:
     shutil.copy(EXAMPLE, tmp_path / "trace.sqlite")

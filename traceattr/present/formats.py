@@ -41,6 +41,11 @@ def count(n: int | None) -> str:
     return "" if n is None else f"{n:,}"
 
 
+def counted(n: int | None, noun: str, plural: str | None = None) -> str:
+    """A count and what it counts, singular for one: ``1 shape``, ``12,345 calls``."""
+    return "" if n is None else f"{count(n)} {noun if n == 1 else plural or noun + 's'}"
+
+
 def signed_count(n: int | None) -> str:
     """A change in a count, its sign always shown: ``+3``, ``-1,200``."""
     return "" if n is None else f"{n:+,}"

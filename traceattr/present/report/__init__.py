@@ -30,7 +30,7 @@ from traceattr.analysis.verdicts import SameProgram, same_label
 from traceattr.attribution.engine import Attribution
 from traceattr.core.output import write_text
 from traceattr.core.records import RunRecord
-from traceattr.present.formats import bandwidth, count, gigabytes
+from traceattr.present.formats import bandwidth, counted, gigabytes
 from traceattr.present.report.data import Limits, ReportData, collect
 from traceattr.present.report.decision import decision_html
 from traceattr.present.report.figures_compare import attribution_figure, distributions_figure
@@ -146,9 +146,14 @@ def _subtitle(att: Attribution, d: ReportData) -> str:
     """One line under the title: the trace, its GPU, what was measured (the rest is in Run details)."""
     gpu = att.trace.devices["name"][0] if att.trace.devices.height and "name" in att.trace.devices.columns else None
     return " · ".join(
-        x for x in (att.meta.path.name, gpu, f"{count(d.totals.calls)} calls, {count(d.totals.backends)} backends, "
-                    f"{count(d.totals.shapes)} shapes") if x
+        x for x in (att.meta.path.name, gpu, ", ".join(_measured(d))) if x
     )  # fmt: skip
+
+
+def _measured(d: ReportData) -> list[str]:
+    """What the trace measured: ``2 calls``, ``1 backend``, ``1 shape``."""
+    t = d.totals
+    return [counted(t.calls, "call"), counted(t.backends, "backend"), counted(t.shapes, "shape")]
 
 
 def _facts(att: Attribution, d: ReportData) -> list[tuple[str, str]]:
@@ -174,10 +179,7 @@ def _facts(att: Attribution, d: ReportData) -> list[tuple[str, str]]:
         ("GPU", "; ".join(gpus) or "not recorded"),
         ("Nsight Systems", f"{meta.nsys_version or '?'} (export schema {meta.schema_version or '?'})"),
         ("attribution", f"mode {att.mode}" + (f"; ranges: {selected}" if selected else "")),
-        (
-            "measured",
-            f"{count(d.totals.calls)} calls · {count(d.totals.backends)} backends · {count(d.totals.shapes)} shapes",
-        ),
+        ("measured", " · ".join(_measured(d))),
         ("peak bandwidth", peak),
         ("peak compute", compute),
         ("generated", f"traceattr {__version__}, {time.strftime('%Y-%m-%d %H:%M:%S %z')}"),
