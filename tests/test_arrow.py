@@ -279,6 +279,8 @@ def test_a_real_2025_arrow_export_loads_as_its_sqlite_export(exports: dict[str, 
         assert done.returncode == 0, done.stderr
     for table in ("ranges.csv", "kernels.csv"):
         assert (outs["arrow"] / table).read_bytes() == (outs["sqlite"] / table).read_bytes(), table
+    notes = json.loads((outs["arrow"] / "attribution.json").read_text())["notes"]
+    assert "1 start/end range ended on another thread: not projected (nsys drops them too)" in notes
 
 
 # -- the real nsys on a real report -----------------------------------------------------------------

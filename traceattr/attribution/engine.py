@@ -105,7 +105,8 @@ class Attributing(OfTrace):
         ranges, dropped = usable_ranges(trace.ranges, self.select)
         if dropped:
             self.notes.append(
-                f"{dropped} start/end ranges ended on another thread: not projected (nsys drops them too)"
+                f"{dropped} start/end {'range' if dropped == 1 else 'ranges'} ended on another thread: not projected "
+                "(nsys drops them too)"
             )
         self.ranges = ranges
         self.dedupe = trace.meta.duplicate_api_rows > 0
@@ -158,7 +159,8 @@ class Attributing(OfTrace):
         orphans = placement.filter(pl.col("api_start_ns").is_null()).height
         if orphans:
             self.notes.append(
-                f"{orphans} GPU ops have no launch record in the trace (sliced capture): listed as {NO_LAUNCH}"
+                f"{orphans} GPU {'op has' if orphans == 1 else 'ops have'} no launch record in the trace (sliced "
+                f"capture): listed as {NO_LAUNCH}"
             )
         early = _before_launch(self.trace.gpu_ops, placement)
         if early:

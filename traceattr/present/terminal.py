@@ -85,7 +85,7 @@ def render_attribution(att: Attribution, console: Console, limit: int = 30, rang
         render_range_summary(att, console, limit)
     silent = every.filter((pl.col("gpu_ops") == 0) & pl.col("range_id").is_not_null()).height
     if silent:
-        console.print(f"{silent:,} ranges launched no GPU work")
+        console.print(f"{silent:,} {'range' if silent == 1 else 'ranges'} launched no GPU work")
     render_kernels(att, console)
     render_notes(att.notes, console)
 
