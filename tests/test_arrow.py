@@ -22,7 +22,7 @@ import pytest
 from tests.helpers import DATA, FIXTURES, IN_CI, raw_report, run
 from traceattr.trace import schema as S
 from traceattr.trace.arrow_source import ArrowSource
-from traceattr.trace.loader import _graph_mode_decides, load_trace
+from traceattr.trace.loader import Trace, _graph_mode_decides, load_trace
 from traceattr.trace.nsys import find_nsys
 
 # the Arrow types of the columns the loader reads, as nsys 2023.4 writes them (other columns: inferred)
@@ -86,14 +86,29 @@ def arrow_exports(exports: dict[str, Path], tmp_path_factory: pytest.TempPathFac
     return {name: arrow_export(path, root / name) for name, path in exports.items()}
 
 
+def _same_frames(a: Trace, b: Trace) -> None:
+    """The loader's frames of two reads of one trace: equal, value for value, with the same types."""
+    for frame in FRAMES:
+        assert getattr(a, frame).equals(getattr(b, frame)), frame
+        assert getattr(a, frame).schema == getattr(b, frame).schema, frame
+
+
+def _attributed(inputs: dict[str, Path], out: Path, fmt: str = "csv") -> dict[str, Path]:
+    """``attribute INPUT --format FMT --out out/NAME`` for each named input (it must succeed): the folders."""
+    outs = {}
+    for how, path in inputs.items():
+        outs[how] = out / how
+        done = run("attribute", str(path), "--format", fmt, "--out", str(outs[how]))
+        assert done.returncode == 0, done.stderr
+    return outs
+
+
 @pytest.mark.parametrize("name", FIXTURES)
 def test_arrow_export_loads_as_its_sqlite_export(
     exports: dict[str, Path], arrow_exports: dict[str, Path], name: str
 ) -> None:
     a, b = load_trace(exports[name]), load_trace(arrow_exports[name])
-    for frame in FRAMES:
-        assert getattr(a, frame).equals(getattr(b, frame)), frame
-        assert getattr(a, frame).schema == getattr(b, frame).schema, frame
+    _same_frames(a, b)
     assert (b.meta.engine, b.meta.path) == ("arrow", arrow_exports[name])
     assert (a.meta.nsys_version, a.meta.schema_version) == (b.meta.nsys_version, b.meta.schema_version)
     assert b.meta.capture == {} and b.meta.graph_trace_mode is None  # no META_DATA_CAPTURE in an Arrow export
@@ -106,11 +121,8 @@ def test_attribute_of_an_arrow_folder_is_byte_identical(
 ) -> None:
     for name in ("h200_torch_tiny", "nsysai_mfu_2gpu_before"):
         for fmt in ("csv", "parquet"):
-            outs = {}
-            for how, path in (("sqlite", exports[name]), ("arrow", arrow_exports[name])):
-                outs[how] = tmp_path / f"{name}-{fmt}-{how}"
-                done = run("attribute", str(path), "--format", fmt, "--out", str(outs[how]))
-                assert done.returncode == 0, done.stderr
+            inputs = {"sqlite": exports[name], "arrow": arrow_exports[name]}
+            outs = _attributed(inputs, tmp_path / f"{name}-{fmt}", fmt)
             for table in ("ranges", "kernels"):
                 a, b = (outs[h] / f"{table}.{fmt}" for h in ("sqlite", "arrow"))
                 if fmt == "csv":
@@ -266,17 +278,11 @@ def test_a_real_2025_arrow_export_loads_as_its_sqlite_export(exports: dict[str, 
     (range ids) included, and its META_DATA_CAPTURE (which 2023.4's Arrow export lacks) gives the capture."""
     folder = shutil.copytree(DATA / THREADS / "arrowdir", tmp_path / "arrowdir")
     a, b = load_trace(exports[THREADS]), load_trace(folder)
-    for frame in FRAMES:
-        assert getattr(a, frame).equals(getattr(b, frame)), frame
-        assert getattr(a, frame).schema == getattr(b, frame).schema, frame
+    _same_frames(a, b)
     assert b.meta.engine == "arrow" and a.meta.capture == b.meta.capture != {}
     assert a.meta.graph_trace_mode == b.meta.graph_trace_mode and a.meta.notes == b.meta.notes
     assert a.ranges["tid"].n_unique() == 4 and a.ranges.height > 200 and a.marks.height > 0
-    outs = {}
-    for how, path in (("sqlite", exports[THREADS]), ("arrow", folder)):
-        outs[how] = tmp_path / how
-        done = run("attribute", str(path), "--format", "csv", "--out", str(outs[how]))
-        assert done.returncode == 0, done.stderr
+    outs = _attributed({"sqlite": exports[THREADS], "arrow": folder}, tmp_path / "out")
     for table in ("ranges.csv", "kernels.csv"):
         assert (outs["arrow"] / table).read_bytes() == (outs["sqlite"] / table).read_bytes(), table
     notes = json.loads((outs["arrow"] / "attribution.json").read_text())["notes"]

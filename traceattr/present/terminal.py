@@ -20,7 +20,7 @@ from rich.text import Text
 from traceattr.analysis.calls import call_series
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution
 from traceattr.present.columns import Column, dropped_line, fitted_table
-from traceattr.present.formats import count, decimals, pct, size, us_from_ns
+from traceattr.present.formats import count, counted, decimals, pct, size, us_from_ns
 from traceattr.present.names import distinct_display_names, printable, shorten
 
 # A name longer than this is shortened (with "…") even in a table that fits: NVTX text can be 1,024 characters
@@ -85,7 +85,7 @@ def render_attribution(att: Attribution, console: Console, limit: int = 30, rang
         render_range_summary(att, console, limit)
     silent = every.filter((pl.col("gpu_ops") == 0) & pl.col("range_id").is_not_null()).height
     if silent:
-        console.print(f"{silent:,} {'range' if silent == 1 else 'ranges'} launched no GPU work")
+        console.print(f"{counted(silent, 'range')} launched no GPU work")
     render_kernels(att, console)
     render_notes(att.notes, console)
 
