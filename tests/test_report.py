@@ -350,8 +350,18 @@ def test_header_counts_read_in_the_singular_for_one() -> None:
 
     from traceattr.present.report import _measured
 
-    one = SimpleNamespace(totals=SimpleNamespace(calls=2, backends=1, shapes=1))
+    one = SimpleNamespace(totals=SimpleNamespace(calls=2, backends=1, shapes=1, unnamed=0))
     assert _measured(one) == ["2 calls", "1 backend", "1 shape"]  # type: ignore[arg-type]
+    mixed = SimpleNamespace(totals=SimpleNamespace(calls=9, backends=2, shapes=3, unnamed=1))
+    assert _measured(mixed) == ["9 calls", "2 backends", "3 shapes", "1 series named without backend and shape"]  # type: ignore[arg-type]
+
+
+def test_header_does_not_count_unparsed_names_as_backends(exports: dict[str, Path]) -> None:
+    """torch_tiny's ranges (call:<i>, graph:<i>) name no backend or shape: each series is drawn as its own,
+    and the header says so instead of "2 backends, 2 shapes"."""
+    page = build_report(traceattr.open(exports["h200_torch_tiny"]).attribute())
+    assert "· 8 calls, 2 series named without backend and shape</p>" in page
+    assert "backends" not in re.findall(r'<p class="subtitle">(.*?)</p>', page)[0]
 
 
 # -- the command ------------------------------------------------------------------------------

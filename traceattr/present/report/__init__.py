@@ -151,9 +151,12 @@ def _subtitle(att: Attribution, d: ReportData) -> str:
 
 
 def _measured(d: ReportData) -> list[str]:
-    """What the trace measured: ``2 calls``, ``1 backend``, ``1 shape``."""
+    """What the trace measured: ``2 calls``, ``1 backend``, ``1 shape``; series whose names read as no
+    backend and shape are counted as such, not as backends and shapes of their own."""
     t = d.totals
-    return [counted(t.calls, "call"), counted(t.backends, "backend"), counted(t.shapes, "shape")]
+    read = [counted(t.backends, "backend"), counted(t.shapes, "shape")] if t.backends or t.shapes else []
+    unnamed = [f"{counted(t.unnamed, 'series', 'series')} named without backend and shape"] if t.unnamed else []
+    return [counted(t.calls, "call"), *read, *unnamed]
 
 
 def _facts(att: Attribution, d: ReportData) -> list[tuple[str, str]]:

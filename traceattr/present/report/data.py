@@ -65,8 +65,9 @@ class TimelineData:
 @dataclass(frozen=True)
 class Totals:
     calls: int
-    backends: int
+    backends: int  # read from the range names
     shapes: int
+    unnamed: int = 0  # series whose names give no backend and shape (each is its own backend and shape)
 
 
 @dataclass(frozen=True)
@@ -117,12 +118,16 @@ def collect(
             f"{why} launched GPU work; the report compares calls, which are NVTX ranges with GPU work"
             + (hint if att.mode == "innermost" else ""),
         )
+    named = pl.col("backend").is_not_null() & pl.col("shape").is_not_null()
+    read = c.filter(named)
+    totals = Totals(
+        c.height, read["backend"].n_unique(), read["shape"].n_unique(), c.filter(~named)["series"].n_unique()
+    )
     # the same fill as summarize(): a call whose name says no backend/shape is its own series
     c = c.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series")))
     c = _mark_medians(c)
     peak, source = analysis.peak_bytes_per_s, analysis.peak_source
     full = _natural_order(analysis.summary).join(_median_call_parts(c), on=list(GROUP), how="left")
-    totals = Totals(c.height, c["backend"].n_unique(), c["shape"].n_unique())
     # why nothing can be compared is a finding (the decision section says it); sampling notes are not
     notes: dict[str, list[str]] = {"decision": [analysis.note]} if analysis.note else {}
 
