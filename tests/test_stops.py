@@ -122,6 +122,38 @@ def test_sigterm_stops_the_worker_processes(tmp_path: Path) -> None:
     assert not _partials(tmp_path)
 
 
+def test_a_stop_while_the_pool_starts_its_thread_raises_stopped_and_ends_the_workers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The race CI once hit: SIGTERM landed inside ProcessPoolExecutor.submit, while the pool started its
+    manager thread; the pool's shutdown then raised RuntimeError ('cannot join thread before it is
+    started') over the stop, and the command ended in a traceback. Here the signal is sent at that exact
+    point, every time."""
+    import multiprocessing
+    from concurrent.futures import process
+
+    from traceattr.core import stopping
+    from traceattr.jobs.many import Settings
+    from traceattr.jobs.many_pool import in_processes
+
+    real_start = process._ExecutorManagerThread.start
+
+    def start_after_a_stop(thread: object) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # handled at the next bytecode: before the thread starts
+        real_start(thread)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(process._ExecutorManagerThread, "start", start_after_a_stop)
+    jobs = [(str(SWEEP if i % 2 else OTHER), f"r{i}", i) for i in range(4)]
+    previous = signal.signal(signal.SIGTERM, stopping._raise_stop)
+    try:
+        with pytest.raises(stopping.Stopped):
+            list(in_processes(jobs, Settings(), str(tmp_path), 2, lambda _r: None))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        stopping._received.clear()
+    assert _wait_for(lambda: not multiprocessing.active_children(), timeout=10), multiprocessing.active_children()
+
+
 def test_partials_of_a_killed_run_are_removed_by_the_next(tmp_path: Path) -> None:
     out = tmp_path / "res"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)

@@ -10,6 +10,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
+from traceattr.core import stopping
 from traceattr.core.cpus import CPU_SHARE_ENV, usable_cpus
 from traceattr.core.errors import TraceattrError
 from traceattr.jobs.many_report import REPORT, ReportResult, attribute_report
@@ -46,12 +47,13 @@ def in_processes(jobs, settings, parts, workers, done) -> Iterator[ReportResult]
     from concurrent.futures.process import BrokenProcessPool
 
     # spawn, not fork: a forked child inherits polars' thread pool in whatever state it was
-    with (
-        worker_threads(workers),
-        ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool,
-    ):
-        futures = {pool.submit(attribute_report, *job, settings=settings, parts=parts): job for job in jobs}
+    with worker_threads(workers):
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
         try:
+            # a stop landing inside submit() can interrupt the pool's own thread start, leaving a pool
+            # whose shutdown raises RuntimeError instead of stopping: held until every job is queued
+            with stopping.deferred():
+                futures = {pool.submit(attribute_report, *job, settings=settings, parts=parts): job for job in jobs}
             for fut in as_completed(futures):
                 try:
                     result = fut.result()
@@ -67,6 +69,7 @@ def in_processes(jobs, settings, parts, workers, done) -> Iterator[ReportResult]
             for proc in procs:
                 proc.join(timeout=10)  # gone before the caller removes the parts they were writing
             raise
+        pool.shutdown(wait=True)
 
 
 def on_dask(jobs, settings, parts, address, workers, done) -> Iterator[ReportResult]:  # type: ignore[no-untyped-def]
