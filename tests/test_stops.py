@@ -35,7 +35,13 @@ def _run(*args: object, **kw: object) -> subprocess.CompletedProcess[str]:
 
 
 def _partials(root: Path) -> list[Path]:
-    return [p for p in root.rglob("*") if ".partial" in p.name]
+    """The ``.partial`` files and folders under *root*, looked at while a command may be renaming or
+    removing them: os.walk skips a folder that vanishes mid-walk, where Path.rglob raised
+    FileNotFoundError (a red run seen once, the test's race, not the command's)."""
+    found = []
+    for folder, dirs, files in os.walk(root):
+        found += [Path(folder) / name for name in dirs + files if ".partial" in name]
+    return found
 
 
 def _wait_for(cond, timeout: float = 60) -> bool:  # type: ignore[no-untyped-def]
