@@ -263,10 +263,22 @@ def main(argv: list[str] | None = None) -> None:
     # The work is done (or refused) and every output closed: leave now, so a late Ctrl-C cannot land in
     # the interpreter's shutdown (which restores the default handler) and kill us with a signal instead.
     stopping.ignore_all()
+    _release_semaphores()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
     os._exit(code)
+
+
+def _release_semaphores() -> None:
+    """Unlink the named semaphores of worker pools still referenced (after a stop the traceback holds
+    the pool; its workers are already ended, jobs.many_pool). os._exit skips multiprocessing's exit
+    hook: its resource-tracker process would then unlink them itself and print a 'leaked semaphore
+    objects' warning after our last line."""
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        with contextlib.suppress(Exception):
+            util._run_finalizers(0)  # the hook's first step, without its joins; no public way to call it
 
 
 def _main(argv: list[str] | None) -> None:

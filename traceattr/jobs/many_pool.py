@@ -62,12 +62,18 @@ def in_processes(jobs, settings, parts, workers, done) -> Iterator[ReportResult]
                 done(result)
                 yield result
         except BaseException:  # Ctrl-C or an error here: stop now rather than finish every queued report
-            procs = list((getattr(pool, "_processes", None) or {}).values())  # no public way before Python 3.14
+            # the workers and the pool's manager thread: no public way to reach them before Python 3.14
+            procs = list((getattr(pool, "_processes", None) or {}).values())
+            manager = getattr(pool, "_executor_manager_thread", None)
             pool.shutdown(wait=False, cancel_futures=True)
             for proc in procs:
                 proc.terminate()
             for proc in procs:
                 proc.join(timeout=10)  # gone before the caller removes the parts they were writing
+            if manager is not None and manager.is_alive():
+                # it now closes the pool's queues, freeing their semaphores; done before the program's
+                # os._exit, or the resource tracker reports them as leaked after our last line
+                manager.join(timeout=10)
             raise
         pool.shutdown(wait=True)
 
@@ -80,7 +86,9 @@ def on_dask(jobs, settings, parts, address, workers, done) -> Iterator[ReportRes
     cluster = None
     try:
         if address == "local":
-            with worker_threads(workers) as env:
+            # a stop while the cluster starts would leave its processes half-spawned, out of close()'s
+            # reach (cluster still None): held until it is up (~1-2 s), then it is closed as usual
+            with worker_threads(workers) as env, stopping.deferred():
                 cluster = LocalCluster(
                     n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, env=env
                 )
