@@ -49,7 +49,10 @@ except ImportError:  # pragma: no cover - exercised on machines without ADBC
     _adbc = None
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-ROWS_PER_CHUNK = 131_072  # rows per parallel read of a big table (see SqliteSource.row_chunks)
+# rows per parallel read of a big table (see SqliteSource.row_chunks). 64 k, not 128 k: on 16 cores the
+# nested trace's kernel table came in 3 chunks for 8 threads and its biggest chunk set the load's end (load
+# 0.32-0.36 -> 0.24-0.26 s on the H200 host; 2 cores: no change, same peak). Below 64 k it did not pay
+ROWS_PER_CHUNK = 65_536
 _BATCH_ROWS = "adbc.sqlite.query.batch_rows"
 # A rowid takes at least this many bytes of the file (cell pointer, sizes, rowid, record header), so a
 # table holds at most file size / this many rows: a rowid span beyond that cannot be dense
@@ -315,8 +318,8 @@ class SqliteSource:
 
     def row_chunks(self, table: str, rows_per_chunk: int | None = None) -> list[tuple[str, int]]:
         """``rowid`` conditions splitting *table* into chunks of about *rows_per_chunk* rows for
-        parallel reads, with the rows each holds at most (by default :data:`ROWS_PER_CHUNK`, half that
-        through ``sqlite3``: its reads are ~5x slower, and up to 8 processes share a few big tables).
+        parallel reads, with the rows each holds at most (by default :data:`ROWS_PER_CHUNK` through either
+        engine).
 
         The chunks follow the rows, not the rowid values: a rowid is a value in the file, and one
         row at rowid 2**62 (or -2**62) must not turn into trillions of chunks. nsys numbers rows
@@ -325,7 +328,7 @@ class SqliteSource:
         boundaries are found by stepping *rows_per_chunk* rows at a time through the rowid b-tree
         (one pass over its leaves, ~0.05 s per 300 k rows)."""
         if rows_per_chunk is None:
-            rows_per_chunk = ROWS_PER_CHUNK if self.engine == "adbc" else ROWS_PER_CHUNK // 2
+            rows_per_chunk = ROWS_PER_CHUNK
         # two queries: SQLite answers a lone min(rowid) or max(rowid) from the b-tree's
         # edge, but scans the whole table for both in one SELECT
         lo = self.scalar_rows(f'SELECT min(rowid) FROM "{table}"', f"sizing {table}")[0][0]
