@@ -120,7 +120,9 @@ def contenders(
                       {**os.environ, "TRACEATTR_READ_PROCESSES": "0"}),
     }  # fmt: skip
     if baseline is not None:
-        runs["baseline"] = (command, {**os.environ, "PYTHONPATH": str(baseline)})
+        # before any path already there (a device's bundled packages stay importable)
+        paths = [str(baseline), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        runs["baseline"] = (command, {**os.environ, "PYTHONPATH": os.pathsep.join(paths)})
     if nsys:
         copy = work / "nsys-copy.sqlite"
         runs["nsys"] = ([nsys, "stats", "-q", "-r", "nvtx_gpu_proj_trace", "--format", "csv", "-o",

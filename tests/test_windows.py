@@ -20,22 +20,22 @@ from traceattr.attribution.windows import cuts
 from traceattr.trace.loader import Trace, load_trace
 
 
-def _with_windows(ops: int | None, trace: Trace, **kw: object) -> tuple[engine.Attribution, int]:
-    saved = engine.WINDOW_OPS, engine.WINDOWS_FROM
-    engine.WINDOW_OPS, engine.WINDOWS_FROM = ops, 0
+def _with_windows(ops: int | None, trace: Trace, threads: int = 1, **kw: object) -> tuple[engine.Attribution, int]:
+    saved = engine.WINDOW_OPS, engine.WINDOWS_FROM, engine.WINDOW_THREADS
+    engine.WINDOW_OPS, engine.WINDOWS_FROM, engine.WINDOW_THREADS = ops, 0, threads
     try:
         run = Attributing(trace, **kw)  # type: ignore[arg-type]
         count = len(run.windows)
         att = run.result(pl.concat(list(run.range_rows())))
     finally:
-        engine.WINDOW_OPS, engine.WINDOWS_FROM = saved
+        engine.WINDOW_OPS, engine.WINDOWS_FROM, engine.WINDOW_THREADS = saved
     return att, count
 
 
-def _same(trace: Trace, ops: int, **kw: object) -> int:
+def _same(trace: Trace, ops: int, threads: int = 1, **kw: object) -> int:
     whole, one = _with_windows(None, trace, **kw)
     assert one == 1
-    parts, count = _with_windows(ops, trace, **kw)
+    parts, count = _with_windows(ops, trace, threads, **kw)
     assert_frame_equal(parts.ranges, whole.ranges)
     assert_frame_equal(parts.placement, whole.placement)
     assert_frame_equal(parts.ops, whole.ops)
@@ -48,10 +48,17 @@ def loaded(exports: dict[str, Path]) -> Iterator[dict[str, Trace]]:
     yield {name: load_trace(exports[name]) for name in FIXTURES}
 
 
+@pytest.mark.parametrize("threads", [1, 3], ids=["one-thread", "side-by-side"])
 @pytest.mark.parametrize("mode", ["nsys", "innermost"])
-def test_real_exports_in_windows_equal_whole(loaded: dict[str, Trace], mode: str) -> None:
+def test_real_exports_in_windows_equal_whole(
+    loaded: dict[str, Trace], mode: str, threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # windows side by side on any machine (the engine takes no more threads than CPUs)
+    monkeypatch.setattr(engine, "usable_cpus", lambda: 8)
     # about 12 windows each (cuts permitting): enough to cross every kind of boundary, few enough to stay quick
-    split = {name: _same(trace, max(1, trace.gpu_ops.height // 12), mode=mode) for name, trace in loaded.items()}
+    split = {
+        name: _same(trace, max(1, trace.gpu_ops.height // 12), threads, mode=mode) for name, trace in loaded.items()
+    }
     # the test must reach windows: most real exports divide (traces with one enclosing range do not)
     assert sum(count > 1 for count in split.values()) >= len(split) // 2, split
 
@@ -71,6 +78,7 @@ def test_random_traces_in_windows_equal_whole(tmp_path: Path, data: tuple[list, 
     trace = load_trace(path)
     for mode in ("nsys", "innermost"):
         _same(trace, 1, mode=mode)
+    _same(trace, 1, 2, mode="nsys")  # two at a time, where the CPUs allow
 
 
 def test_no_window_cuts_a_range() -> None:
@@ -103,6 +111,7 @@ def test_attribute_out_streams_windows_to_the_same_bytes(
 ) -> None:
     trace = exports["h200_traceattr_sweep"]
     written = {}
+    monkeypatch.setattr(engine, "usable_cpus", lambda: 8)
     for name, ops in (("whole", None), ("windows", 3)):
         monkeypatch.setattr(engine, "WINDOW_OPS", ops)
         monkeypatch.setattr(engine, "WINDOWS_FROM", 0)

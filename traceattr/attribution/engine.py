@@ -50,6 +50,8 @@ from traceattr.attribution.subtrees import few_distinct
 from traceattr.attribution.subtrees import subtree_metrics as _subtree_metrics  # a module global here: tests wrap it
 from traceattr.attribution.windows import WINDOW_OPS as WINDOW_OPS_DEFAULT
 from traceattr.attribution.windows import Planned, Window, launches_in, local, split
+from traceattr.core.cpus import usable_cpus
+from traceattr.core.threads import in_order
 from traceattr.trace.loader import Trace
 
 Mode = Literal["nsys", "innermost"]
@@ -61,10 +63,14 @@ _SUBTREES = True
 WINDOW_OPS: int | None = WINDOW_OPS_DEFAULT
 # traces with fewer ops attribute in one pass: a window costs ~200 eager polars calls whatever its size
 # (20-80 ms), and below ~250 k ops the whole pass holds less than ~70 MB of intermediates. From there
-# windows pay. Nested trace (300 k ops, 5 windows), H200 host, 4 threads: 305-310 -> 272-276 MB (nsys
+# windows pay. Nested trace (300 k ops, 5 windows of 64 k then), H200 host, 4 threads: 305-310 -> 272-276 MB (nsys
 # stats: 284 MB) for 1.46-1.52 -> 1.56-1.67 s; 2 cores: 258-279 -> 237-242 MB at the same wall (noise
 # 2.75-3.66 s). Sweep (1.25 M ops, 19 windows), 2 cores: 752-767 -> 629-638 MB for 7.45 -> 8.10 s.
 WINDOWS_FROM = 1 << 18
+# windows attributed side by side, at most one per usable CPU: a window is ~200 polars calls on small
+# frames, mostly in polars' kernels with the GIL released, so on many cores a second window's Python runs while
+# the first is in a kernel (H200 host: sweep 3.46 -> 3.13 s; a third thread held ~10 MB more for little)
+WINDOW_THREADS = 2
 
 
 def attribute(
@@ -143,13 +149,16 @@ class Attributing(OfTrace):
             self.windows = [Planned(0, ranges.height)]
         self.launches = launches
         self._placed: list[pl.DataFrame] = []
-        self._empty: pl.DataFrame | None = None
+        none = ranges.head(0)
+        self._empty = with_tree(none, RangeIndex(none))  # the range table's columns, for the buckets' rows
         self.placement: pl.DataFrame | None = None
 
     def range_rows(self) -> Iterator[pl.DataFrame]:
         """The range table, a window's ranges at a time in the table's order, then the buckets."""
-        while self.windows:
-            yield self._window(self.windows.pop(0).window())
+        threads = min(WINDOW_THREADS, usable_cpus(), len(self.windows))  # one window: on this thread
+        for rows, placed in in_order(self._window, self._planned(), threads, "traceattr-window"):
+            self._placed.append(placed)  # in the windows' order, whichever thread ended first
+            yield rows
         del self.launches
         self.placement = pl.concat(self._placed)
         self._placed.clear()
@@ -180,15 +189,19 @@ class Attributing(OfTrace):
             metrics = pair_metrics(
                 buckets.with_columns(pl.int_range(pl.len(), dtype=buckets.schema["op_id"]).alias("op_id")), facts
             )
-        assert self._empty is not None
         yield _known_latency(range_table(self._empty, metrics))
 
-    def _window(self, window: Window) -> pl.DataFrame:
+    def _planned(self) -> Iterator[Window]:
+        """The windows' op and launch ids, each found as its window starts (held by it alone)."""
+        while self.windows:
+            yield self.windows.pop(0).window()
+
+    def _window(self, window: Window) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The window's range rows and its ops' placement. Reads the attribution's frames, writes none of
+        them: windows run side by side (range_rows)."""
         ranges = self.ranges.slice(window.lo, window.hi - window.lo)
         index = RangeIndex(ranges)
         ranges = with_tree(ranges, index)
-        if self._empty is None:
-            self._empty = ranges.head(0)
         ops = local(self.trace.gpu_ops.select(_FACT_COLUMNS), window.op_ids)
         launches = launches_in(self.launches, window)
         every, deepest = locate(index, launches, dedupe=self.dedupe, ancestors=self.mode == "nsys" and not self.subtree)
@@ -210,8 +223,7 @@ class Attributing(OfTrace):
         del assign, every, facts
         if window.op_ids is not None:  # back to the trace's op ids (the window's ops in id order)
             placement = placement.with_columns(window.op_ids.cast(placement.schema["op_id"]).alias("op_id"))
-        self._placed.append(placement)
-        return _known_latency(range_table(ranges, metrics, laminar))
+        return _known_latency(range_table(ranges, metrics, laminar)), placement
 
     def ranges_lazy(self) -> pl.LazyFrame:
         """The range table as a lazy frame that attributes a window as a reader (a sink) asks for its rows.
