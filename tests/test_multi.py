@@ -113,6 +113,7 @@ def test_cli_many_reports_write_what_was_read_and_exit_2(ranks: Path, tmp_path: 
     errors = [line for line in res.stderr.splitlines() if line.startswith("traceattr: error:")]
     assert len(errors) == 1 and "rank2.sqlite" in errors[0], res.stderr
     assert "Traceback" not in res.stderr
+    assert all(line.strip() for line in res.stderr.splitlines()), res.stderr  # no bar's empty line in a log
     assert sorted(p.name for p in out.iterdir()) == [
         "across_reports.parquet",
         "attribution.json",

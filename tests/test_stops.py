@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import IN_CI
+
 EXAMPLES = Path(__file__).parent.parent / "examples" / "traces"
 SWEEP = EXAMPLES / "h200_mla_sweep.sqlite"
 OTHER = EXAMPLES / "h200_mla_fa2_fa3.sqlite"
@@ -127,6 +129,28 @@ def test_sigterm_stops_the_worker_processes(tmp_path: Path) -> None:
     if proc.returncode == 143:  # nothing after the last line (multiprocessing's tracker once wrote there)
         assert err.strip().splitlines()[-1] == "traceattr: stopped by SIGTERM", err
     assert _wait_for(lambda: not any(_alive(p) for p in workers), timeout=5), [p for p in workers if _alive(p)]
+    assert not _partials(tmp_path)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_a_stop_of_a_dask_run_ends_on_our_line_alone(tmp_path: Path) -> None:
+    """--dask local: the cluster is ours. At distributed's default log level a stop printed the cancelled
+    tasks' CancelledError warnings and closed connections' tracebacks around 'traceattr: stopped by
+    SIGTERM', and the report progress bar an empty line above it."""
+    if not IN_CI:
+        pytest.importorskip("distributed", reason="the `multi` extra (Dask) is not installed")
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    for i in range(120):  # ~2 s of reports on two workers: the stop lands while they run
+        shutil.copy(SWEEP if i % 2 else OTHER, folder / f"r{i}.sqlite")
+    proc = _traceattr("attribute", folder, "--dask", "local", "-j", "2", "--out", tmp_path / "res", "-f", "csv")
+
+    # a worker wrote its first report's part: reports are under way
+    assert _wait_for(lambda: any(f.startswith("kernels-") for _, _, fs in os.walk(tmp_path) for f in fs))
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert err.splitlines() == ["traceattr: stopped by SIGTERM"], err
     assert not _partials(tmp_path)
 
 

@@ -7,6 +7,7 @@ worker) fails the report it held, not the run.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterator
 
@@ -89,9 +90,13 @@ def on_dask(jobs, settings, parts, address, workers, done) -> Iterator[ReportRes
             # a stop while the cluster starts would leave its processes half-spawned, out of close()'s
             # reach (cluster still None): held until it is up (~1-2 s), then it is closed as usual
             with worker_threads(workers) as env, stopping.deferred():
+                # silence_logs: the cluster is ours and a failed report is reported as such; its own logs
+                # (WARNING and up by default, in its processes and in this one's scheduler) turned every stop
+                # into warnings and tracebacks of cancelled tasks and closed connections around our last line
                 cluster = LocalCluster(
-                    n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, env=env
-                )
+                    n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, env=env,
+                    silence_logs=logging.CRITICAL,
+                )  # fmt: skip
             client = Client(cluster)
         else:
             try:

@@ -248,12 +248,17 @@ def render_across(across: pl.DataFrame, console: Console, key: str, limit: int =
 
 @contextlib.contextmanager
 def report_progress(total: int, what: str = "reports") -> Iterator[Callable[[Any], None]]:
-    """A progress bar over reports on stderr; yields the callback that advances it by one."""
+    """A progress bar over reports on stderr, only when stderr is a terminal (elsewhere rich left an empty
+    line in the log above the run's messages); yields the callback that advances it by one."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        yield lambda _result: None
+        return
     with Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True,
+        console=err, transient=True,
     ) as bar:  # fmt: skip
         task = bar.add_task(what, total=total)
         yield lambda _result: bar.advance(task)
