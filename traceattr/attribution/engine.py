@@ -63,13 +63,13 @@ _SUBTREES = True
 WINDOW_OPS: int | None = WINDOW_OPS_DEFAULT
 # traces with fewer ops attribute in one pass: a window costs ~200 eager polars calls whatever its size
 # (20-80 ms), and below ~250 k ops the whole pass holds less than ~70 MB of intermediates. From there
-# windows pay. Nested trace (300 k ops, 5 windows of 64 k then), H200 host, 4 threads: 305-310 -> 272-276 MB (nsys
-# stats: 284 MB) for 1.46-1.52 -> 1.56-1.67 s; 2 cores: 258-279 -> 237-242 MB at the same wall (noise
-# 2.75-3.66 s). Sweep (1.25 M ops, 19 windows), 2 cores: 752-767 -> 629-638 MB for 7.45 -> 8.10 s.
+# windows pay. Nested trace (300 k ops, then 5 windows of 64 k), H200 host, 4 threads: 305-310 -> 272-276
+# MB (nsys stats: 284 MB) for 1.46-1.52 -> 1.56-1.67 s; 2 cores: 258-279 -> 237-242 MB at the same wall
+# (noise 2.75-3.66 s). Sweep (1.25 M ops, 19 windows), 2 cores: 752-767 -> 629-638 MB for 7.45 -> 8.10 s.
 WINDOWS_FROM = 1 << 18
 # windows attributed side by side, at most one per usable CPU: a window is ~200 polars calls on small
-# frames, mostly in polars' kernels with the GIL released, so on many cores a second window's Python runs while
-# the first is in a kernel (H200 host: sweep 3.46 -> 3.13 s; a third thread held ~10 MB more for little)
+# frames, mostly in polars' kernels with the GIL released, so on many cores one window's Python runs while
+# the other's kernels do (H200 host: sweep 3.46 -> 3.13 s; a third thread held ~10 MB more for little)
 WINDOW_THREADS = 2
 
 
