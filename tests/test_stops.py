@@ -186,6 +186,30 @@ def test_a_stop_while_the_pool_starts_its_thread_raises_stopped_and_ends_the_wor
     assert _wait_for(lambda: not multiprocessing.active_children(), timeout=10), multiprocessing.active_children()
 
 
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
+@pytest.mark.parametrize("again", [True, False], ids=["ignored-again", "left-to-polars"])
+def test_an_ignored_sigint_stays_ignored_once_polars_is_in(again: bool) -> None:
+    """A script's background job starts with SIGINT ignored (Ctrl-C is for the foreground command).
+    Importing polars (2.1) sets its own SIGINT handler over it, and a Ctrl-C then interrupted a background
+    traceattr mid-run. Once the command's module is in, the program ignores it again. The second case
+    shows the handler that the first one removes (where this polars sets one)."""
+    program = (
+        "import signal, sys\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a script's background job starts\n"
+        "sys.argv[0] = 'traceattr'\n"
+        "from traceattr import cli\n"
+        "cli.load_command('attribute')  # polars comes in with the command's module\n"
+        f"{'cli._imports_done()' if again else 'pass'}\n"
+        "status = open('/proc/self/status').read()\n"
+        "ignored = int(next(l for l in status.splitlines() if l.startswith('SigIgn')).split()[1], 16)\n"
+        "print(bool(ignored & (1 << (signal.SIGINT - 1))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True)
+    if not again and out.stdout.strip() == "True":
+        pytest.skip("this polars leaves an ignored SIGINT alone")
+    assert out.stdout.strip() == str(again), out.stderr
+
+
 @pytest.mark.parametrize("released", [True, False], ids=["released", "not-released"])
 def test_a_pool_left_by_a_stop_leaves_no_semaphore_warning_after_the_last_line(released: bool) -> None:
     """After a stop the traceback still holds the process pool, and the program leaves through os._exit:
