@@ -132,25 +132,39 @@ def test_sigterm_stops_the_worker_processes(tmp_path: Path) -> None:
     assert not _partials(tmp_path)
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-def test_a_stop_of_a_dask_run_ends_on_our_line_alone(tmp_path: Path) -> None:
-    """--dask local: the cluster is ours. At distributed's default log level a stop printed the cancelled
-    tasks' CancelledError warnings and closed connections' tracebacks around 'traceattr: stopped by
-    SIGTERM', and the report progress bar an empty line above it."""
-    if not IN_CI:
+SCRIPT = Path(sys.executable).with_name("traceattr")  # the installed program, as users run it
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="the traceattr script is not installed beside this Python")
+@pytest.mark.parametrize("stop", ["SIGTERM", "Ctrl-C"], ids=["sigterm-to-traceattr", "ctrl-c-to-the-group"])
+@pytest.mark.parametrize("pool", ["processes", "dask"])
+def test_a_stopped_many_report_run_says_so_once(tmp_path: Path, pool: str, stop: str) -> None:
+    """Through the ``traceattr`` script, a many-report run stopped mid-way prints its one line, nothing else.
+
+    Before: each spawned worker re-imported the script and set itself up as the program, so SIGTERM
+    printed 'traceattr: stopped by a signal' once per worker above the real line; a terminal's Ctrl-C
+    (SIGINT to every process of its group) made each worker say 'traceattr: interrupted', or print a
+    KeyboardInterrupt traceback under Dask; and Dask's own logs printed cancelled tasks' warnings and
+    closed connections' tracebacks. (``python -m traceattr`` never showed the first: multiprocessing does
+    not re-import a package's ``__main__``.)"""
+    if pool == "dask" and not IN_CI:
         pytest.importorskip("distributed", reason="the `multi` extra (Dask) is not installed")
     folder = tmp_path / "reports"
     folder.mkdir()
-    for i in range(120):  # ~2 s of reports on two workers: the stop lands while they run
+    for i in range(120):  # a few seconds of reports on two workers: the stop lands while they run
         shutil.copy(SWEEP if i % 2 else OTHER, folder / f"r{i}.sqlite")
-    proc = _traceattr("attribute", folder, "--dask", "local", "-j", "2", "--out", tmp_path / "res", "-f", "csv")
-
+    args = ["attribute", folder, "-j", "2", "--out", tmp_path / "res", "-f", "csv"]
+    proc = subprocess.Popen([SCRIPT, *map(str, args), *(["--dask", "local"] if pool == "dask" else [])],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     # a worker wrote its first report's part: reports are under way
     assert _wait_for(lambda: any(f.startswith("kernels-") for _, _, fs in os.walk(tmp_path) for f in fs))
-    proc.send_signal(signal.SIGTERM)
+    if stop == "SIGTERM":
+        proc.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends Ctrl-C: to the whole foreground group
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err
-    assert err.splitlines() == ["traceattr: stopped by SIGTERM"], err
+    line = "traceattr: stopped by SIGTERM" if stop == "SIGTERM" else "traceattr: interrupted"
+    assert (proc.returncode, err.splitlines()) == (143 if stop == "SIGTERM" else 130, [line]), err
     assert not _partials(tmp_path)
 
 

@@ -29,10 +29,19 @@ def _interrupted_while_starting(signum: int, _frame: object) -> None:
     os._exit(128 + signum)
 
 
-# only when this process is the `traceattr` program, not a library user importing the CLI
-_AS_PROGRAM = os.path.basename(sys.argv[0]) == "traceattr" or sys.argv[0].endswith(
-    os.path.join("traceattr", "__main__.py")
-)
+def _spawned_worker() -> bool:
+    """Whether this is a worker process that multiprocessing spawned: it re-imports the program's script as
+    ``__mp_main__``, with the program's argv, and must not set itself up as the program (its stop messages
+    were printed once per worker, and the garbage collector stayed off for its whole life). It has
+    multiprocessing loaded and named before that import; the program itself has not loaded it yet."""
+    mp = sys.modules.get("multiprocessing")
+    return mp is not None and mp.current_process().name != "MainProcess"
+
+
+# only when this process is the `traceattr` program, not a library user importing the CLI nor a worker
+_AS_PROGRAM = (
+    os.path.basename(sys.argv[0]) == "traceattr" or sys.argv[0].endswith(os.path.join("traceattr", "__main__.py"))
+) and not _spawned_worker()
 # the stop signals this program was started with ignored (a script's background job ignores SIGINT, so that
 # Ctrl-C stops only the command in the foreground): they must stay ignored (_still_ignored)
 _IGNORED_AT_START: tuple[int, ...] = ()

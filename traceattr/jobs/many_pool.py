@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 from collections.abc import Iterator
 
 from traceattr.core import stopping
@@ -36,6 +37,16 @@ def worker_threads(workers: int) -> Iterator[dict[str, str]]:
                 os.environ[k] = v
 
 
+def leave_stops_to_the_parent() -> None:
+    """A worker process ignores Ctrl-C and a closed terminal (SIGINT and SIGHUP reach every process of the
+    terminal's group): the parent stops, terminates its workers and prints the one line. Otherwise each
+    worker raised KeyboardInterrupt and printed its own message. Set after polars is loaded (with this
+    module's imports), which arms its own SIGINT handler over an ignored one."""
+    for name in ("SIGINT", "SIGHUP"):
+        if hasattr(signal, name):  # no SIGHUP on Windows
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+
+
 def failed_result(job: tuple[str, str, int], reason: str) -> ReportResult:
     path, name, i = job
     summary = {REPORT: name, "path": path, "ok": False, "error": reason}
@@ -49,7 +60,9 @@ def in_processes(jobs, settings, parts, workers, done) -> Iterator[ReportResult]
 
     # spawn, not fork: a forked child inherits polars' thread pool in whatever state it was
     with worker_threads(workers):
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        pool = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=leave_stops_to_the_parent
+        )
         try:
             # a stop landing inside submit() can interrupt the pool's own thread start, leaving a pool
             # whose shutdown raises RuntimeError instead of stopping: held until every job is queued
@@ -98,6 +111,7 @@ def on_dask(jobs, settings, parts, address, workers, done) -> Iterator[ReportRes
                     silence_logs=logging.CRITICAL,
                 )  # fmt: skip
             client = Client(cluster)
+            client.run(leave_stops_to_the_parent)  # its workers are ours too (a remote cluster's are not)
         else:
             try:
                 client = Client(address, timeout="10s")
