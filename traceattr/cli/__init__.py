@@ -42,14 +42,7 @@ def _spawned_worker() -> bool:
 _AS_PROGRAM = (
     os.path.basename(sys.argv[0]) == "traceattr" or sys.argv[0].endswith(os.path.join("traceattr", "__main__.py"))
 ) and not _spawned_worker()
-# the stop signals this program was started with ignored (a script's background job ignores SIGINT, so that
-# Ctrl-C stops only the command in the foreground): they must stay ignored (_still_ignored)
-_IGNORED_AT_START: tuple[int, ...] = ()
 if _AS_PROGRAM:
-    _IGNORED_AT_START = tuple(
-        s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))
-        if s is not None and signal.getsignal(s) is signal.SIG_IGN
-    )  # fmt: skip
     for _signum, _default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL),
                               (getattr(signal, "SIGHUP", None), signal.SIG_DFL)):  # fmt: skip
         if _signum is not None and signal.getsignal(_signum) is _default:  # an ignored signal stays ignored
@@ -166,12 +159,15 @@ def _imports_done() -> None:
 
 
 def _still_ignored() -> None:
-    """Ignore again what was ignored at start: importing polars (2.1) sets its own SIGINT handler over an
-    ignored SIGINT (Python still reports SIG_IGN), and a Ctrl-C meant for the foreground command then
-    interrupted a script's background traceattr. Every command but ``shapes`` has polars once its module
-    is imported, which is when this runs."""
-    for signum in _IGNORED_AT_START:
-        signal.signal(signum, signal.SIG_IGN)
+    """Ignore again the stop signals this program was started with ignored (a script's background job
+    ignores SIGINT, so that Ctrl-C stops only the foreground command): importing polars (2.1) sets its own
+    SIGINT handler over an ignored SIGINT, while Python still reports SIG_IGN, and a Ctrl-C then
+    interrupted a background traceattr. Every command but ``shapes`` has polars once its module is
+    imported, which is when this runs."""
+    if _AS_PROGRAM:
+        for signum in stopping.STOP_SIGNALS:
+            if signal.getsignal(signum) is signal.SIG_IGN:
+                signal.signal(signum, signal.SIG_IGN)  # Python's record, set again at the C level
 
 
 def load_command(name: str) -> Command:

@@ -42,9 +42,9 @@ def leave_stops_to_the_parent() -> None:
     terminal's group): the parent stops, terminates its workers and prints the one line. Otherwise each
     worker raised KeyboardInterrupt and printed its own message. Set after polars is loaded (with this
     module's imports), which arms its own SIGINT handler over an ignored one."""
-    for name in ("SIGINT", "SIGHUP"):
-        if hasattr(signal, name):  # no SIGHUP on Windows
-            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    for signum in stopping.STOP_SIGNALS:
+        if signum != signal.SIGTERM:  # the parent's way to end its workers
+            signal.signal(signum, signal.SIG_IGN)
 
 
 def failed_result(job: tuple[str, str, int], reason: str) -> ReportResult:

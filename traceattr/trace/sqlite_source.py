@@ -316,10 +316,9 @@ class SqliteSource:
         _return_freed_heap()
         return frames
 
-    def row_chunks(self, table: str, rows_per_chunk: int | None = None) -> list[tuple[str, int]]:
+    def row_chunks(self, table: str, rows_per_chunk: int = ROWS_PER_CHUNK) -> list[tuple[str, int]]:
         """``rowid`` conditions splitting *table* into chunks of about *rows_per_chunk* rows for
-        parallel reads, with the rows each holds at most (by default :data:`ROWS_PER_CHUNK` through either
-        engine).
+        parallel reads, with the rows each holds at most.
 
         The chunks follow the rows, not the rowid values: a rowid is a value in the file, and one
         row at rowid 2**62 (or -2**62) must not turn into trillions of chunks. nsys numbers rows
@@ -327,8 +326,6 @@ class SqliteSource:
         the file can hold: the chunk count is then bounded by the file's size); otherwise the
         boundaries are found by stepping *rows_per_chunk* rows at a time through the rowid b-tree
         (one pass over its leaves, ~0.05 s per 300 k rows)."""
-        if rows_per_chunk is None:
-            rows_per_chunk = ROWS_PER_CHUNK
         # two queries: SQLite answers a lone min(rowid) or max(rowid) from the b-tree's
         # edge, but scans the whole table for both in one SELECT
         lo = self.scalar_rows(f'SELECT min(rowid) FROM "{table}"', f"sizing {table}")[0][0]
