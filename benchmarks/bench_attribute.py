@@ -5,8 +5,10 @@
 
 Each contender runs as its own fresh process; the parent measures its wall time, CPU time (user + sys,
 from wait4, the process and all it waited for) and peak RSS (the largest process of the tree). The
-contenders run interleaved in one loop (read, traceattr, fallback, nsys, read, …), so a change in the
-load of a shared machine hits all of them alike; the 1-minute load average is recorded with each run.
+contenders run interleaved in one loop (read, traceattr, fallback, nsys; then traceattr, fallback, nsys,
+read; …: each round starts one later), so a change in the load of a shared machine hits all of them
+alike, and none always runs in the memory its predecessor just freed; the 1-minute load average is
+recorded with each run.
 
 * read:  the tables traceattr needs (kernels, runtime, NVTX, StringIds) read whole (``SELECT *``) into
   polars, one ADBC read per table, the fastest plain reader we know;
@@ -108,7 +110,7 @@ def measure(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None
 def contenders(
     trace: Path, work: Path, nsys: str | None, skip: set[str], baseline: Path | None, fmt: str = "csv"
 ) -> dict[str, tuple[list[str], dict[str, str] | None]]:
-    """name: (argv, environment) of each contender, in the order they run."""
+    """name: (argv, environment) of each contender, in the order of the first round."""
     out = ["--out", str(work / "out"), "--format", fmt]
     command = [sys.executable, "-m", "traceattr", "attribute", str(trace), *out]
     runs: dict[str, tuple[list[str], dict[str, str] | None]] = {
@@ -135,8 +137,13 @@ def bench(
 ) -> dict:
     plan = contenders(trace, work, nsys, skip, baseline, fmt)
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in plan}
-    for _ in range(repeat):
-        for name, (argv, env) in plan.items():
+    names = list(plan)
+    for round_ in range(repeat):
+        # each round starts one contender later: a run finds the memory and page cache the one before it
+        # freed (its output, removed below), so a fixed order favours whoever follows traceattr
+        first = round_ % len(names)
+        for name in names[first:] + names[:first]:
+            argv, env = plan[name]
             if name == "nsys":
                 shutil.copyfile(trace, work / "nsys-copy.sqlite")
             # run from the scratch folder: `python -m traceattr` started in a checkout would import that
