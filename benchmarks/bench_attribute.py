@@ -5,10 +5,13 @@
 
 Each contender runs as its own fresh process; the parent measures its wall time, CPU time (user + sys,
 from wait4, the process and all it waited for) and peak RSS (the largest process of the tree). The
-contenders run interleaved in one loop (read, traceattr, fallback, nsys; then traceattr, fallback, nsys,
-read; …: each round starts one later), so a change in the load of a shared machine hits all of them
-alike, and none always runs in the memory its predecessor just freed; the 1-minute load average is
-recorded with each run.
+contenders run interleaved in one loop (read, traceattr, fallback, nsys, read, …), so a change in the
+load of a shared machine hits all of them alike; the 1-minute load average is recorded with each run.
+Between runs the loop waits ``--settle`` seconds (3): on a VM that hands freed memory back to its host
+(free page reporting, as on the 2-core box) a run started at once finds its predecessor's memory and page
+cache still mapped, and one started later pays the host's faults: 400 MB written right after a free
+took 0.15 s, 8 s later 1.9 s. Without the wait, whoever follows a short contender is faster than whoever
+follows nsys (traceattr after nsys 1.96-2.26 s, the same code after the fallback 1.68-2.23 s).
 
 * read:  the tables traceattr needs (kernels, runtime, NVTX, StringIds) read whole (``SELECT *``) into
   polars, one ADBC read per table, the fastest plain reader we know;
@@ -110,7 +113,7 @@ def measure(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None
 def contenders(
     trace: Path, work: Path, nsys: str | None, skip: set[str], baseline: Path | None, fmt: str = "csv"
 ) -> dict[str, tuple[list[str], dict[str, str] | None]]:
-    """name: (argv, environment) of each contender, in the order of the first round."""
+    """name: (argv, environment) of each contender, in the order they run."""
     out = ["--out", str(work / "out"), "--format", fmt]
     command = [sys.executable, "-m", "traceattr", "attribute", str(trace), *out]
     runs: dict[str, tuple[list[str], dict[str, str] | None]] = {
@@ -133,17 +136,19 @@ def contenders(
 
 
 def bench(
-    trace: Path, work: Path, repeat: int, nsys: str | None, skip: set[str], baseline: Path | None, fmt: str = "csv"
+    trace: Path,
+    work: Path,
+    repeat: int,
+    nsys: str | None,
+    skip: set[str],
+    baseline: Path | None,
+    fmt: str = "csv",
+    settle: float = 0.0,
 ) -> dict:
     plan = contenders(trace, work, nsys, skip, baseline, fmt)
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in plan}
-    names = list(plan)
-    for round_ in range(repeat):
-        # each round starts one contender later: a run finds the memory and page cache the one before it
-        # freed (its output, removed below), so a fixed order favours whoever follows traceattr
-        first = round_ % len(names)
-        for name in names[first:] + names[:first]:
-            argv, env = plan[name]
+    for _ in range(repeat):
+        for name, (argv, env) in plan.items():
             if name == "nsys":
                 shutil.copyfile(trace, work / "nsys-copy.sqlite")
             # run from the scratch folder: `python -m traceattr` started in a checkout would import that
@@ -152,6 +157,7 @@ def bench(
             shutil.rmtree(work / "out", ignore_errors=True)
             for f in [*work.glob("nsys*.csv"), *work.glob("nsys-copy*")]:
                 f.unlink()
+            time.sleep(settle)  # every run starts in the same state of memory (the module's docstring)
     med = {
         k: {m: statistics.median(r[m] for r in v) for m in ("wall", "cpu", "load")}
         | {
@@ -234,6 +240,7 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, metavar="TREE", help="also time the traceattr checkout in TREE")
     ap.add_argument("--out", type=Path, metavar="DIR", help="write bench.json, runs.csv and summary.csv here")
     ap.add_argument("--json", type=Path, help="also write every measurement here")
+    ap.add_argument("--settle", type=float, default=3.0, metavar="S", help="seconds to wait between runs")
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # results show as each trace finishes, also into a file
 
@@ -254,12 +261,22 @@ def main() -> None:
     info = machine(args.nsys if "nsys" not in args.skip else None)
     info["byte_compiled"] = byte_compile(work, args.baseline)
     info["format"] = args.format
+    info["settle_s"] = args.settle
     print(json.dumps(info))
     results = []
     try:
         for trace in traces:
             results.append(
-                bench(trace.resolve(), work, args.repeat, args.nsys, set(args.skip), args.baseline, args.format)
+                bench(
+                    trace.resolve(),
+                    work,
+                    args.repeat,
+                    args.nsys,
+                    set(args.skip),
+                    args.baseline,
+                    args.format,
+                    args.settle,
+                )
             )
             report(results[-1])
             if args.out:  # after each trace: a run cut short still leaves what it measured
