@@ -9,6 +9,7 @@ import inspect
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -89,8 +90,10 @@ def _allocator_settings(**env: str) -> list[str]:
         "import polars\n"
         "print(os.environ['_RJEM_MALLOC_CONF'])\n"
         "print(os.environ['POLARS_MAX_THREADS'])\n"
+        "print(os.environ['POLARS_IDEAL_SINK_MORSEL_SIZE_BYTES'])\n"
     )
-    clean = {k: v for k, v in os.environ.items() if k not in ("_RJEM_MALLOC_CONF", "POLARS_MAX_THREADS")}
+    ours = ("_RJEM_MALLOC_CONF", "POLARS_MAX_THREADS", "POLARS_IDEAL_SINK_MORSEL_SIZE_BYTES")
+    clean = {k: v for k, v in os.environ.items() if k not in ours}
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60,
                           env={**clean, **env})  # fmt: skip
     return done.stdout.split()
@@ -103,13 +106,46 @@ def _last(conf: str, key: str) -> str | None:
 
 
 def test_the_program_sets_the_allocator_polars_uses() -> None:
-    conf, threads = _allocator_settings()
+    conf, threads, sink_bytes = _allocator_settings()
     assert _last(conf, "narenas") == "1"
     assert _last(conf, "muzzy_decay_ms") == "0", conf  # after polars' own muzzy_decay_ms, so it wins
     assert 1 <= int(threads) <= 4
+    assert int(sink_bytes) == 256 << 10  # writes below 1 MiB: small page-cache folios (cli.__init__)
 
 
 def test_settings_the_user_made_stay() -> None:
-    conf, threads = _allocator_settings(_RJEM_MALLOC_CONF="narenas:8", POLARS_MAX_THREADS="7")
+    conf, threads, sink_bytes = _allocator_settings(
+        _RJEM_MALLOC_CONF="narenas:8", POLARS_MAX_THREADS="7", POLARS_IDEAL_SINK_MORSEL_SIZE_BYTES="999"
+    )
     assert _last(conf, "narenas") == "8" and _last(conf, "muzzy_decay_ms") != "0"
     assert threads == "7"
+    assert sink_bytes == "999"
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux's per-process I/O counters")
+def test_the_tables_reach_the_file_in_small_writes(tmp_path: Path) -> None:
+    """With polars' default sink morsels the kernel table went out in 2-6 MB writes (large page-cache
+    folios, slow on a VM that hands memory back to its host); the program asks for 256 KiB morsels.
+    Counted by the kernel for the process: bytes written over write calls."""
+    polars = pytest.importorskip("polars")
+    if int(polars.__version__.split(".")[0]) < 2:
+        pytest.skip(f"polars {polars.__version__} has no sink morsel size to set")
+    trace = tmp_path / "t.sqlite"
+    maker = Path(__file__).resolve().parent.parent / "benchmarks" / "make_sweep_trace.py"
+    subprocess.run([sys.executable, str(maker), str(trace), "--shape", "nested", "--calls", "8000"],
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    probe = (
+        "import sys\n"
+        f"sys.argv = ['traceattr', 'attribute', {str(trace)!r}, '--format', 'csv', '--out', {str(tmp_path / 'o')!r}]\n"
+        "import traceattr.cli as cli\n"
+        "try:\n    cli._main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "io = dict(line.split(': ') for line in open('/proc/self/io').read().splitlines())\n"
+        "print(io['wchar'], io['syscw'])\n"
+    )
+    clean = {k: v for k, v in os.environ.items() if k != "POLARS_IDEAL_SINK_MORSEL_SIZE_BYTES"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120,
+                          env=clean)  # fmt: skip
+    written, calls = map(int, done.stdout.split()[-2:])
+    tables = sum(f.stat().st_size for f in (tmp_path / "o").glob("*.csv"))
+    assert tables > 8 << 20  # enough to need many writes either way
+    assert written >= tables and written / calls < 512 << 10, (written, calls)

@@ -63,6 +63,14 @@ if _AS_PROGRAM:
     # 307-329 MB against 535-537 MB at the same wall time; on the 1.25 M-kernel sweep 872-892 against 962-973
     # MB for 10% more wall time (3.10 s against 2.81 s; nsys stats: 34 s). A value the user set stays.
     os.environ.setdefault("POLARS_MAX_THREADS", str(min(usable_cpus(), _POOL_THREADS)))
+    # polars' streaming sinks write what they serialised of a morsel at once: 2-6 MB per write for the
+    # kernel table. Linux gives a write that large page-cache folios of about its size, and on a VM that
+    # hands freed memory back to its host (free page reporting, the 2-core box) those high-order pages
+    # are the ones faulted in anew: 1 MiB writes cost ~2 ms/MB there, 128-512 KiB ones ~0.2 ms/MB. With
+    # 256 KiB sink morsels (polars 2.x reads this; older versions ignore it), 2 cores, nested trace, 6
+    # interleaved pairs: 1.72 against 2.00 s started cold, 1.72 against 1.94 s warm; peak 218-224 against
+    # 225-235 MB; files byte-identical. A value the user set stays.
+    os.environ.setdefault("POLARS_IDEAL_SINK_MORSEL_SIZE_BYTES", str(256 << 10))
     # Importing typer, polars and a command's modules makes ~10^5 long-lived objects and no garbage
     # cycles: the collector's passes over them cost 15-25 ms of every command. Off until the command's
     # module is in, then those objects are frozen out of every later collection (_imports_done).
