@@ -16,6 +16,9 @@ from collections.abc import Iterator
 STOP_SIGNALS: tuple[int, ...] = tuple(
     s for s in (signal.SIGINT, getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None
 )
+# what a terminal sends its whole process group (Ctrl-C; a hangup when it closes): worker processes leave
+# these to the command that started them, which stops them with SIGTERM
+GROUP_SIGNALS: frozenset[int] = frozenset(s for s in STOP_SIGNALS if s != getattr(signal, "SIGTERM", None))
 _received: list[int] = []  # the signals that stopped this process, first first
 
 
@@ -85,3 +88,33 @@ def deferred() -> Iterator[None]:
             raise KeyboardInterrupt
         _received.append(caught[0])
         raise Stopped(caught[0])
+
+
+@contextlib.contextmanager
+def group_signals_held() -> Iterator[None]:
+    """Block the group's signals (GROUP_SIGNALS) in this thread while worker processes start; they arrive
+    here when it ends.
+
+    A process started meanwhile begins with them blocked, and keeps them waiting until it ignores them
+    (:func:`leave_group_signals`, which drops them): a Ctrl-C that lands while a worker still imports
+    printed a KeyboardInterrupt traceback from that import. multiprocessing's resource tracker unblocks
+    only the signals it ignores, so one started here outlives a closed terminal (killed, it made the pool's
+    cleanup print 'process died unexpectedly' and a KeyError traceback per semaphore).
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, GROUP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def leave_group_signals() -> None:
+    """In a worker process: ignore the group's signals (the command stops its workers), and take back the
+    block it may have started with (group_signals_held); one that came meanwhile is dropped."""
+    for signum in GROUP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, GROUP_SIGNALS)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 from collections.abc import Iterator
 
 from traceattr.core import stopping
@@ -41,10 +40,9 @@ def leave_stops_to_the_parent() -> None:
     """A worker process ignores Ctrl-C and a closed terminal (SIGINT and SIGHUP reach every process of the
     terminal's group): the parent stops, terminates its workers and prints the one line. Otherwise each
     worker raised KeyboardInterrupt and printed its own message. Set after polars is loaded (with this
-    module's imports), which arms its own SIGINT handler over an ignored one."""
-    for signum in stopping.STOP_SIGNALS:
-        if signum != signal.SIGTERM:  # the parent's way to end its workers
-            signal.signal(signum, signal.SIG_IGN)
+    module's imports), which arms its own SIGINT handler over an ignored one; until then the worker holds
+    them blocked (it starts inside stopping.group_signals_held)."""
+    stopping.leave_group_signals()
 
 
 def failed_result(job: tuple[str, str, int], reason: str) -> ReportResult:
@@ -60,13 +58,15 @@ def in_processes(jobs, settings, parts, workers, done) -> Iterator[ReportResult]
 
     # spawn, not fork: a forked child inherits polars' thread pool in whatever state it was
     with worker_threads(workers):
-        pool = ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn"), initializer=leave_stops_to_the_parent
-        )
+        with stopping.group_signals_held():  # the pool's resource tracker starts here
+            pool = ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("spawn"), initializer=leave_stops_to_the_parent
+            )
         try:
             # a stop landing inside submit() can interrupt the pool's own thread start, leaving a pool
-            # whose shutdown raises RuntimeError instead of stopping: held until every job is queued
-            with stopping.deferred():
+            # whose shutdown raises RuntimeError instead of stopping: held until every job is queued (the
+            # workers start here, on the first submits)
+            with stopping.deferred(), stopping.group_signals_held():
                 futures = {pool.submit(attribute_report, *job, settings=settings, parts=parts): job for job in jobs}
             for fut in as_completed(futures):
                 try:
@@ -102,7 +102,7 @@ def on_dask(jobs, settings, parts, address, workers, done) -> Iterator[ReportRes
         if address == "local":
             # a stop while the cluster starts would leave its processes half-spawned, out of close()'s
             # reach (cluster still None): held until it is up (~1-2 s), then it is closed as usual
-            with worker_threads(workers) as env, stopping.deferred():
+            with worker_threads(workers) as env, stopping.deferred(), stopping.group_signals_held():
                 # silence_logs: the cluster is ours and a failed report is reported as such; its own logs
                 # (WARNING and up by default, in its processes and in this one's scheduler) turned every stop
                 # into warnings and tracebacks of cancelled tasks and closed connections around our last line
