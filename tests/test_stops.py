@@ -192,11 +192,14 @@ def test_a_ctrl_c_while_the_workers_start_says_so_once(tmp_path: Path) -> None:
     def importing() -> bool:  # a worker has loaded polars' library: it is importing, its setup still to come
         for pid in _children(proc.pid):
             with contextlib.suppress(OSError):
-                if "_polars_runtime" in Path(f"/proc/{pid}/maps").read_text():
+                maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+                # polars.abi3.so (1.x), _polars_runtime.abi3.so (2.x)
+                if any("polars" in line.rsplit("/", 1)[-1] and ".so" in line for line in maps):
                     return True
         return proc.poll() is not None
 
     assert _wait_for(importing)
+    assert proc.poll() is None, "the run ended before a worker was seen loading polars"
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert (proc.returncode, err.splitlines()) == (130, ["traceattr: interrupted"]), err
