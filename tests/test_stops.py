@@ -37,6 +37,15 @@ def _run(*args: object, **kw: object) -> subprocess.CompletedProcess[str]:
                           timeout=120, check=False, **kw)  # type: ignore[call-overload]  # fmt: skip
 
 
+def _reports(tmp_path: Path, count: int) -> Path:
+    """A folder of *count* copies of the two example traces, in turn: a many-report run's input."""
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    for i in range(count):
+        shutil.copy(SWEEP if i % 2 else OTHER, folder / f"r{i}.sqlite")
+    return folder
+
+
 def _partials(root: Path) -> list[Path]:
     """The ``.partial`` files and folders under *root*, looked at while a command may be renaming or
     removing them: os.walk skips a folder that vanishes mid-walk, where Path.rglob raised
@@ -112,10 +121,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_sigterm_stops_the_worker_processes(tmp_path: Path) -> None:
-    folder = tmp_path / "reports"
-    folder.mkdir()
-    for i in range(6):
-        shutil.copy(SWEEP if i % 2 else OTHER, folder / f"r{i}.sqlite")
+    folder = _reports(tmp_path, 6)
     proc = _traceattr("attribute", folder, "-j", "2", "--out", tmp_path / "res", "-f", "csv")
     workers: set[int] = set()
 
@@ -136,6 +142,14 @@ def test_sigterm_stops_the_worker_processes(tmp_path: Path) -> None:
 SCRIPT = Path(sys.executable).with_name("traceattr")  # the installed program, as users run it
 
 
+def _script_run(tmp_path: Path, folder: Path, *extra: str) -> subprocess.Popen[str]:
+    """``traceattr attribute FOLDER -j 2`` through the installed script, in a process group of its own (a
+    terminal's signals are sent to the group)."""
+    args = ["attribute", folder, "-j", "2", "--out", tmp_path / "res", "-f", "csv", *extra]
+    return subprocess.Popen([SCRIPT, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+
+
 @pytest.mark.skipif(not SCRIPT.exists(), reason="the traceattr script is not installed beside this Python")
 @pytest.mark.parametrize(
     "stop", ["SIGTERM", "Ctrl-C", "hangup"], ids=["sigterm-to-traceattr", "ctrl-c-to-the-group", "hangup-to-the-group"]
@@ -154,13 +168,8 @@ def test_a_stopped_many_report_run_says_so_once(tmp_path: Path, pool: str, stop:
     semaphore."""
     if pool == "dask" and not IN_CI:
         pytest.importorskip("distributed", reason="the `multi` extra (Dask) is not installed")
-    folder = tmp_path / "reports"
-    folder.mkdir()
-    for i in range(120):  # a few seconds of reports on two workers: the stop lands while they run
-        shutil.copy(SWEEP if i % 2 else OTHER, folder / f"r{i}.sqlite")
-    args = ["attribute", folder, "-j", "2", "--out", tmp_path / "res", "-f", "csv"]
-    proc = subprocess.Popen([SCRIPT, *map(str, args), *(["--dask", "local"] if pool == "dask" else [])],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    folder = _reports(tmp_path, 120)  # a few seconds of reports on two workers: the stop lands while they run
+    proc = _script_run(tmp_path, folder, *(["--dask", "local"] if pool == "dask" else []))
     # a worker wrote its first report's part: reports are under way
     assert _wait_for(lambda: any(f.startswith("kernels-") for _, _, fs in os.walk(tmp_path) for f in fs))
     if stop == "SIGTERM":
@@ -181,13 +190,7 @@ def test_a_ctrl_c_while_the_workers_start_says_so_once(tmp_path: Path) -> None:
     has not yet been told to leave stops to the parent: it printed a KeyboardInterrupt traceback from
     its import above our line (seen once in six runs of the test above on a loaded machine). Workers now
     start with the terminal's signals blocked, and drop them once they ignore them."""
-    folder = tmp_path / "reports"
-    folder.mkdir()
-    for i in range(40):
-        shutil.copy(SWEEP if i % 2 else OTHER, folder / f"r{i}.sqlite")
-    args = ["attribute", folder, "-j", "2", "--out", tmp_path / "res", "-f", "csv"]
-    proc = subprocess.Popen([SCRIPT, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # fmt: skip
+    proc = _script_run(tmp_path, _reports(tmp_path, 40))
 
     def importing() -> bool:  # a worker has loaded polars' library: it is importing, its setup still to come
         for pid in _children(proc.pid):
