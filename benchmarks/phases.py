@@ -1,6 +1,6 @@
 """Where the time and memory of `traceattr attribute --out` go, phase by phase, in one process.
 
-    python benchmarks/phases.py TRACE.sqlite [--profile load|attribute|write] [--top 25]
+    python benchmarks/phases.py TRACE.sqlite [--format csv|parquet] [--profile load|attribute|write] [--top 25]
 
 Prints, after each phase (import polars, import traceattr, load, attribute, write ranges,
 write kernels): wall and CPU seconds (user + sys, all threads) of the phase, the resident set
@@ -59,6 +59,7 @@ def main() -> None:
     parser.add_argument("trace", type=Path)
     parser.add_argument("--profile", choices=("load", "attribute", "write"))
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--format", choices=("csv", "parquet"), default="parquet", help="the tables' format")
     args = parser.parse_args()
     phases = Phases(args.profile, args.top)
     phases.run("import polars", lambda: __import__("polars"))
@@ -70,8 +71,8 @@ def main() -> None:
     trace = phases.run("load", lambda: load_trace(args.trace))
     att = phases.run("attribute", lambda: attribute(trace))
     with tempfile.TemporaryDirectory(prefix="traceattr-phases-") as out:
-        phases.run("write ranges", lambda: write_table(att.ranges, Path(out), "ranges", "parquet"))
-        phases.run("write kernels", lambda: write_table(att.ops_lazy(), Path(out), "kernels", "parquet"))
+        phases.run("write ranges", lambda: write_table(att.ranges, Path(out), "ranges", args.format))
+        phases.run("write kernels", lambda: write_table(att.ops_lazy(), Path(out), "kernels", args.format))
 
 
 if __name__ == "__main__":
