@@ -30,7 +30,8 @@ follows nsys (traceattr after nsys 1.96-2.26 s, the same code after the fallback
 
 Targets (issues 10, 20): traceattr ≤ 0.10 × nsys and ≤ 1.5 × read, peak RSS ≤ nsys's, the sqlite3
 fallback within 3 × traceattr. Medians over --repeat runs are printed with the ratios, on wall time and
-on CPU time (on a busy machine CPU time is the steadier of the two). With ``--out DIR``: ``bench.json``
+on CPU time (on a busy machine CPU time is the steadier of the two), and beside traceattr / nsys the
+wall ratio at best: traceattr's CPU time over every usable core, which no overlap can beat. With ``--out DIR``: ``bench.json``
 (the machine, every run, the medians), ``runs.csv`` (one row per run) and ``summary.csv`` (one row per
 trace and contender), for a machine where only files come back (the H200 host).
 """
@@ -186,16 +187,21 @@ def report(result: dict) -> None:
             print(f"  {name} / {other:9s} wall {a['wall'] / o['wall']:.3f}  cpu {a['cpu'] / o['cpu']:.3f}  "
                   f"rss {a['rss'] / o['rss']:.2f}{goal}")  # fmt: skip
             if other == "nsys":  # what better overlap alone could reach: every core busy from start to end
-                cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+                cores = _affinity() or os.cpu_count() or 1
                 print(f"  {name} / {other:9s} wall at best {a['cpu'] / cores / o['wall']:.3f}  "
                       f"(its CPU time over all {cores} cores)")  # fmt: skip
+
+
+def _affinity() -> int | None:
+    """The CPUs this process may run on (None where the platform does not say)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
 
 
 def machine(nsys: str | None) -> dict[str, object]:
     """What ran the benchmark: CPUs, Python, polars, ADBC, nsys, the allocator settings in force."""
     info: dict[str, object] = {
         "host": platform.node(), "platform": platform.platform(), "python": platform.python_version(),
-        "cpus": os.cpu_count(), "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpus": os.cpu_count(), "usable_cpus": _affinity(),
         "env": {k: os.environ[k] for k in ("_RJEM_MALLOC_CONF", "POLARS_MAX_THREADS", "PYTHONDONTWRITEBYTECODE")
                 if k in os.environ},
         "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
