@@ -13,6 +13,7 @@ import pytest
 
 from tests.helpers import CROSS, FakeSearch, linear_time, run, search_plan
 from tests.synth.builder import TraceBuilder
+from traceattr.analysis.decision import decide, frame_crossings
 from traceattr.analysis.dispatch_table import (
     ShapePoint,
     build_segments,
@@ -104,7 +105,8 @@ def test_tie_band_keeps_the_backend_chosen_before(tmp_path: Path) -> None:
     summary, cross = analysed(sweep(tmp_path / "s.sqlite", times))
     (fam,) = dispatch_table(summary, cross).families
     assert [s.backend for s in fam.segments] == ["fa3", "flashmla"]
-    assert fam.segments[1].measured == (256_000, 512_000)
+    # the rule's bracket: fa3 really faster at 32k, flashmla at 512k, only ties between
+    assert fam.segments[1].measured == (32_000, 512_000) and fam.segments[1].decided
     assert fam.regret.max is not None and fam.regret.max < 0.01  # ties chosen the other way cost noise
 
 
@@ -136,7 +138,9 @@ def test_histogram_format() -> None:
 def test_shipped_sweep_v2_and_backend_for_reads_both(tmp_path: Path) -> None:
     summary, cross = analysed(EXAMPLE)
     table = dispatch_table(summary, cross)
-    doc = json.loads(json.dumps(dispatch_table_doc(summary, cross, table, "example")))
+    decision = decide(summary, frame_crossings(cross))
+    assert dispatch_table(None, None, decision=decision) == table  # the decision's table, however it is asked
+    doc = json.loads(json.dumps(dispatch_table_doc(decision, table, "example")))
     assert doc["schema"] == SCHEMA_V2
     (fam,) = doc["families"]
     assert [s["backend"] for s in fam["dispatch"]] == ["fa3", "flashmla"]

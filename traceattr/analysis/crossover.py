@@ -68,80 +68,104 @@ def crossovers(
 ) -> pl.DataFrame:
     """Crossings along ctx of *summary*'s families (see module doc and :data:`CROSSOVER_SCHEMA`).
 
+    By default the breakpoints of each family's one line of segments (:mod:`traceattr.analysis.decision`:
+    the frame every surface shows); ``every=True``: every crossing of every pair of backends.
     *calls* are the per-call rows *summary* was made from (``analysis.calls``), the samples of each interval.
     """
+    found = sample_crossings(summary, calls, same_program)
+    if not every:
+        from traceattr.analysis.decision import decide
+
+        return decide(summary, found).crossings_frame()
+    fam = with_family(summary)
+    out = []
+    for family in sorted(fam["family"].unique().to_list()):
+        backends = sorted(fam.filter(pl.col("family") == family)["backend"].unique().to_list())
+        for i, a in enumerate(backends):
+            for b in backends[i + 1 :]:
+                out += found(family, a, b)
+    frame = pl.DataFrame(out, schema=CROSSOVER_SCHEMA, orient="row") if out else pl.DataFrame(schema=CROSSOVER_SCHEMA)
+    return frame.sort("family", "crossover_ctx")
+
+
+def sample_crossings(
+    summary: pl.DataFrame, calls: pl.DataFrame, same_program: SameProgram = same_label
+) -> Callable[[str, str, str], list[dict]]:
+    """(family, a, b) -> every crossing of arms *a* and *b* along the family's ctx, judged on per-call samples
+    of *calls* (computed when first asked, then kept)."""
     fam = with_family(summary)
     samples = call_samples(
         calls.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series")))
     )
-    # the fastest at each point, and any arm that runs its program (at q = 1 fa3-per-token is fa3) ...
-    leaders = fam.filter((pl.col("ratio_to_best") == 1) | (pl.col("verdict") == "same program"))
-    leading = {(f, c, b) for f, c, b in leaders.select("family", "ctx", "backend").iter_rows()}
-    # ... but such a twin's own crossings repeat the fastest's: one rule, named after the fastest
-    twins = fam.filter(pl.col("verdict") == "same program")
-    twin = {(f, c, b) for f, c, b in twins.select("family", "ctx", "backend").iter_rows()}
+    memo: dict[tuple[str, str, str], list[dict]] = {}
+
+    def found(family: str, a: str, b: str) -> list[dict]:
+        a, b = sorted((a, b))
+        key = (family, a, b)
+        if key not in memo:
+            part = fam.filter(pl.col("family") == family)
+            memo[key] = _pair_crossings(samples, part, family, a, b, same_program)
+        return memo[key]
+
+    return found
+
+
+def _pair_crossings(
+    samples: Samples, part: pl.DataFrame, family: str, a: str, b: str, same_program: SameProgram
+) -> list[dict]:
+    """Each sign change of log(t_a / t_b) along *part*'s ctx, interpolated, judged and (where the points next to
+    it tie) widened to the nearest decided points; one row per bracket (medians flip-flopping inside one tie
+    zone make one)."""
+    ta = part.filter(pl.col("backend") == a).select("ctx", "shape", pl.col("median_us").alias("ta"))
+    tb = part.filter(pl.col("backend") == b).select("ctx", pl.col("median_us").alias("tb"))
+    both = ta.join(tb, on="ctx").sort("ctx")
+    pts = [(c, s, math.log(x / y)) for c, s, x, y in both.iter_rows() if x and y and x > 0 and y > 0]
     out, seen = [], set()
-    for (family,), part in fam.group_by(["family"]):
-        backends = sorted(part["backend"].unique().to_list())
-        for i, a in enumerate(backends):
-            for b in backends[i + 1 :]:
-                ta = part.filter(pl.col("backend") == a).select("ctx", "shape", pl.col("median_us").alias("ta"))
-                tb = part.filter(pl.col("backend") == b).select("ctx", pl.col("median_us").alias("tb"))
-                both = ta.join(tb, on="ctx").sort("ctx")
-                pts = [(c, s, math.log(x / y)) for c, s, x, y in both.iter_rows() if x > 0 and y > 0]
-                for k, ((c0, s0, d0), (c1, s1, d1)) in enumerate(itertools.pairwise(pts)):
-                    if d0 == 0 or (d0 < 0) == (d1 < 0) or same_program(a, b, s0) or same_program(a, b, s1):
-                        continue
-                    below, above = (a, b) if d0 < 0 else (b, a)
-                    if not every and (
-                        (family, c0, below) not in leading
-                        or (family, c1, above) not in leading
-                        or (family, c0, below) in twin
-                        or (family, c1, above) in twin
-                    ):
-                        continue
-                    # interpolate in log(ctx) where log(ta/tb) crosses zero
-                    frac = d0 / (d0 - d1)
-                    cross = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
-                    judged, lo, hi = _judge(samples, s0, s1, below, above), k, k + 1
-                    if not judged[0] and not every:  # tied next to the crossing: are both sides decided further out?
-
-                        def ok(idx: int, who: str, family: str = family, pts: list = pts) -> bool:
-                            return (family, pts[idx][0], who) in leading and (family, pts[idx][0], who) not in twin
-
-                        wide = _widen(samples, pts, k, below, above, ok)
-                        if wide is not None:
-                            lo, hi = wide
-                            judged = _judge(samples, pts[lo][1], pts[hi][1], below, above)
-                    key = (family, below, above, pts[lo][0], pts[hi][0])
-                    if key not in seen:  # medians flip-flopping inside one tie zone make one rule
-                        seen.add(key)
-                        out.append((family, below, above, pts[lo][0], pts[hi][0], round(cross), *judged))
-    return pl.DataFrame(out, schema=CROSSOVER_SCHEMA, orient="row").sort("family", "crossover_ctx")
+    for k, ((c0, s0, d0), (c1, s1, d1)) in enumerate(itertools.pairwise(pts)):
+        if d0 == 0 or (d0 < 0) == (d1 < 0) or same_program(a, b, s0) or same_program(a, b, s1):
+            continue
+        below, above = (a, b) if d0 < 0 else (b, a)
+        frac = d0 / (d0 - d1)  # interpolate in log(ctx) where log(ta/tb) crosses zero
+        cross = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
+        judged, lo, hi = _judge(samples, s0, s1, below, above), k, k + 1
+        if not judged[0]:  # tied next to the crossing: are both sides decided further out?
+            wide = _widen(samples, pts, k, below, above, lambda _i, _who: True)
+            if wide is not None:
+                lo, hi = wide
+                judged = _judge(samples, pts[lo][1], pts[hi][1], below, above)
+        key = (below, above, pts[lo][0], pts[hi][0])
+        if key not in seen:
+            seen.add(key)
+            names = ("decided", "ratio_at_low", "ratio_at_low_lo", "ratio_at_low_hi", "ratio_at_high",
+                     "ratio_at_high_lo", "ratio_at_high_hi", "noise_pct")  # fmt: skip
+            out.append({"family": family, "faster_below": below, "faster_above": above, "ctx_low": pts[lo][0],
+                        "ctx_high": pts[hi][0], "crossover_ctx": round(cross), **dict(zip(names, judged, strict=True))})  # fmt: skip
+    return out
 
 
 def _widen(
     samples: Samples, pts: list[tuple[int, str, float]], k: int, below: str, above: str, ok: Callable[[int, str], bool]
 ) -> tuple[int, int] | None:
     """The nearest measured points around the crossing between ``pts[k]`` and ``pts[k + 1]`` where *below*
-    is really faster (left) and *above* really faster (right), with only ties between, or None.
+    is really faster (left) and *above* really faster (right), with only undecided points between, or None.
 
     A rule needs the interval to exclude 1 at the measured points on both sides; where the points next
-    to the crossing tie, the bracket widens to the nearest decided points (the medians must not cross
-    back on the way, and the backend must lead there).
+    to the crossing tie, the bracket widens to the nearest decided points. Medians flip-flopping inside
+    the tie zone do not stop it (they are noise); a point decided the other way does.
     """
-    left = pts[k][2] < 0  # the sign of log(t_a / t_b) on the below side
+    opposite = {"slower": "faster", "faster": "slower"}
 
-    def nearest(indices: range, side: bool, who: str, verdict: str) -> int | None:
+    def nearest(indices: range, who: str, verdict: str) -> int | None:
         for idx in indices:
-            if pts[idx][2] == 0 or (pts[idx][2] < 0) != side:
-                return None  # the medians cross back first: not this crossing's bracket
-            if ok(idx, who) and compare_arms(samples, pts[idx][1], below, above).verdict == verdict:
+            got = compare_arms(samples, pts[idx][1], below, above).verdict
+            if got == opposite[verdict]:
+                return None  # decided the other way first: not this crossing's bracket
+            if got == verdict and ok(idx, who):
                 return idx
         return None
 
-    i = nearest(range(k, -1, -1), left, below, "slower")
-    j = nearest(range(k + 1, len(pts)), not left, above, "faster")
+    i = nearest(range(k, -1, -1), below, "slower")
+    j = nearest(range(k + 1, len(pts)), above, "faster")
     return (i, j) if i is not None and j is not None else None
 
 

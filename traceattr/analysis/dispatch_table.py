@@ -3,9 +3,10 @@
 Per shape family (the shape with ctx left out: heads, dtype, page, batch, q alike) the table says which
 backend to run for each ctx interval. It is built from the measured points alone:
 
-* at each measured ctx the choice is the fastest median, except that a backend chosen at the ctx
-  before stays chosen where it ties with the fastest (verdict ``winner``/``tie``, or the fastest's
-  same program): a switch inside a tie buys nothing and flip-flops on noise;
+* at each measured ctx the choice is a *good* backend (the fastest, or one that ties with it: verdict
+  ``winner``/``tie``); a backend chosen at the ctx before stays chosen while it is good (a switch
+  inside a tie buys nothing and flip-flops on noise), and where a switch is needed the new choice is
+  the good backend that stays good the furthest, so the table switches as rarely as the points allow;
 * where the choice changes between two measured ctx, the breakpoint is where the two backends'
   medians cross, log(t_a / t_b) interpolated linearly in log ctx (:mod:`traceattr.analysis.crossover`'s
   interpolation); where their medians do not cross there, the geometric mean of the two ctx.
@@ -32,13 +33,16 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
-from traceattr.analysis.crossover import with_family
 from traceattr.core.errors import TraceattrError
 from traceattr.core.shapes import parse_shape
+
+if TYPE_CHECKING:
+    from traceattr.analysis.decision import Decision
 
 _GRID = 64  # points per histogram bin (log-spaced) when integrating expected time
 
@@ -84,9 +88,14 @@ def build_segments(points: Sequence[ShapePoint]) -> list[Segment]:
     """The table of *points* (one family, any order): see the module doc."""
     pts = sorted(points, key=lambda p: p.ctx)
     choices: list[str] = []
-    for p in pts:
-        keep = choices[-1] if choices and choices[-1] in p.good else None
-        choices.append(keep or p.fastest)
+    for i, p in enumerate(pts):
+        if choices and choices[-1] in p.good:
+            choices.append(choices[-1])
+            continue
+        # a switch (or the start): of the arms good here, the one that stays good the furthest, so the table
+        # switches as rarely as the points allow; among those the fastest here
+        good = sorted(p.good & set(p.median_us)) or [p.fastest]
+        choices.append(min(good, key=lambda b: (-_good_run(pts, i, b), p.median_us[b], b)))
     segments: list[Segment] = []
     start: int | None = None
     measured: tuple[int, int] | None = None
@@ -99,6 +108,16 @@ def build_segments(points: Sequence[ShapePoint]) -> list[Segment]:
     if pts:
         segments.append(Segment(start, None, choices[-1], measured))
     return segments
+
+
+def _good_run(pts: Sequence[ShapePoint], i: int, backend: str) -> int:
+    """How many points from ``pts[i]`` on *backend* stays good at."""
+    n = 0
+    for p in pts[i:]:
+        if backend not in p.good:
+            break
+        n += 1
+    return n
 
 
 def _crossing(p: ShapePoint, q: ShapePoint, a: str, b: str) -> int:
@@ -290,48 +309,11 @@ def graph_safe(
 # -- the table ---------------------------------------------------------------------------
 
 
-def family_points(summary: pl.DataFrame) -> dict[str, list[ShapePoint]]:
-    """Per family, its measured points (summary rows with verdicts: ``shape, backend, median_us, verdict, …``)."""
-    fam = with_family(summary).filter(pl.col("median_us").is_not_null() & (pl.col("median_us") > 0))
-    good = pl.col("verdict").is_in(["winner", "tie", "same program"]) | (pl.col("ratio_to_best") == 1)
-    rows = (
-        fam.group_by("family", "ctx", "shape")
-        .agg(pl.col("backend"), pl.col("median_us"), pl.col("backend").filter(good).alias("good"))
-        .sort("family", "ctx")
-    )
-    out: dict[str, list[ShapePoint]] = {}
-    for family, ctx, shape, backends, medians, ok in rows.iter_rows():
-        if len(backends) < 2:
-            continue  # one backend: nothing to choose between
-        point = ShapePoint(ctx, shape, dict(zip(backends, medians, strict=True)), frozenset(ok))
-        out.setdefault(family, []).append(point)
-    return out
-
-
 def _key(shape: str) -> dict[str, object]:
     s = parse_shape(shape)
     key: dict[str, object] = {"q": s.q, "heads": s.heads, "batch": s.batch, "kv_dtype": s.kv_dtype, "page": s.page}
     key.update({"pattern": s.pattern, "dcp": s.dcp, "prefix": s.prefix})
     return key
-
-
-def _decided(segments: list[Segment], crossings: pl.DataFrame, family: str) -> list[Segment]:
-    """Each breakpoint marked with whether a decided rule of *crossings* stands between its measured ctx."""
-    rules = crossings.filter((pl.col("family") == family) & pl.col("decided"))
-    out = []
-    for prev, seg in zip([None, *segments], segments, strict=False):
-        if seg.measured is None or prev is None:
-            out.append(seg)
-            continue
-        a, b = seg.measured
-        hit = rules.filter(
-            (pl.col("faster_below") == prev.backend)
-            & (pl.col("faster_above") == seg.backend)
-            & (pl.col("ctx_low") <= a)
-            & (pl.col("ctx_high") >= b)
-        )
-        out.append(Segment(seg.ctx_from, seg.ctx_to, seg.backend, seg.measured, hit.height > 0))
-    return out
 
 
 def leave_one_out(points: Sequence[ShapePoint]) -> tuple[Held, ...]:
@@ -356,16 +338,30 @@ def _loo_regret(held: Sequence[Held]) -> Regret:
 
 
 def dispatch_table(
-    summary: pl.DataFrame, crossings: pl.DataFrame, bins: Sequence[Bin] | None = None, distribution: str = ""
+    summary: pl.DataFrame | None,
+    crossings: pl.DataFrame | None,
+    bins: Sequence[Bin] | None = None,
+    distribution: str = "",
+    decision: Decision | None = None,
 ) -> DispatchTable:
-    """The table of a sweep's *summary* (with verdicts) and :func:`~traceattr.analysis.crossover.crossovers`."""
+    """The table of a *decision* (:mod:`traceattr.analysis.decision`: its families' segments and points), or of
+    a sweep's *summary* (with verdicts) and its *crossings* (:func:`~traceattr.analysis.search_points.dispatch_frames`),
+    decided here the same way. Families with a single arm have nothing to choose and are left out."""
+    if decision is None:
+        from traceattr.analysis.decision import decide, frame_crossings
+
+        assert summary is not None and crossings is not None
+        decision = decide(summary, frame_crossings(crossings))
     families = []
-    for family, pts in sorted(family_points(summary).items()):
-        segments = _decided(build_segments(pts), crossings, family)
+    for f in decision.families:
+        pts = list(f.points)
+        if not f.segments or len(f.competitors) + len(f.left_out) < 2:
+            continue
+        segments = list(f.segments)
         everywhere = sorted(set.intersection(*(set(p.median_us) for p in pts)))
         held = leave_one_out(pts)
         families.append(FamilyTable(
-            family, _key(pts[0].shape), tuple(pts), tuple(segments),
+            f.family, _key(pts[0].shape), tuple(pts), tuple(segments),
             Regret.of([(p, lookup(segments, p.ctx)) for p in pts]),
             {b: Regret.of([(p, b) for p in pts]) for b in everywhere},
             held, _loo_regret(held), graph_safe(pts, segments, bins),

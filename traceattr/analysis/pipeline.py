@@ -15,8 +15,9 @@ from typing import Any
 import polars as pl
 
 from traceattr.analysis.calls import calls as call_table
-from traceattr.analysis.calls import grouping_note
-from traceattr.analysis.crossover import crossovers
+from traceattr.analysis.calls import comparable, grouping_note
+from traceattr.analysis.crossover import sample_crossings
+from traceattr.analysis.decision import Decision, Provenance, decide
 from traceattr.analysis.fit import fit
 from traceattr.analysis.roofline import ComputePeak, device_compute_peak, peak_bandwidth
 from traceattr.analysis.summary import summarize
@@ -28,12 +29,13 @@ from traceattr.attribution.engine import Attribution
 class Analysis:
     calls: pl.DataFrame  # analysis.calls: one row per measured call (may be empty)
     summary: pl.DataFrame  # analysis.summary: per (shape, backend), plus EVENT_SUMMARY columns with events
-    crossovers: pl.DataFrame  # analysis.crossover: where the fastest backend changes along ctx
+    crossovers: pl.DataFrame  # the decision's breakpoints (analysis.crossover's schema): where the dispatch switches
     fit: pl.DataFrame  # analysis.fit: fixed cost + per-token cost per (shape family, backend)
     peak_bytes_per_s: float | None
     peak_source: str
     note: str | None = None  # analysis.calls.grouping_note: why nothing can be compared (then no winner is shown)
     compute_peak: ComputePeak | None = None  # dense FLOP/s per dtype (analysis.roofline), with its source
+    decision: Decision | None = None  # analysis.decision: every verdict, computed once; every surface renders it
 
 
 def analyse(
@@ -62,21 +64,27 @@ def analyse_calls(
     events: Sequence[dict[str, Any]] | None = None,
     same_program: SameProgram = same_label,
     compute_peak: ComputePeak | None = None,
+    source: str = "",
 ) -> Analysis:
     """The analyses of a call table already made (calls pooled from many reports: :mod:`traceattr.jobs.many`);
     the roofline needs *compute_peak* besides the bandwidth (:func:`traceattr.analysis.roofline.compute_peak`)."""
     summary = summarize(table, peak_bytes_per_s, same_program, compute_peak)
     if events is not None:
         summary = with_events(summary, table, events)
+    note = grouping_note(table)
+    # nothing comparable (no names read as backend + shape): no verdict anywhere
+    decided = summary.head(0) if note is not None else summary.filter(comparable())
+    decision = decide(decided, sample_crossings(decided, table, same_program), Provenance(source=source))
     return Analysis(
         table,
         summary,
-        crossovers(summary, table, same_program=same_program),
+        decision.crossings_frame(),
         fit(table),
         peak_bytes_per_s,
         peak_source,
-        grouping_note(table),
+        note,
         compute_peak,
+        decision,
     )
 
 

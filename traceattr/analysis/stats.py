@@ -8,7 +8,11 @@ lies entirely below 1. The classes follow nvbench's robust comparison:
 * ``same`` — the whole interval lies within ±``same_within`` of 1: any
   difference is too small to matter (this wins over faster/slower, so an
   A/A comparison or a sub-1% edge never makes a rule);
-* ``faster`` / ``slower`` — the interval excludes 1 (candidate vs baseline);
+* ``faster`` / ``slower`` — the interval excludes 1 by more than ``same_within`` (candidate vs
+  baseline): the whole interval lies below 1 − ``same_within`` (above 1 + ``same_within``), so the
+  difference is real *and* larger than what counts as a tie. An interval that excludes 1 but reaches
+  into the tolerance (``[0.985, 0.995]``) is ``ambiguous``: a sub-1% edge is no winner (README, help and
+  every verdict say the same; :func:`classify` is the one place it is decided);
 * ``ambiguous`` — the interval straddles 1 but is wider than the tolerance:
   more samples are needed to say anything.
 
@@ -62,7 +66,7 @@ class Comparison:
 
     @property
     def decided(self) -> bool:
-        """Whether one side is really faster (the interval excludes 1 by more than the tolerance)."""
+        """Whether one side is really faster (the interval excludes 1 by more than the tolerance: :func:`classify`)."""
         return self.verdict in ("faster", "slower")
 
 
@@ -221,9 +225,9 @@ def classify(low: float, high: float, same_within: float = SAME_WITHIN) -> Verdi
         return "ambiguous"
     if low >= 1 - same_within and high <= 1 + same_within:
         return "same"
-    if high < 1:
+    if high < 1 - same_within:
         return "faster"
-    if low > 1:
+    if low > 1 + same_within:
         return "slower"
     return "ambiguous"
 

@@ -39,7 +39,7 @@ VERDICT_SCHEMA = {
     "vs_best_low": pl.Float64,  # interval of ratio_to_best (median / the fastest backend's median)
     "vs_best_high": pl.Float64,
     "verdict": pl.String,  # winner | tie | slower | same program | alone
-    "same_program_as": pl.String,  # the fastest backend, where this arm runs its program
+    "same_program_as": pl.String,  # the arm whose program this arm runs (the plainest label of the twins)
     "winner": pl.Boolean,  # a declared winner (verdict "winner")
     "tie_pct": pl.Float64,  # per shape, where no winner is declared: the ±x% of the tie
 }
@@ -74,13 +74,11 @@ def shape_verdicts(summary: pl.DataFrame, samples: Samples, same_program: SamePr
         pl.lit(None, pl.Float64).alias("tie_pct"),
     )  # fmt: skip
     for shape, backends in ordered.filter(several).group_by("shape", maintain_order=True).agg("backend").iter_rows():
-        best, *others = backends
-        mine: list[tuple] = []  # (backend, low, high, verdict, same_program_as)
+        twin_of = _twins(backends, shape, same_program)
+        best, *others = [b for b in backends if b not in twin_of]
+        mine: list[tuple] = [(b, None, None, "same program", a) for b, a in twin_of.items()]
         noise = 0.0
         for other in others:
-            if same_program(best, other, shape):
-                mine.append((other, None, None, "same program", best))
-                continue
             cmp = compare_arms(samples, shape, best, other)
             # "slower": the interval lies above 1 + tolerance; anything else does not exclude a tie
             verdict = "slower" if cmp.verdict == "slower" else "tie"
@@ -94,6 +92,19 @@ def shape_verdicts(summary: pl.DataFrame, samples: Samples, same_program: SamePr
         tie_pct = 100 * noise if tied else None
         rows += [(shape, *m, m[3] == "winner", tie_pct) for m in mine]
     return pl.concat([pl.DataFrame(rows, schema=VERDICT_SCHEMA, orient="row"), alone.cast(VERDICT_SCHEMA)])  # type: ignore[arg-type]
+
+
+def _twins(backends: list[str], shape: str, same_program: SameProgram) -> dict[str, str]:
+    """Arm -> the arm whose program it runs, at *shape*. Of arms that run one program the plainest label (the
+    shortest, then by name: fa3 before fa3-per-token) stands for the program, wherever the medians put the
+    others: which twin is a hair faster is noise, and must not change the name a verdict or a dispatch gives."""
+    canon = sorted(backends, key=lambda b: (len(b), b))
+    twin_of: dict[str, str] = {}
+    for i, b in enumerate(canon):
+        owner = next((a for a in canon[:i] if a not in twin_of and same_program(a, b, shape)), None)
+        if owner is not None:
+            twin_of[b] = owner
+    return twin_of
 
 
 def best_everywhere(rows: pl.DataFrame) -> str | None:

@@ -41,7 +41,7 @@ from traceattr.core.errors import NoDataError
 from traceattr.core.output import ResultSet, check_file_target, check_out_folder, write_text
 from traceattr.core.records import runner_events
 from traceattr.jobs.many import Settings, across_reports, expand_inputs, rounds_per_report
-from traceattr.present.dispatch import dispatch_rules
+from traceattr.present.dispatch import decision_doc
 from traceattr.present.names import printable
 from traceattr.session import Session
 
@@ -151,8 +151,9 @@ def _compare_many(
             known = combined.reports.filter(pl.col("peak_bytes_per_s").is_not_null())
             peak = known["peak_bytes_per_s"][0] if known.height else None
         analysis = analyse_calls(
-            rounds_per_report(table), peak, "given" if peak else "unknown device", same_program=same_program
-        )
+            rounds_per_report(table), peak, "given" if peak else "unknown device", same_program=same_program,
+            source=", ".join(map(str, paths)),
+        )  # fmt: skip
         extra = ((combined.reports, runfolder.REPORTS), (across_reports(table, "series"), runfolder.ACROSS_REPORTS))
         _show_and_write(analysis, out, json_out, ", ".join(map(str, paths)), *extra, inputs=paths, shown=shown)
         raise typer.Exit(NOTHING_TO_COMPARE if analysis.note is not None else exit_status(combined))
@@ -188,7 +189,7 @@ def _show_and_write(
         sys.stdout.write(summary.write_json() + "\n")
     elif analysis.note is None:
         alone = analysis.summary.filter(~pl.col("shape").is_in(compared))["shape"].unique().sort().to_list()
-        render_verdicts(summary, analysis.crossovers, con)  # the answer first
+        render_verdicts(analysis.decision, con, compared)  # the answer first
         render_summary(summary, con, [])
         if alone:
             con.print(Text(printable(f"not compared (one backend each): {', '.join(alone)}")))
@@ -201,8 +202,7 @@ def _show_and_write(
                 render_across(frame, con, "series")
     render_notes(notes, con)  # what the loader and the attribution had to assume about this trace
     if json_out is not None:
-        rules = analysis.crossovers if analysis.note is None else analysis.crossovers.head(0)  # nothing compared
-        doc = dispatch_rules(analysis.summary, rules, source=source)
+        doc = decision_doc(analysis.decision, source=source)  # nothing compared (a note): no family, no rule
         write_text(json_out, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
         print(f"wrote {json_out}", file=sys.stderr)
     if out is not None:

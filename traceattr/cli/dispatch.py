@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -11,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from traceattr.analysis.crossover import with_family
+from traceattr.analysis.decision import Decision, Provenance, decide, frame_crossings
 from traceattr.analysis.dispatch_table import dispatch_table, parse_histogram
 from traceattr.analysis.pipeline import analyse, analyse_calls
 from traceattr.analysis.search_points import SUMMARY_COLUMNS, dispatch_frames
@@ -114,9 +116,13 @@ def dispatch_command(
         if analysis.calls.height == 0 or analysis.note is not None:
             raise NoDataError(paths[0], analysis.note or "has no NVTX ranges with GPU work to compare")
         frames.append((analysis.summary, analysis.crossovers))
-    summary, crossings = frames[0] if len(frames) == 1 else _pooled(*frames, _graph_modes(records, paths))
     source = ", ".join(str(p) for p in [*(arg for arg, _ in records), *paths])
-    _show_and_write(summary, crossings, out, source, bins, distribution, (records[0][0] if records else paths[0]))
+    if records or len(frames) > 1:
+        summary, crossings = frames[0] if len(frames) == 1 else _pooled(*frames, _graph_modes(records, paths))
+        decision = decide(summary, frame_crossings(crossings), Provenance(source=source))
+    else:
+        decision = replace(analysis.decision, provenance=replace(analysis.decision.provenance, source=source))
+    _show_and_write(decision, out, bins, distribution, (records[0][0] if records else paths[0]))
     raise typer.Exit(status)
 
 
@@ -161,23 +167,15 @@ def _is_dispatch(head: bytes) -> bool:
     return head.lstrip().startswith(b"{") and b'"traceattr.dispatch/' in head
 
 
-def _show_and_write(
-    summary: pl.DataFrame,
-    crossings: pl.DataFrame,
-    out: Path | None,
-    source: str,
-    bins: tuple | None,
-    distribution: str,
-    first: Path,
-) -> None:
+def _show_and_write(decision: Decision, out: Path | None, bins: tuple | None, distribution: str, first: Path) -> None:
     from traceattr.present.console import console
 
-    table = dispatch_table(summary, crossings, bins, distribution)
+    table = dispatch_table(None, None, bins, distribution, decision=decision)
     if not table.families:
         raise NoDataError(first, "no shape was measured with two or more backends: nothing to dispatch between")
     con = console()
     render_table(table, con)
     if out is not None:
-        doc = dispatch_table_doc(summary, crossings, table, source)
+        doc = dispatch_table_doc(decision, table)
         write_text(out, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
         con.print(escape(f"wrote {out}"))

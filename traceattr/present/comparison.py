@@ -5,86 +5,39 @@ Every table fits its console (:mod:`traceattr.present.columns`): secondary colum
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 from rich.console import Console
 from rich.text import Text
 
+from traceattr.analysis.decision import Decision, shape_key
 from traceattr.present.columns import Column, dropped_line, fitted_table
-from traceattr.present.formats import (
-    ctx_span,
-    decimals,
-    roofline_share,
-    rule_margins,
-    rule_text,
-    signed_pct,
-    tie_text,
-    times,
-    us,
-    win_text,
-    with_interval,
-)
+from traceattr.present.formats import decimals, roofline_share, signed_pct, tie_text, times, us, with_interval
 from traceattr.present.names import printable
+from traceattr.present.verdicts import shape_line, verdict_lines
 
 
-def _shape_order(name: str) -> tuple[str, int, str]:
-    """Shapes of one family together, by context length."""
-    from traceattr.core.shapes import ShapeError, parse_shape
-
-    try:
-        shape = parse_shape(name)
-    except ShapeError:
-        return (name, 0, name)
-    return (shape.family, shape.ctx, name)
-
-
-def render_verdicts(summary: pl.DataFrame, crossings: pl.DataFrame, console: Console) -> None:
-    """The answer before the tables: per shape family its dispatch rule (bracket and margins), per shape its
-    winner with the margin over the runner-up and its interval, or the tie."""
-    from traceattr.present.dispatch import with_family
-
-    lines: list[str] = []
-    families = with_family(summary)
-    for family in families["family"].unique().sort().to_list():
-        part = families.filter(pl.col("family") == family)
-        if part["ctx"].n_unique() < 2:  # one context length: no rule along ctx, its shape's line says it all
-            continue
-        rules = crossings.filter(pl.col("family") == family).sort("crossover_ctx")
-        for row in rules.iter_rows(named=True):
-            lines.append(f"{family}: {rule_text(row)}")
-            lines += [f"{' ' * len(family)}  {margin}" for margin in rule_margins(row)]
-        if rules.height == 0:
-            winners = part.filter(pl.col("winner"))["backend"].unique().to_list()
-            span = ctx_span(part["ctx"].min(), part["ctx"].max())  # type: ignore[arg-type]
-            if len(winners) == 1 and part.filter(pl.col("winner"))["shape"].n_unique() == part["shape"].n_unique():
-                lines.append(f"{family}: {winners[0]} at every measured ctx ({span})")
-            else:
-                lines.append(f"{family}: no rule: no one backend is faster at every measured ctx ({span})")
-    shapes = sorted(summary["shape"].unique().to_list(), key=_shape_order)
-    width = max((len(s) for s in shapes), default=0)
-    for shape in shapes:
-        lines.append(f"{shape.ljust(width)}  {shape_verdict(summary.filter(pl.col('shape') == shape))}")
+def render_verdicts(decision: Decision, console: Console, shapes: Sequence[str] | None = None) -> None:
+    """The answer before the tables: per shape family its dispatch (each switch with its bracket and margins),
+    per shape its winner with the margin over the runner-up and its interval, or the tie
+    (:func:`traceattr.present.verdicts.verdict_lines`: the words every surface uses)."""
+    lines = verdict_lines(decision, shapes)
     if not lines:
         return
-    console.print(Text("Verdict (95% intervals of the ratio of medians; detail below)", "bold"))
+    basis = decision.provenance.basis
+    what = "the ratio of medians" if basis == "span" else f"the ratio of medians of each call's {basis} time"
+    console.print(Text(f"Verdict (95% intervals of {what}; detail below)", "bold"))
     for line in lines:
         console.print(Text("  " + printable(line)))
 
 
 def shape_verdict(part: pl.DataFrame) -> str:
-    """One shape's answer: the winner by how much over the runner-up, the tie, or why there is none."""
-    ranked = part.sort("median_us")
-    winner = ranked.filter(pl.col("verdict") == "winner")
-    others = ranked.filter(~pl.col("verdict").is_in(["winner", "same program"]))
-    if winner.height:
-        w = winner.row(0, named=True)
-        if others.height == 0:
-            return win_text(w["backend"], None, None, None, None)
-        r = others.row(0, named=True)
-        return win_text(w["backend"], r["ratio_to_best"], r["vs_best_low"], r["vs_best_high"], r["backend"])
-    tied = ranked.filter(pl.col("verdict") == "tie")
-    if tied.height:
-        return f"no winner: {tie_text(tied['tie_pct'][0])} between {', '.join(tied['backend'])}"
-    return f"no winner: {ranked['backend'][0]} alone"
+    """One shape's answer from its summary rows (the decision's wording: :func:`traceattr.present.verdicts.shape_line`)."""
+    from traceattr.analysis.decision import decide
+
+    (v,) = decide(part, lambda *_: ()).shapes
+    return shape_line(v)
 
 
 def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tuple[str, str, str]]) -> None:
@@ -98,7 +51,7 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
         *[Column(heads[c], drop=3 + i) for i, c in enumerate(parts)],
         Column("kernels", drop=5 + len(parts)), Column("roofline", drop=4 + len(parts)), Column("vs best"),
     ]  # fmt: skip
-    shapes = sorted(summary["shape"].unique().to_list(), key=_shape_order)
+    shapes = sorted(summary["shape"].unique().to_list(), key=shape_key)
     rows = {
         shape: [
             [

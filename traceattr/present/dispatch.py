@@ -1,8 +1,7 @@
 """Decision rules as data a serving engine's dispatcher can load (``traceattr compare --json FILE``).
 
-Built from the same frames the terminal and the report show (the summary's
-per-shape verdicts and :func:`traceattr.analysis.crossover.crossovers`), so the
-three never disagree. The schema (``traceattr.dispatch/1``) is documented in
+Rendered from the one :class:`~traceattr.analysis.decision.Decision` the terminal and the report
+show, so they never disagree: the dispatch is the decision's segments. The schema (``traceattr.dispatch/1``) is documented in
 the README; :func:`backend_for` is the reference reader.
 
 ``traceattr dispatch`` writes ``traceattr.dispatch/2`` (:func:`dispatch_table_doc`): each family of
@@ -21,12 +20,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from traceattr.analysis.crossover import with_family
-from traceattr.analysis.dispatch_table import DispatchTable, FamilyTable, Regret, lookup
-from traceattr.analysis.stats import SAME_WITHIN
-from traceattr.analysis.verdicts import best_everywhere
+from traceattr.analysis.decision import Breakpoint, Decision, FamilyVerdict, ShapeVerdict, decide, frame_crossings
+from traceattr.analysis.dispatch_table import DispatchTable, FamilyTable, Regret, ShapePoint, lookup
 from traceattr.core.jsonable import finite
-from traceattr.core.precision import CONFIDENCE
 from traceattr.core.shapes import ShapeError, fmt_ctx, parse_shape
 from traceattr.present.formats import pct, rule_text
 from traceattr.present.names import printable
@@ -36,73 +32,73 @@ SCHEMA_V2 = "traceattr.dispatch/2"
 SCHEMAS = (SCHEMA, SCHEMA_V2)  # what backend_for reads
 
 
-def _ratio(value: float, lo: float, hi: float) -> dict[str, Any]:
-    return {"ratio": finite(value), "ci": [finite(lo), finite(hi)]}
+def _breakpoint(family: str, b: Breakpoint) -> dict[str, Any]:
+    row = b.row(family)
+    entry = {
+        "ctx": b.ctx,
+        "below": b.below,
+        "above": b.above,
+        "measured": list(b.measured),
+        "ratio_at_low": b.at_low.to_json(),
+        "ratio_at_high": b.at_high.to_json(),
+        "text": rule_text(row),
+    }
+    return entry if b.decided else {**entry, "noise_pct": finite(b.noise_pct)}
 
 
-def dispatch_rules(summary: pl.DataFrame, crossings: pl.DataFrame, source: str) -> dict[str, Any]:
-    """The ``traceattr.dispatch/1`` document of a sweep (see the README's schema)."""
-    fam = with_family(summary)
-    families = []
-    for family in sorted(fam["family"].unique().to_list()):
-        part = fam.filter(pl.col("family") == family).sort("ctx", "median_us")
-        points = []
-        for (ctx,), at in part.group_by(["ctx"], maintain_order=True):
-            tied = at.filter(pl.col("verdict") == "tie")
-            winner = at.filter(pl.col("winner"))
-            points.append({
-                "ctx": ctx,
-                "shape": at["shape"][0],
-                "fastest": at["backend"][0],  # lowest median
-                "winner": winner["backend"][0] if winner.height else None,  # declared (95% interval)
-                "tied": tied["backend"].to_list(),
-                "tie_pct": finite(tied["tie_pct"][0]) if tied.height else None,
-                "median_us": dict(zip(at["backend"], at["median_us"], strict=True)),
-            })  # fmt: skip
-        cross = crossings.filter(pl.col("family") == family).sort("crossover_ctx")
-        rules, ties = [], []
-        for r in cross.iter_rows(named=True):
-            entry = {
-                "ctx": r["crossover_ctx"],
-                "below": r["faster_below"],
-                "above": r["faster_above"],
-                "measured": [r["ctx_low"], r["ctx_high"]],
-                "ratio_at_low": _ratio(r["ratio_at_low"], r["ratio_at_low_lo"], r["ratio_at_low_hi"]),
-                "ratio_at_high": _ratio(r["ratio_at_high"], r["ratio_at_high_lo"], r["ratio_at_high_hi"]),
-                "text": rule_text(r),
-            }
-            if r["decided"]:
-                rules.append(entry)
-            else:
-                ties.append({**entry, "noise_pct": finite(r["noise_pct"])})
-        families.append({
-            "family": family,
-            "measured_ctx": [p["ctx"] for p in points],
-            "dispatch": _segments(rules, part),
-            "rules": rules,
-            "ties": ties,
-            "points": points,
-        })  # fmt: skip
+def _point(v: ShapeVerdict | None, p: ShapePoint) -> dict[str, Any]:
+    medians = dict(v.medians_us) if v is not None else dict(p.median_us)
     return {
-        "schema": SCHEMA,
-        "source": source,
-        "statistic": "median GPU span per call (first op start to last op end), µs",
-        "confidence": CONFIDENCE,
-        "same_within": SAME_WITHIN,
-        "families": families,
+        "ctx": p.ctx,
+        "shape": p.shape,
+        "fastest": v.backend if v is not None else p.fastest,  # the fastest competitor (never a same-program twin)
+        "winner": v.backend if v is not None and v.outcome == "winner" else None,  # declared (95% interval)
+        "tied": [b for b in v.tied if b != v.backend] if v is not None and v.outcome == "tie" else [],
+        "tie_pct": finite(v.tie_pct) if v is not None and v.outcome == "tie" else None,
+        "median_us": {b: medians[b] for b in sorted(medians, key=lambda b: (medians[b], b))},
     }
 
 
-def _segments(rules: list[dict[str, Any]], rows: pl.DataFrame) -> list[dict[str, Any]]:
-    """Backend per ctx interval: split at the decided rules; without one, a backend that wins or ties everywhere."""
-    if rules:
-        bounds = [None, *(r["ctx"] for r in rules), None]
-        names = [rules[0]["below"], *(r["above"] for r in rules)]
-        return [
-            {"ctx_from": a, "ctx_to": b, "backend": n} for a, b, n in zip(bounds[:-1], bounds[1:], names, strict=True)
-        ]
-    best = best_everywhere(rows)  # None: no rule and no single best backend, nothing a dispatcher should act on
-    return [{"ctx_from": None, "ctx_to": None, "backend": best}] if best else []
+def _family_v1(decision: Decision, f: FamilyVerdict) -> dict[str, Any]:
+    return {
+        "family": f.family,
+        "outcome": f.outcome,
+        "measured_ctx": list(f.ctx),
+        "dispatch": [
+            {
+                "ctx_from": s.ctx_from,
+                "ctx_to": s.ctx_to,
+                "backend": s.backend,
+                **({"decided": s.decided} if s.measured is not None else {}),
+            }
+            for s in f.segments
+        ],
+        "rules": [_breakpoint(f.family, b) for b in f.rules],
+        "ties": [_breakpoint(f.family, b) for b in f.ties],
+        "left_out": [x.text() for x in f.left_out],
+        "points": [_point(decision.shape(p.shape), p) for p in f.points],
+    }
+
+
+def decision_doc(decision: Decision, source: str | None = None) -> dict[str, Any]:
+    """The ``traceattr.dispatch/1`` document of *decision* (README: schema): per family its dispatch (the
+    decision's segments), its rules (decided switches) and ties (switches within noise), the arms left out."""
+    p = decision.provenance
+    return {
+        "schema": SCHEMA,
+        "source": p.source if source is None else source,
+        "statistic": p.statistic,
+        "basis": p.basis,
+        "confidence": p.confidence,
+        "same_within": p.same_within,
+        "families": [_family_v1(decision, f) for f in decision.families],
+    }
+
+
+def dispatch_rules(summary: pl.DataFrame, crossings: pl.DataFrame, source: str) -> dict[str, Any]:
+    """The ``traceattr.dispatch/1`` document of a summary (with verdicts) and its crossings, decided as
+    :func:`traceattr.analysis.decision.decide` decides (the commands pass their decision to :func:`decision_doc`)."""
+    return decision_doc(decide(summary, frame_crossings(crossings)), source)
 
 
 def backend_for(doc: dict[str, Any], shape: str) -> str | None:
@@ -139,6 +135,7 @@ def _family_v2(v1: dict[str, Any], t: FamilyTable) -> dict[str, Any]:
     return {
         "family": t.family,
         **{k: v for k, v in t.key.items() if v is not None},
+        "outcome": v1["outcome"],
         "measured_ctx": v1["measured_ctx"],
         "dispatch": [
             {
@@ -178,6 +175,7 @@ def _family_v2(v1: dict[str, Any], t: FamilyTable) -> dict[str, Any]:
         },
         "rules": v1["rules"],
         "ties": v1["ties"],
+        "left_out": v1["left_out"],
         "points": v1["points"],
     }
 
@@ -194,17 +192,17 @@ def _held(t: FamilyTable, ctx: int) -> dict[str, Any]:
                     "extrapolated": h.extrapolated}}  # fmt: skip
 
 
-def dispatch_table_doc(
-    summary: pl.DataFrame, crossings: pl.DataFrame, table: DispatchTable, source: str
-) -> dict[str, Any]:
-    """The ``traceattr.dispatch/2`` document (README: "Dispatch tables"); families measured with one backend
-    per ctx have nothing to choose and are left out."""
-    v1 = dispatch_rules(summary, crossings, source)
+def dispatch_table_doc(decision: Decision, table: DispatchTable, source: str | None = None) -> dict[str, Any]:
+    """The ``traceattr.dispatch/2`` document (README: "Dispatch tables") of *decision* and its regret *table*
+    (:func:`traceattr.analysis.dispatch_table.dispatch_table` of the same decision); families with a single arm
+    have nothing to choose and are left out."""
+    v1 = decision_doc(decision, source)
     by_name = {f["family"]: f for f in v1["families"]}
     return {
         "schema": SCHEMA_V2,
-        "source": source,
+        "source": v1["source"],
         "statistic": v1["statistic"],
+        "basis": v1["basis"],
         "confidence": v1["confidence"],
         "same_within": v1["same_within"],
         "regret_is": "t(choice) / t(fastest) - 1 of the medians at a measured shape",
