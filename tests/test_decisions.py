@@ -11,8 +11,7 @@ import pytest
 
 import traceattr
 from traceattr.analysis.calls import CALL_COLUMNS
-from traceattr.analysis.crossover import crossovers
-from traceattr.analysis.decision import Decision
+from traceattr.analysis.decision import Decision, crossovers
 from traceattr.analysis.pipeline import analyse, analyse_calls
 from traceattr.analysis.summary import summarize
 from traceattr.attribution.calltime import EVENT_COLUMNS, EXPOSED_COLUMNS

@@ -8,11 +8,9 @@ import math
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from tests.helpers import CROSS, FakeSearch, linear_time, run, search_plan
-from tests.synth.builder import TraceBuilder
+from tests.helpers import CROSS, FakeSearch, linear_time, run, search_plan, sweep
 from traceattr.analysis.decision import decide, frame_crossings
 from traceattr.analysis.dispatch_table import (
     ShapePoint,
@@ -26,7 +24,6 @@ from traceattr.analysis.dispatch_table import (
 from traceattr.analysis.pipeline import analyse
 from traceattr.analysis.search_points import dispatch_frames, usable
 from traceattr.attribution.engine import attribute
-from traceattr.core.callnames import DOMAIN, CallName
 from traceattr.core.errors import TraceattrError
 from traceattr.core.records import SearchRecord
 from traceattr.core.shapes import parse_shape
@@ -35,25 +32,6 @@ from traceattr.present.dispatch import SCHEMA_V2, backend_for, dispatch_rules, d
 from traceattr.trace.loader import load_trace
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "traces" / "h200_mla_sweep.sqlite"
-
-
-def sweep(path: Path, times: dict[str, dict[str, float]], iters: int = 12, seed: int = 0) -> Path:
-    """A sweep trace: per shape, *iters* ABBA calls of each backend of ``times[shape]`` (µs, 0.2% noise)."""
-    rng = np.random.default_rng(seed)
-    b = TraceBuilder()
-    dom = b.domain(DOMAIN, tid=1)
-    now = 10_000
-    for shape, per in times.items():
-        arms = tuple(per)
-        for i in range(iters):
-            for arm in arms if i % 2 == 0 else arms[::-1]:
-                dur = int(1000 * per[arm] * (1 + 0.002 * rng.standard_normal()))
-                b.push_range(tid=1, start=now, end=now + 5_000, message=CallName(arm, shape, "A", i).message,
-                             domain=dom)  # fmt: skip
-                b.launch(tid=1, start=now + 100, end=now + 200, kernel="mla_decode_kernel", gpu_start=now + 1_000,
-                         gpu_end=now + 1_000 + dur)  # fmt: skip
-                now += dur + 20_000
-    return b.write(path, gpu_name="NVIDIA H200", cc=(9, 0))
 
 
 def linear(ctx_k: float) -> dict[str, float]:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.helpers import DATA
 from traceattr.analysis.calls import calls
-from traceattr.analysis.crossover import crossovers
+from traceattr.analysis.decision import crossovers
 from traceattr.analysis.pipeline import with_events
 from traceattr.analysis.roofline import device_compute_peak, peak_bandwidth
 from traceattr.analysis.summary import summarize

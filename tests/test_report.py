@@ -46,6 +46,7 @@ from traceattr.present.report.figures_compare import attribution_figure
 from traceattr.present.report.figures_decision import context_figure
 from traceattr.present.report.figures_timeline import timeline_figure
 from traceattr.present.report.style import backend_colors
+from traceattr.present.verdicts import family_line
 
 
 def hostile_series_export(path: Path) -> Path:
@@ -260,7 +261,8 @@ def test_report_rules_are_compare_rules_and_keep_every_shape(tmp_path: Path) -> 
 
 
 def test_tie_is_drawn_as_a_tie(tmp_path: Path) -> None:
-    """Two backends 0.3% apart at both ctx with ±2% call noise, medians crossing: a tie bracket, no rule, no winner."""
+    """Two backends 0.3% apart at both ctx with ±2% call noise, medians crossing: no winner, no rule, and no switch:
+    one backend ties with the fastest at every ctx, so the family's line is that backend (as compare says it)."""
     b = TraceBuilder()
     dom = b.domain("traceattr", tid=1)
     t = 1_000_000
@@ -276,13 +278,14 @@ def test_tie_is_drawn_as_a_tie(tmp_path: Path) -> None:
     att = traceattr.open(b.write(tmp_path / "tie.sqlite")).attribute()
     d = collect(att)
     assert not d.summary["winner"].any() and set(d.summary["verdict"]) == {"tie"}
-    row = d.crossovers.row(0, named=True)
-    assert not row["decided"]
+    assert d.crossovers.height == 0 and d.decision is not None
+    (fam,) = d.decision.families
+    assert fam.outcome == "one backend" and not fam.rules
     page = build_report(att)
     data, layout = _plot(page, "fig-context")
-    (rule,) = [a for a in layout["annotations"] if a.get("name") == "rule"]
-    assert html.unescape(rule["text"].replace("<br>", " ")) == rule_text(row) and "no rule" in rule_text(row)
-    assert not any(sh.get("type") == "line" and sh.get("x0") == row["crossover_ctx"] for sh in layout["shapes"])
+    assert not [a for a in layout["annotations"] if a.get("name") == "rule"]
+    line = f"{fam.family}: {family_line(fam)}"
+    assert "tied within noise at 32k, 131k" in line and html.escape(line) in page  # the note under the chart
     ratio = [t for t in data if t.get("meta") == "ratio"]
     hollow = [t for t in data if t.get("meta") == "tie"]
     assert len(ratio) == 2 and sorted(x for t in hollow for x in t["x"]) == [32_000, 32_000, 131_000, 131_000]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -11,6 +12,10 @@ from traceattr.attribution.engine import Attribution, Mode, RangeFilter, attribu
 from traceattr.attribution.roles import RoleRules
 from traceattr.trace.inputs import resolve_trace
 from traceattr.trace.loader import Trace, load_trace
+
+if TYPE_CHECKING:
+    from traceattr.analysis.decision import Decision
+    from traceattr.analysis.pipeline import Analysis
 
 
 class Session:
@@ -42,6 +47,34 @@ class Session:
         from traceattr.analysis.calls import calls
 
         return calls(self.attribute(**select), group)  # type: ignore[arg-type]
+
+    def analyse(
+        self,
+        group: str | None = None,
+        *,
+        bandwidth_tb_s: float | None = None,
+        rules: str | Path | RoleRules | None = None,
+        domain: str | None = None,
+        match: str | None = None,
+    ) -> Analysis:
+        """Every analysis ``traceattr compare`` prints and writes (:func:`traceattr.analysis.pipeline.analyse`):
+        calls, summary, the decision, crossovers, fit; with a run folder's CUDA-event times where one is beside."""
+        from traceattr.analysis.pipeline import analyse
+        from traceattr.backends.arms import same_program
+        from traceattr.core.records import runner_events
+
+        att = self.attribute(rules=rules, domain=domain, match=match)
+        peak = bandwidth_tb_s * 1e12 if bandwidth_tb_s else None
+        events = runner_events(self.path)
+        return analyse(att, peak_bytes_per_s=peak, events=events, group=group, same_program=same_program,
+                       source=str(self.path))  # fmt: skip
+
+    def decide(self, group: str | None = None, **options: Any) -> Decision:
+        """The decision ``compare`` prints, ``--json`` writes and ``report`` shows, as one record
+        (:class:`traceattr.analysis.decision.Decision`; ``.to_json()`` for CI). *options* as :meth:`analyse`."""
+        decision = self.analyse(group, **options).decision
+        assert decision is not None  # analyse always decides
+        return decision
 
 
 def open(path: str | Path, engine: str = "auto") -> Session:

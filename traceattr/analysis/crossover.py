@@ -63,20 +63,10 @@ def with_family(summary: pl.DataFrame) -> pl.DataFrame:
     return summary.join(info, on="shape", how="inner")
 
 
-def crossovers(
-    summary: pl.DataFrame, calls: pl.DataFrame, *, every: bool = False, same_program: SameProgram = same_label
-) -> pl.DataFrame:
-    """Crossings along ctx of *summary*'s families (see module doc and :data:`CROSSOVER_SCHEMA`).
-
-    By default the breakpoints of each family's one line of segments (:mod:`traceattr.analysis.decision`:
-    the frame every surface shows); ``every=True``: every crossing of every pair of backends.
-    *calls* are the per-call rows *summary* was made from (``analysis.calls``), the samples of each interval.
-    """
+def all_crossings(summary: pl.DataFrame, calls: pl.DataFrame, same_program: SameProgram = same_label) -> pl.DataFrame:
+    """Every crossing of every pair of backends along ctx (:data:`CROSSOVER_SCHEMA`), judged on *calls*' samples;
+    the decision's breakpoints (:func:`traceattr.analysis.decision.crossovers`) are the ones where its line switches."""
     found = sample_crossings(summary, calls, same_program)
-    if not every:
-        from traceattr.analysis.decision import decide
-
-        return decide(summary, found).crossings_frame()
     fam = with_family(summary)
     out = []
     for family in sorted(fam["family"].unique().to_list()):

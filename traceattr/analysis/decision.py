@@ -29,9 +29,10 @@ from typing import Any, Literal
 
 import polars as pl
 
-from traceattr.analysis.crossover import CROSSOVER_SCHEMA, with_family
-from traceattr.analysis.dispatch_table import Segment, ShapePoint, build_segments
+from traceattr.analysis.crossover import CROSSOVER_SCHEMA, sample_crossings, with_family
+from traceattr.analysis.segments import Segment, ShapePoint, build_segments, lookup
 from traceattr.analysis.stats import SAME_WITHIN
+from traceattr.analysis.verdicts import SameProgram, same_label
 from traceattr.core.precision import CONFIDENCE
 from traceattr.core.shapes import ShapeError, parse_shape
 
@@ -157,8 +158,6 @@ class FamilyVerdict:
         return tuple(b for b in self.breakpoints if not b.decided)
 
     def backend_at(self, ctx: float) -> str | None:
-        from traceattr.analysis.dispatch_table import lookup
-
         return lookup(self.segments, ctx)
 
     def to_json(self) -> dict[str, Any]:
@@ -380,6 +379,12 @@ def _breakpoint(family: str, prev: Segment, seg: Segment, crossings_for: Crossin
         Ratio(r["ratio_at_high"], r["ratio_at_high_lo"], r["ratio_at_high_hi"]),
         None if r["decided"] else r["noise_pct"],
     )  # fmt: skip
+
+
+def crossovers(summary: pl.DataFrame, calls: pl.DataFrame, *, same_program: SameProgram = same_label) -> pl.DataFrame:
+    """The breakpoints of each family's line (:data:`~traceattr.analysis.crossover.CROSSOVER_SCHEMA`): the frame
+    crossovers.csv holds and the charts draw; *calls* are *summary*'s per-call rows (the samples)."""
+    return decide(summary, sample_crossings(summary, calls, same_program)).crossings_frame()
 
 
 def frame_crossings(crossings: pl.DataFrame) -> CrossingsFor:

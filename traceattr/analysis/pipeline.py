@@ -45,14 +45,15 @@ def analyse(
     events: Sequence[dict[str, Any]] | None = None,
     group: str | None = None,
     same_program: SameProgram = same_label,
+    source: str = "",
 ) -> Analysis:
     """Every per-trace analysis of *att*; *events* are a runner.json's CUDA-event times (optional);
     *group* a grouping preset or regex (:mod:`traceattr.core.callnames`; default: the presets tried in turn);
     *same_program*: which arms run one program (:data:`~traceattr.analysis.verdicts.SameProgram`)."""
-    peak, source = peak_bandwidth(att.trace.devices, peak_bytes_per_s)
+    peak, peak_source = peak_bandwidth(att.trace.devices, peak_bytes_per_s)
     return analyse_calls(
-        call_table(att, group), peak, source, events=events, same_program=same_program,
-        compute_peak=device_compute_peak(att.trace.devices),
+        call_table(att, group), peak, peak_source, events=events, same_program=same_program,
+        compute_peak=device_compute_peak(att.trace.devices), source=source or str(att.meta.path),
     )  # fmt: skip
 
 

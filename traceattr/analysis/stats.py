@@ -8,11 +8,11 @@ lies entirely below 1. The classes follow nvbench's robust comparison:
 * ``same`` — the whole interval lies within ±``same_within`` of 1: any
   difference is too small to matter (this wins over faster/slower, so an
   A/A comparison or a sub-1% edge never makes a rule);
-* ``faster`` / ``slower`` — the interval excludes 1 by more than ``same_within`` (candidate vs
-  baseline): the whole interval lies below 1 − ``same_within`` (above 1 + ``same_within``), so the
-  difference is real *and* larger than what counts as a tie. An interval that excludes 1 but reaches
-  into the tolerance (``[0.985, 0.995]``) is ``ambiguous``: a sub-1% edge is no winner (README, help and
-  every verdict say the same; :func:`classify` is the one place it is decided);
+* ``faster`` / ``slower`` — otherwise, the interval excludes 1 (candidate vs baseline): the
+  difference is real, and not provably negligible (part of the interval lies beyond the tolerance,
+  or "same" would have won). This is the one rule of every winner, tie, crossover rule, sweep side
+  and round verdict (:func:`classify`); README and ``--help`` state it so. Intervals are printed
+  with enough digits that a bound near 1 shows on its side (``1.004``, never a rounded ``1.00``);
 * ``ambiguous`` — the interval straddles 1 but is wider than the tolerance:
   more samples are needed to say anything.
 
@@ -66,7 +66,7 @@ class Comparison:
 
     @property
     def decided(self) -> bool:
-        """Whether one side is really faster (the interval excludes 1 by more than the tolerance: :func:`classify`)."""
+        """Whether one side is really faster (:func:`classify`: the interval excludes 1 and is not all within the tolerance)."""
         return self.verdict in ("faster", "slower")
 
 
@@ -225,9 +225,9 @@ def classify(low: float, high: float, same_within: float = SAME_WITHIN) -> Verdi
         return "ambiguous"
     if low >= 1 - same_within and high <= 1 + same_within:
         return "same"
-    if high < 1 - same_within:
+    if high < 1:
         return "faster"
-    if low > 1 + same_within:
+    if low > 1:
         return "slower"
     return "ambiguous"
 

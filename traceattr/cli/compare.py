@@ -85,6 +85,8 @@ def compare_command(
 
     Example: traceattr compare examples/traces/h200_mla_sweep.sqlite
 
+    One rule decides every verdict: per shape, the 95% bootstrap interval of the ratio of median per-call times (another backend over the fastest) must exclude 1, and not lie within ±1% of it (then the two tie), for the fastest to win; a family's dispatch switches where its backends' medians cross, a rule where both sides are really faster. Arms left out of a family's line (the same program as another arm, or measured at fewer ctx) are named beside it.
+
     Nothing to compare (no name reads as backend + shape, or no shape has two backends): one note, exit status 2.
 
     Many reports: the calls of all of them are pooled (calls.csv gets a `report` column; a round is

@@ -72,8 +72,12 @@ def times(ratio: float | None, digits: int = 2) -> str:
 
 
 def interval(low: float | None, high: float | None, digits: int = 3) -> str:
-    """An interval (of a ratio) in a cell of its own: ``0.987–1.012``; empty when an end is missing."""
-    return "" if low is None or high is None else f"{low:.{digits}f}–{high:.{digits}f}"
+    """An interval (of a ratio) in a cell of its own: ``0.987–1.012``; empty when an end is missing; a bound near 1
+    with enough digits to show its side (:func:`side_digits`)."""
+    if low is None or high is None:
+        return ""
+    digits = side_digits(low, high, digits)
+    return f"{low:.{digits}f}–{high:.{digits}f}"
 
 
 def with_interval(value: float, low: float, high: float, fmt: Callable[[float], str]) -> str:
@@ -132,7 +136,17 @@ def times_with_interval(ratio: float | None, low: float | None, high: float | No
         return ""
     if low is None or high is None:
         return times(ratio, digits)
+    digits = side_digits(low, high, digits)
     return f"{times(ratio, digits)} [{low:.{digits}f}–{high:.{digits}f}]"
+
+
+def side_digits(low: float, high: float, digits: int = 2, most: int = 4) -> int:
+    """The fewest digits (from *digits*, at most *most*) at which an interval's bounds that are not 1 do not print
+    as 1: a bound of 1.004 reads ``1.004``, never a rounded ``1.00`` that seems to touch 1."""
+    for d in range(digits, most + 1):
+        if all(b == 1 or not math.isfinite(b) or f"{b:.{d}f}" != f"{1:.{d}f}" for b in (low, high)):
+            return d
+    return most
 
 
 def win_text(winner: str, ratio: float | None, low: float | None, high: float | None, runner_up: str | None) -> str:

@@ -15,6 +15,7 @@ import polars as pl
 
 from traceattr.analysis.calls import comparable_shapes
 from traceattr.analysis.crossover import with_family
+from traceattr.analysis.decision import Decision
 from traceattr.analysis.pipeline import analyse
 from traceattr.analysis.roofline import ComputePeak
 from traceattr.analysis.summary import PART_COLUMNS, PARTS
@@ -85,6 +86,7 @@ class ReportData:
     timeline: TimelineData
     notes: dict[str, list[str]] = field(default_factory=dict)  # section id ("report": all) -> what was sampled
     compute_peak: ComputePeak | None = None  # dense FLOP/s per dtype, for the roofline's compute bound
+    decision: Decision | None = None  # analysis.decision: what the decision section renders (and every surface)
 
     @property
     def shapes(self) -> list[str]:
@@ -182,6 +184,7 @@ def collect(
         timeline=timeline,
         notes=notes,
         compute_peak=analysis.compute_peak,
+        decision=analysis.decision,
     )
 
 

@@ -12,18 +12,9 @@ from __future__ import annotations
 
 import html
 
-import polars as pl
-
-from traceattr.core.shapes import fmt_ctx
-from traceattr.present.formats import interval, roofline_share, rule_text, tie_text, times
+from traceattr.present.formats import interval, roofline_share, times
 from traceattr.present.report.data import ReportData
-from traceattr.present.report.figures_decision import context_notes
-
-MAX_SHAPES = 12  # shapes listed on the first screen; the numbers table has every one
-
-
-def _inverse(value: float | None) -> float | None:
-    return None if value is None or value == 0 else 1 / value
+from traceattr.present.verdicts import family_lines, shape_line
 
 
 def _ratio(value: float | None, low: float | None, high: float | None) -> str:
@@ -32,64 +23,64 @@ def _ratio(value: float | None, low: float | None, high: float | None) -> str:
     return text + (f" [{interval(low, high, 2)}]" if low is not None and high is not None else "")
 
 
-def rule_sentence(row: dict) -> str:
-    """A crossing as the rule plus what it rests on: how much slower each side is at the measured bracket."""
-    text = rule_text(row)
-    if not row["decided"] or row["ratio_at_low"] is None or row["ratio_at_high"] is None:
-        return text
-    below, above = row["faster_below"], row["faster_above"]
-    # ratio_at_* is t(above) / t(below): at the low end above is slower, at the high end below is (inverted)
-    low = _ratio(row["ratio_at_low"], row["ratio_at_low_lo"], row["ratio_at_low_hi"])
-    high = _ratio(_inverse(row["ratio_at_high"]), _inverse(row["ratio_at_high_hi"]), _inverse(row["ratio_at_high_lo"]))
-    return (
-        f"{text}: at {fmt_ctx(row['ctx_low'])} {above} takes {low} {below}'s time, "
-        f"at {fmt_ctx(row['ctx_high'])} {below} takes {high} {above}'s"
-    )
-
-
-def shape_verdicts(table: pl.DataFrame) -> list[tuple[str, str, str, str]]:
-    """Per shape measured with two or more backends: (shape, fastest or tie, margin, the fastest's roofline)."""
+def shape_verdicts(d: ReportData) -> list[tuple[str, str, str, str, bool]]:
+    """Per compared shape of the decision: (shape, winner or tie, margin, the fastest's roofline, decided)."""
+    decision = d.decision
+    if decision is None:
+        return []
+    roofs = {(r["shape"], r["backend"]): r for r in d.table.select("shape", "backend", "roofline", "bound").to_dicts()}
     out = []
-    for (shape,), part in table.group_by(["shape"], maintain_order=True):
-        if part.height < 2:
-            continue
-        rows = part.sort("ratio_to_best").to_dicts()
-        best = rows[0]
-        roof = roofline_share(best["roofline"])
-        roof = f"{roof} of {best['bound']} bound" if roof and best["bound"] else roof
-        tied = [r["backend"] for r in rows if r["verdict"] in ("tie", "same program") or r is best]
-        if best["verdict"] == "winner":
-            nxt = rows[1]
-            margin = f"next: {nxt['backend']} {_ratio(nxt['ratio_to_best'], nxt['vs_best_low'], nxt['vs_best_high'])}"
-            out.append((shape, best["backend"], margin, roof))
-        elif best["verdict"] == "same program" and len(tied) == part.height:
-            out.append((shape, " = ".join(tied), "the same program", roof))
+    for v in decision.shapes:
+        r = roofs.get((v.shape, v.backend))
+        roof = roofline_share(r["roofline"]) if r else ""
+        roof = f"{roof} of {r['bound']} bound" if roof and r and r["bound"] else roof
+        if v.outcome == "winner" and v.runner_up is not None and v.margin is not None:
+            m = v.margin
+            out.append((v.shape, v.backend, f"next: {v.runner_up} {_ratio(m.value, m.low, m.high)}", roof, True))
+        elif v.outcome == "winner":
+            out.append((v.shape, v.backend, "no other backend", roof, True))
         else:
-            out.append((shape, "no winner: " + ", ".join(tied), tie_text(best["tie_pct"]), roof))
+            out.append((v.shape, shape_line(v), "", roof, False))
+        if v.same_program:
+            twins = "; ".join(f"{a} runs {b}'s program" for a, b in v.same_program)
+            out[-1] = (*out[-1][:2], "; ".join(x for x in (out[-1][2], twins) if x), *out[-1][3:])
     return out
 
 
 def decision_html(d: ReportData) -> str:
-    """The decision section's body: rules, families without one, per-shape winners (trusted HTML, text escaped)."""
+    """The decision section's body: per family its line and what each switch rests on, then every shape with a
+    winner, the undecided ones folded under them (trusted HTML, text escaped). It renders the decision record
+    (:mod:`traceattr.analysis.decision`) in the words the terminal prints (:mod:`traceattr.present.verdicts`)."""
     parts = []
-    rules = [f"<li><b>{html.escape(r['family'])}</b>: {html.escape(rule_sentence(r))}</li>"
-             for r in d.crossovers.iter_rows(named=True)]  # fmt: skip
-    rules += [f"<li>{html.escape(n)}</li>" for n in context_notes(d)]
+    rules = []
+    for f in d.decision.families if d.decision is not None else ():
+        if len(f.ctx) < 2:
+            continue
+        first, *rest = family_lines(f)
+        more = "".join(f"<br>{html.escape(line)}" for line in rest)
+        rules.append(f"<li><b>{html.escape(f.family)}</b>: {html.escape(first)}{more}</li>")
     if rules:
         parts.append(f'<ul class="rules">{"".join(rules)}</ul>')
-    verdicts = shape_verdicts(d.table)
-    if verdicts:
-        rows = "".join(
+    verdicts = shape_verdicts(d)
+    head = (
+        '<table class="winners"><thead><tr><th>shape</th><th>{}</th><th>margin: × the fastest</th>'
+        "<th>roofline of the fastest</th></tr></thead><tbody>{}</tbody></table>"
+    )
+
+    def rows(chosen: list[tuple[str, str, str, str, bool]]) -> str:
+        return "".join(
             f"<tr><td>{html.escape(s)}</td><td><b>{html.escape(w)}</b></td><td>{html.escape(m)}</td>"
             f"<td>{html.escape(r)}</td></tr>"
-            for s, w, m, r in verdicts[:MAX_SHAPES]
+            for s, w, m, r, _ in chosen
         )
-        more = len(verdicts) - MAX_SHAPES
-        foot = f'<p class="hint">{more:,} more shapes in the numbers table.</p>' if more > 0 else ""
-        parts.append(
-            '<table class="winners"><thead><tr><th>shape</th><th>fastest (95%)</th><th>margin: × the fastest</th>'
-            f"<th>roofline of the fastest</th></tr></thead><tbody>{rows}</tbody></table>{foot}"
-        )
-    elif not d.notes.get("decision"):
+
+    decided = [v for v in verdicts if v[4]]
+    undecided = [v for v in verdicts if not v[4]]
+    if decided:
+        parts.append(head.format("fastest (95%)", rows(decided)))
+    if undecided:
+        table = head.format("answer", rows(undecided))
+        parts.append(f"<details><summary>{len(undecided):,} shapes without a winner</summary>{table}</details>")
+    if not verdicts and not d.notes.get("decision"):
         parts.append('<p class="hint">No shape was measured with two or more backends: nothing to decide.</p>')
     return "".join(parts)

@@ -22,11 +22,11 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
-from traceattr.analysis.verdicts import best_everywhere
 from traceattr.core.shapes import fmt_ctx
 from traceattr.present.formats import interval, rule_text, tie_text, times, us
 from traceattr.present.report.data import ReportData
 from traceattr.present.report.style import ROLE_COLORS, SEGMENTS, TEMPLATE, esc, segment_part, segment_pattern
+from traceattr.present.verdicts import family_line
 
 MAX_COLS = 6  # role panels per row; a family with more context lengths wraps onto more rows
 RATIO_PX, BARS_PX, GAP_PX = 400, 200, 96  # heights: ratio panel, role panel row, space between rows
@@ -224,21 +224,11 @@ def _role_panels(fig: go.Figure, d: ReportData, family: str, row: int, cols: int
 
 
 def context_notes(d: ReportData) -> list[str]:
-    """One line per family without a decision rule: who wins everywhere, or that no change of winner is real."""
+    """One line per family drawn without a decided switch: the decision's line for it (the chart draws the
+    rules)."""
     out = []
-    for (family,), part in d.context.group_by(["family"], maintain_order=True):
-        cross = d.crossovers.filter(pl.col("family") == family)
-        if cross["decided"].any():  # the rule is written on the chart
+    for f in d.decision.families if d.decision is not None else ():
+        if len(f.ctx) < 2 or f.rules:
             continue
-        span = f"ctx {fmt_ctx(part['ctx'].min())}–{fmt_ctx(part['ctx'].max())}"  # type: ignore[arg-type]
-        winners = part.filter(pl.col("winner"))
-        best = best_everywhere(part)
-        if winners["backend"].n_unique() == 1 and winners.height == part["ctx"].n_unique():
-            out.append(f"{family}: no crossover; {winners['backend'][0]} is faster than every other backend at "
-                       f"every context measured ({span})")  # fmt: skip
-        elif best is not None:
-            out.append(f"{family}: no decision rule; {best} is the fastest or tied within noise at every context "
-                       f"measured ({span})")  # fmt: skip
-        else:
-            out.append(f"{family}: no decision rule ({span}): where the fastest backend changes, it is within noise")
+        out.append(f"{f.family}: {family_line(f)}")
     return out

@@ -1,0 +1,125 @@
+"""One decision, every surface: the terminal, ``compare --json``, ``traceattr dispatch`` and the HTML report all
+say the same winner, tie and dispatch per shape and family, on the cases where they used to disagree.
+
+Each case is a constructed sweep trace (tests.test_dispatch_table.sweep: ABBA calls, 0.2% noise); the decision
+is computed once by the library (``traceattr.open(path).decide()``) and every surface is read back and compared
+with it, so a surface that decides on its own fails here.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import traceattr
+from tests.helpers import run, sweep
+from traceattr.analysis.decision import Decision
+from traceattr.present.dispatch import backend_for
+from traceattr.present.verdicts import family_line, shape_line
+
+CTX = (8, 32, 131, 512, 900)
+
+
+def _case_variant_at_one_ctx() -> dict[str, dict[str, float]]:
+    """``concurrent/fa3`` measured at one ctx beside fa3 and flashmla at all (the terminal said "no rule")."""
+    times = {f"q1_ctx{c}k": {"fa3": 20 + 0.3 * c, "flashmla": 30 + 0.35 * c} for c in CTX}
+    times["q1_ctx131k"]["concurrent/fa3"] = (20 + 0.3 * 131) * 0.95  # faster there, measured nowhere else
+    return times
+
+
+def _case_same_program() -> dict[str, dict[str, float]]:
+    """fa3 and fa3-per-token at q1 (one program; the per-token twin a hair faster at some ctx), flashmla slower."""
+    out = {}
+    for i, c in enumerate(CTX):
+        t = 20 + 0.3 * c
+        out[f"q1_ctx{c}k"] = {"fa3": t, "fa3-per-token": t * (0.997 if i % 2 else 1.003), "flashmla": t * 1.3}
+    return out
+
+
+def _case_three_backends() -> dict[str, dict[str, float]]:
+    """Three backends, two switches along ctx: one line of three segments (the terminal printed two rules)."""
+    out = {}
+    for c in (8, 32, 64, 131, 262, 512, 900):
+        out[f"q2_ctx{c}k"] = {"fa3-per-token": 10 + 0.50 * c, "flashmla": 25 + 0.30 * c, "fa3": 80 + 0.2 * c}
+    return out
+
+
+CASES = {"variant": _case_variant_at_one_ctx, "twins": _case_same_program, "three": _case_three_backends}
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return run(*args, env={"COLUMNS": "200"})
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Decision]:
+    path = sweep(tmp_path_factory.mktemp(request.param) / "s.sqlite", CASES[request.param]())
+    return request.param, path, traceattr.open(path).decide()
+
+
+def test_the_decision_is_what_each_case_needs(case: tuple[str, Path, Decision]) -> None:
+    name, _, decision = case
+    (fam,) = decision.families
+    arms = [s.backend for s in fam.segments]
+    if name == "variant":  # the partial arm is named beside the rule, not a reason for "no rule"
+        assert arms == ["fa3"] and fam.outcome == "one backend"
+        assert [(x.arm, x.why, x.measured, x.of) for x in fam.left_out] == [("concurrent/fa3", "partial", 1, 5)]
+        assert "concurrent/fa3 measured at 1 of 5 ctx" in "\n".join(x.text() for x in fam.left_out)
+    elif name == "twins":  # the plainest label stands for the program, whichever twin is a hair faster
+        assert arms == ["fa3"] and [(x.arm, x.why, x.as_arm) for x in fam.left_out] == [
+            ("fa3-per-token", "same program", "fa3")
+        ]
+        assert all(v.backend == "fa3" and v.outcome == "winner" and v.runner_up == "flashmla" for v in decision.shapes)
+    else:  # one line, three segments, every switch decided
+        assert arms == ["fa3-per-token", "flashmla", "fa3"] and fam.outcome == "rule" and len(fam.rules) == 2
+
+
+def test_every_surface_says_the_decision(case: tuple[str, Path, Decision], tmp_path: Path) -> None:
+    _, path, decision = case
+    (fam,) = decision.families
+    # the terminal: the family's line and each shape's line, as the decision words them
+    done = _run("compare", str(path), "--json", str(tmp_path / "v1.json"))
+    assert done.returncode == 0, done.stderr
+    terminal = done.stdout
+    assert f"{fam.family}: {family_line(fam)}" in terminal
+    for v in decision.shapes:
+        assert shape_line(v) in terminal, v.shape
+    assert "no rule: no one backend" not in terminal
+    # compare --json (dispatch/1): the same segments, so the same backend at every ctx
+    v1 = json.loads((tmp_path / "v1.json").read_text(encoding="utf-8"))
+    (f1,) = v1["families"]
+    assert [(s["ctx_from"], s["ctx_to"], s["backend"]) for s in f1["dispatch"]] == [
+        (s.ctx_from, s.ctx_to, s.backend) for s in fam.segments
+    ]
+    # traceattr dispatch (dispatch/2): the same segments
+    done = _run("dispatch", str(path), "-o", str(tmp_path / "v2.json"))
+    assert done.returncode == 0, done.stderr
+    v2 = json.loads((tmp_path / "v2.json").read_text(encoding="utf-8"))
+    (f2,) = v2["families"]
+    assert [(s["ctx_from"], s["ctx_to"], s["backend"]) for s in f2["dispatch"]] == [
+        (s.ctx_from, s.ctx_to, s.backend) for s in fam.segments
+    ]
+    for ctx in (*fam.ctx, 4_000, 2_000_000):
+        shape = fam.family.replace("*", f"{ctx}")
+        assert backend_for(v1, shape) == backend_for(v2, shape) == fam.backend_at(ctx), shape
+    # the HTML report: the family's line and every shape's answer, in the same words
+    done = _run("report", str(path), "-o", str(tmp_path / "r.html"))
+    assert done.returncode == 0, done.stderr
+    page = html.unescape((tmp_path / "r.html").read_text(encoding="utf-8"))
+    assert family_line(fam) in page
+    for v in decision.shapes:
+        assert v.backend in page and (v.outcome != "winner" or f"next: {v.runner_up}" in page), v.shape
+
+
+def test_the_decision_as_data(case: tuple[str, Path, Decision]) -> None:
+    """The facade returns the record, and its JSON round-trips (what a notebook or CI reads)."""
+    _, _, decision = case
+    doc = json.loads(json.dumps(decision.to_json()))
+    assert doc["schema"] == "traceattr.decision/1" and doc["same_within"] == 0.01
+    (fam,) = doc["families"]
+    assert [s["backend"] for s in fam["dispatch"]] == [s.backend for s in decision.families[0].segments]
+    assert {s["shape"]: s["backend"] for s in doc["shapes"]} == {v.shape: v.backend for v in decision.shapes}
