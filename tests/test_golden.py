@@ -7,6 +7,7 @@ range nsys reports, and kernel totals must equal `cuda_gpu_kern_sum`.
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import polars as pl
@@ -14,6 +15,7 @@ import pytest
 
 from tests.helpers import FIXTURES, golden
 from traceattr.attribution.engine import UNATTRIBUTED, attribute
+from traceattr.attribution.selection import RangeFilter
 from traceattr.trace.loader import load_trace
 
 _cache: dict[str, object] = {}
@@ -51,6 +53,30 @@ def test_projection_equals_nsys(exports: dict[str, Path], name: str) -> None:
     mine = ours.select(g.columns).cast(g.schema)
     # same set of ranges, and every value equal to the nanosecond
     assert mine.sort("range_id").equals(g.sort("range_id")), _first_difference(mine, g)
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_a_match_filters_rows_not_facts(exports: dict[str, Path], name: str) -> None:
+    """``--match`` chooses rows; each row's numbers, level, parent and children stay nsys's (a filtered nested
+    range used to come out at level 0 with no parent and no children)."""
+    gold = golden(name, "nvtx_gpu_proj_trace")
+    if gold is None:
+        pytest.skip("nsys reports no projection for a trace without NVTX")
+    g = gold.filter(pl.col("RangeId").is_not_null())
+    nested = g.filter(pl.col("Lvl") > 0)
+    chosen = sorted(set((nested if nested.height else g)["Name"].drop_nulls().to_list()))[:3]
+    if not chosen:
+        pytest.skip("no named range")
+    pattern = "^(" + "|".join(re.escape(n) for n in chosen) + ")$"
+    att = attribute(load_trace(exports[name]), select=RangeFilter(match=pattern))
+    ours = att.ranges.filter(pl.col("range_id").is_not_null() & (pl.col("gpu_ops") > 0))
+    want = g.filter(pl.col("Name").is_in(chosen))
+    cols = {"RangeId": "range_id", "Lvl": "level", "ParentId": "parent_id", "NumChild": "num_child",
+            "NumGPUOps": "gpu_ops", "Projected Duration (ns)": "gpu_span_ns"}  # fmt: skip
+    w = want.select([pl.col(k).alias(v) for k, v in cols.items()])
+    mine = ours.select(w.columns).cast(w.schema)
+    assert mine.height == w.height > 0
+    assert mine.sort("range_id").equals(w.sort("range_id")), _first_difference(mine, w)
 
 
 @pytest.mark.parametrize("name", FIXTURES)

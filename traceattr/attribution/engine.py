@@ -45,7 +45,7 @@ from traceattr.attribution.pairs import pair_metrics
 from traceattr.attribution.placement import placement_of
 from traceattr.attribution.result import Attribution, OfTrace, python_source, range_table, wide_ops
 from traceattr.attribution.roles import RoleEnum, RoleRules
-from traceattr.attribution.selection import RangeFilter, usable_ranges, with_tree
+from traceattr.attribution.selection import RangeFilter, chosen_owner, usable_ranges, with_tree
 from traceattr.attribution.subtrees import few_distinct
 from traceattr.attribution.subtrees import subtree_metrics as _subtree_metrics  # a module global here: tests wrap it
 from traceattr.attribution.windows import WINDOW_OPS as WINDOW_OPS_DEFAULT
@@ -108,7 +108,9 @@ class Attributing(OfTrace):
         self.trace, self.mode = trace, mode
         self.rules, self.select = rules or RoleRules.default(), select or RangeFilter()
         self.notes = list(trace.meta.notes)
-        ranges, dropped = usable_ranges(trace.ranges, self.select)
+        # every usable range is attributed, whatever --domain/--match choose: a filter picks rows, never the
+        # facts (level, parent, children and what each range owns stay the trace's, as nsys reports them)
+        ranges, dropped = usable_ranges(trace.ranges, RangeFilter())
         if dropped:
             self.notes.append(
                 f"{dropped} start/end {'range' if dropped == 1 else 'ranges'} ended on another thread: not projected "
@@ -124,15 +126,7 @@ class Attributing(OfTrace):
             self.trace = trace = replace(trace, api=trace.api.clear())
         # a call logged twice can reach two chains of ranges: its ranges are no longer one subtree's ancestors
         self.subtree = mode == "nsys" and _SUBTREES and not self.dedupe and few_distinct(trace.gpu_ops)
-        self.roles_from = None
-        if self.select.active and any(r.range is not None for r in self.rules.rules):
-            # a range rule (the L2 flush's) reads the op's innermost range of the whole trace, not of the
-            # selection: a role belongs to the op, and --match must not turn the flush into a copy
-            every_range, _ = usable_ranges(trace.ranges, RangeFilter())
-            full = RangeIndex(every_range)
-            _, full_deepest = locate(full, launches, dedupe=self.dedupe, ancestors=False)
-            self.roles_from = (full_deepest, with_tree(every_range, full))
-            del full
+        self.roles_from = None  # range rules read the op's innermost range of the whole trace: every range is here
         # windows need one launch row per op (no call logged twice), the whole trace's ranges for roles
         # and ranges in start order (as the loader leaves them)
         windowed = (
@@ -158,12 +152,14 @@ class Attributing(OfTrace):
         threads = min(WINDOW_THREADS, usable_cpus(), len(self.windows))  # one window: on this thread
         for rows, placed in in_order(self._window, self._planned(), threads, "traceattr-window"):
             self._placed.append(placed)  # in the windows' order, whichever thread ended first
-            yield rows
+            yield rows.filter(pl.col("range_id").is_null() | self.select.expr()) if self.select.active else rows
         del self.launches
         self.placement = pl.concat(self._placed)
         self._placed.clear()
         if not self.placement["op_id"].is_sorted():  # windows interleave ops of several kinds or streams
             self.placement = self.placement.sort("op_id")
+        if self.select.active:  # an op belongs to the selection through its innermost chosen range, if any
+            self.placement = chosen_owner(self.placement, self.ranges, self.select)
         placement = self.placement
         orphans = placement.filter(pl.col("api_start_ns").is_null()).height
         if orphans:

@@ -18,11 +18,16 @@ class RangeFilter:
     match: str | None = None
 
     def apply(self, ranges: pl.DataFrame) -> pl.DataFrame:
+        return ranges.filter(self.expr())
+
+    def expr(self) -> pl.Expr:
+        """True on the rows (ranges, or range-table rows: ``domain``, ``name``) the filter chooses."""
+        chosen = pl.lit(True)
         if self.domain is not None:
-            ranges = ranges.filter(pl.col("domain") == self.domain)
+            chosen &= (pl.col("domain") == self.domain).fill_null(False)
         if self.match is not None:
-            ranges = ranges.filter(pl.col("name").str.contains(self.match).fill_null(False))
-        return ranges
+            chosen &= pl.col("name").str.contains(self.match).fill_null(False)
+        return chosen
 
     @property
     def active(self) -> bool:
@@ -38,3 +43,24 @@ def usable_ranges(ranges: pl.DataFrame, select: RangeFilter) -> tuple[pl.DataFra
     cross = pl.col("end_global_tid").is_not_null() & (pl.col("end_global_tid") != pl.col("global_tid"))
     dropped = ranges.filter(cross).height
     return select.apply(ranges.filter(~cross)), dropped
+
+
+def chosen_owner(placement: pl.DataFrame, ranges: pl.DataFrame, select: RangeFilter) -> pl.DataFrame:
+    """*placement* (op -> its innermost range) with ``range_id`` the op's innermost *chosen* range: itself or
+    its nearest ancestor that *select* chooses; null for an op in no chosen range. One step per nesting level."""
+    tree = with_tree(ranges, RangeIndex(ranges)).select("range_id", "parent_id", "level", select.expr().alias("_c"))
+    owner = tree.filter(pl.col("level") == 0).select(
+        "range_id", pl.when(pl.col("_c")).then(pl.col("range_id")).alias("_owner")
+    )
+    known = [owner]
+    for level in range(1, (tree["level"].max() or 0) + 1):  # type: ignore[operator]
+        here = tree.filter(pl.col("level") == level).join(
+            owner.rename({"range_id": "parent_id", "_owner": "_up"}), on="parent_id", how="left"
+        )
+        owner = here.select(
+            "range_id", pl.when(pl.col("_c")).then(pl.col("range_id")).otherwise(pl.col("_up")).alias("_owner")
+        )
+        known.append(owner)
+    table = pl.concat(known)
+    placed = placement.join(table, on="range_id", how="left", maintain_order="left")
+    return placed.with_columns(pl.col("_owner").cast(placement.schema["range_id"]).alias("range_id")).drop("_owner")
