@@ -123,3 +123,24 @@ def test_the_decision_as_data(case: tuple[str, Path, Decision]) -> None:
     (fam,) = doc["families"]
     assert [s["backend"] for s in fam["dispatch"]] == [s.backend for s in decision.families[0].segments]
     assert {s["shape"]: s["backend"] for s in doc["shapes"]} == {v.shape: v.backend for v in decision.shapes}
+
+
+def test_fail_on_exits_with_its_own_status(case: tuple[str, Path, Decision]) -> None:
+    """A CI gate: the answer is printed, then each condition met is named and the status is 3 (not 1, a bug)."""
+    name, path, decision = case
+    loser = "flashmla"
+    done = _run("compare", str(path), "--fail-on", f"loses:{loser}")
+    slower = [
+        v.shape for v in decision.shapes if v.outcome == "winner" and v.backend != loser and loser in v.medians_us
+    ]
+    assert done.returncode == (3 if slower else 0), done.stderr
+    assert "Verdict" in done.stdout  # the answer first, whatever the gate says
+    if slower:
+        assert f"fail: --fail-on loses:{loser}: {loser} is really slower than the winner at" in done.stderr
+    winner_everywhere = decision.families[0].segments[0].backend
+    if name == "twins":  # fa3 wins everywhere (its twin never counts against it)
+        assert _run("compare", str(path), "--fail-on", f"loses:{winner_everywhere}").returncode == 0
+    if name == "variant":  # the partial arm wins where it was measured: fa3 loses there, and the gate says so
+        assert _run("compare", str(path), "--fail-on", f"loses:{winner_everywhere}").returncode == 3
+    bad = _run("compare", str(path), "--fail-on", "sometimes")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a condition" in bad.stderr

@@ -20,6 +20,7 @@ from traceattr.analysis.pipeline import Analysis, analyse, analyse_calls
 from traceattr.attribution.roles import RoleRules
 from traceattr.backends.arms import same_program
 from traceattr.cli import app
+from traceattr.cli.fail_on import FailOnOpt, check_fail_on, gate
 from traceattr.cli.many import attribute_many, exit_status
 from traceattr.cli.options import (
     NOTHING_TO_COMPARE,
@@ -80,6 +81,7 @@ def compare_command(
             "--json", help="Write the decision rules per shape family as JSON a dispatcher can load (README: schema)."
         ),
     ] = None,
+    fail_on: FailOnOpt = [],  # noqa: B006  (typer reads the default; never mutated)
 ) -> None:
     """The verdict first (per shape family the dispatch rule, per shape the winner and its margin), then per shape each backend's per-call time and where it goes, and fixed vs per-token cost along ctx.
 
@@ -98,6 +100,7 @@ def compare_command(
     check_group(group)
     role_rules = RoleRules.load(rules)
     check_bandwidth(bandwidth)
+    check_fail_on(fail_on)
     paths = expand_inputs(traces)
     # refused before the work, not after it
     if out is not None:
@@ -108,7 +111,7 @@ def compare_command(
     shown = Shown(fmt.value, wide)
     if len(paths) > 1:
         settings = Settings(domain=domain, match=match, rules=str(rules) if rules else None, calls=True, group=group)
-        _compare_many(paths, settings, out, json_out, peak, workers, dask, shown)
+        _compare_many(paths, settings, out, json_out, peak, workers, dask, shown, fail_on)
         return
     trace = paths[0]
     from traceattr.present.terminal import working  # a spinner on stderr (a terminal only): big traces take a while
@@ -125,6 +128,7 @@ def compare_command(
     _show_and_write(analysis, out, json_out, str(trace), inputs=paths, notes=att.notes, shown=shown)
     if analysis.note is not None:
         raise typer.Exit(NOTHING_TO_COMPARE)
+    gate(analysis.decision, fail_on)
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,7 @@ def _compare_many(
     workers: int | None,
     dask: str | None,
     shown: Shown,
+    fail_on: list[str],
 ) -> None:
     with attribute_many(paths, settings, workers=workers, dask=dask, out=None) as combined:
         table = combined.calls if combined.calls is not None else pl.DataFrame()
@@ -158,7 +163,10 @@ def _compare_many(
         )  # fmt: skip
         extra = ((combined.reports, runfolder.REPORTS), (across_reports(table, "series"), runfolder.ACROSS_REPORTS))
         _show_and_write(analysis, out, json_out, ", ".join(map(str, paths)), *extra, inputs=paths, shown=shown)
-        raise typer.Exit(NOTHING_TO_COMPARE if analysis.note is not None else exit_status(combined))
+        status = NOTHING_TO_COMPARE if analysis.note is not None else exit_status(combined)
+        if status == 0:
+            gate(analysis.decision, fail_on)
+        raise typer.Exit(status)
 
 
 def _is_dispatch(head: bytes) -> bool:
