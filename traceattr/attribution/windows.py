@@ -19,7 +19,7 @@ import polars as pl
 # ops per window: the intermediates of one window are a few MB; its polars calls cost 20-80 ms whatever
 # its size, which is why the engine windows only traces of ~250 k ops or more (engine.WINDOWS_FROM).
 # 32 k ops two at a time (engine.WINDOW_THREADS) against 64 k one at a time, `attribute --format csv
-# --out` on the nested trace (300 k ops; benchmarks/README.md, seventh round): 2 cores 230-244 -> 219-230
+# --out` on the nested trace (300 k ops; benchmarks/HISTORY.md, seventh round): 2 cores 230-244 -> 219-230
 # MB (nsys stats: 235 MB) for 1.74 -> 1.94 s (twice the windows' fixed cost, which two cores cannot
 # hide); 16 cores 256-267 -> 241-248 MB (nsys: 278 MB) at the same wall, and the sweep 3.46 -> 3.13 s
 WINDOW_OPS = 1 << 15

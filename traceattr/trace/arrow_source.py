@@ -3,7 +3,7 @@
 nsys writes one Arrow IPC stream per table, ``<table>.arrow``, holding the same columns, values and row
 order as its SQLite export (checked on nsys 2023.4's exports of 25 real reports, and on 2025.3.1 by an
 H200 report); only the types are Arrow's (unsigned ids, ``Int32`` string ids). Producing and reading it
-beats producing and reading the SQLite export of the same report (benchmarks/README.md, "`.nsys-rep` end
+beats producing and reading the SQLite export of the same report (benchmarks/HISTORY.md, "`.nsys-rep` end
 to end"), so a report is read this way (:func:`traceattr.trace.loader.load_report`); SQLite stays the
 interchange (run folders, ``nsys stats``, recipes).
 

@@ -374,7 +374,7 @@ def load_report(report: Path, engine: str = "auto") -> Trace:
     """An ``.nsys-rep`` read through a temporary Arrow export of the tables the loader reads: export and
     read together took 0.57x the SQLite export and read on a 100 k-kernel H200 report with every table
     exported, and a fraction of it where a report holds tables traceattr does not read (--tables;
-    benchmarks/README.md). Through an SQLite export instead (kept beside the report,
+    benchmarks/HISTORY.md). Through an SQLite export instead (kept beside the report,
     :func:`~traceattr.trace.nsys.export_sqlite`) when a fresh one is there already, when nsys cannot write
     Arrow, when the capture's graph mode decides (:func:`_graph_mode_decides`), or when
     ``TRACEATTR_REPORT_EXPORT=sqlite``."""
