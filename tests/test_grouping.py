@@ -178,6 +178,7 @@ def test_torch_op_ranges_are_not_compared(exports: dict[str, Path], capsys: pyte
     )
 
 
+@pytest.mark.slow
 def test_report_shows_the_note(tmp_path: Path) -> None:
     att = traceattr.open(
         export(tmp_path / "t.sqlite", lambda b, c, i: f"{b}|q8_ctx{c}|{i}", backends=("fa2",))
