@@ -13,8 +13,12 @@ window's range rows as they come.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import polars as pl
+
+if TYPE_CHECKING:
+    from polars.datatypes import IntegerType
 
 # ops per window: the intermediates of one window are a few MB; its polars calls cost 20-80 ms whatever
 # its size, which is why the engine windows only traces of ~250 k ops or more (engine.WINDOWS_FROM).
@@ -111,4 +115,10 @@ def local(frame: pl.DataFrame, op_ids: pl.Series | None) -> pl.DataFrame:
     if op_ids is None:
         return frame
     rows = frame[op_ids]
-    return rows.with_columns(pl.int_range(pl.len(), dtype=rows.schema["op_id"]).alias("op_id"))
+    return rows.with_columns(renumbered(rows))
+
+
+def renumbered(frame: pl.DataFrame) -> pl.Expr:
+    """*frame*'s op_id as its row number, in op_id's own integer type."""
+    dtype = cast("IntegerType", frame.schema["op_id"])  # an integer column: the checker sees a DataType
+    return pl.int_range(pl.len(), dtype=dtype).alias("op_id")
