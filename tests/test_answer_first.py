@@ -55,6 +55,7 @@ def _fits(text: str, width: int) -> None:
     assert not cut, f"cut cells: {cut[0]!r}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", [100, 80])
 def test_compare_fits_and_opens_on_the_verdict(width: int) -> None:
     out = run("compare", str(SWEEP), columns=width)
@@ -74,6 +75,7 @@ def test_compare_fits_and_opens_on_the_verdict(width: int) -> None:
     assert "note:" not in out.stdout and "NVTX names longer" not in out.stderr
 
 
+@pytest.mark.slow
 def test_compare_wide_and_piped_without_columns_show_every_column() -> None:
     for out in (run("compare", str(SWEEP), "--wide"), run("compare", str(SWEEP), columns=None)):
         assert out.returncode == 0, out.stderr
@@ -81,6 +83,7 @@ def test_compare_wide_and_piped_without_columns_show_every_column() -> None:
         assert not CUT.search(out.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", [100, 80])
 def test_attribute_fits(width: int) -> None:
     out = run("attribute", str(SWEEP), columns=width)
@@ -89,6 +92,7 @@ def test_attribute_fits(width: int) -> None:
     assert "GPU time per call series" in out.stdout and "not shown at" in out.stdout
 
 
+@pytest.mark.slow
 def test_attribute_lists_one_row_per_call_series() -> None:
     out = run("attribute", str(SWEEP), "--wide")
     assert out.returncode == 0, out.stderr
@@ -101,6 +105,7 @@ def test_attribute_lists_one_row_per_call_series() -> None:
     assert sum("iter=" in line for line in each.stdout.splitlines()) == 200  # --ranges: every instance
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_no_false_long_name_note_on_the_examples(path: Path) -> None:
     out = run("attribute", str(path), "--limit", "1")
@@ -121,6 +126,7 @@ def test_long_name_note_counts_nvtx_names_only() -> None:
     assert shortened["value"].str.len_chars().max() == MAX_RANGE_NAME_CHARS
 
 
+@pytest.mark.slow
 def test_notes_go_to_stderr_and_nothing_to_compare_exits_2(exports: dict[str, Path]) -> None:
     out = run("compare", str(exports["nsysai_mfu_2gpu_before"]))
     assert out.returncode == 2
@@ -129,6 +135,7 @@ def test_notes_go_to_stderr_and_nothing_to_compare_exits_2(exports: dict[str, Pa
     assert "note:" not in out.stdout and "aten::" not in out.stdout  # no table of aten:: "shapes" × "backends"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", [["--domain", "nosuch"], ["--match", "nomatch"]])
 @pytest.mark.parametrize("command", ["attribute", "compare"])
 def test_a_filter_that_chooses_nothing_is_refused(command: str, option: list[str]) -> None:
@@ -139,6 +146,7 @@ def test_a_filter_that_chooses_nothing_is_refused(command: str, option: list[str
     assert "domains here: 'traceattr'" in err[0] and "a name here reads" in err[0]
 
 
+@pytest.mark.slow
 def test_compare_domain_rules_and_csv(tmp_path: Path) -> None:
     rules = tmp_path / "roles.toml"
     rules.write_text('version = 1\n[[rule]]\nrole = "attention"\npattern = "flash_fwd_mla_combine"\n', encoding="utf-8")
@@ -167,11 +175,13 @@ def test_group_regex_on_domain_and_message(tmp_path: Path, capsys: pytest.Captur
     assert "a name here reads 'sweep:fa" in err and "(message 'fa" in err
 
 
+@pytest.mark.slow
 def test_profile_help_keeps_its_brackets() -> None:
     out = run("profile", "--help", columns=200)
     assert "[label=]backend[options]" in out.stdout and "'fa3[splits=4]'" in out.stdout
 
 
+@pytest.mark.slow
 def test_profile_ranks_and_round_refuse_before_starting(tmp_path: Path) -> None:
     try:
         import torch  # noqa: F401
@@ -199,6 +209,7 @@ def test_formats_of_the_verdict() -> None:
     assert rule_margins({**row, "decided": False}) == ()
 
 
+@pytest.mark.slow
 def test_readme_quick_start_output_is_what_compare_prints() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = readme.split("Output of the first", 1)[1].split("```", 2)[1]

@@ -227,6 +227,7 @@ def test_noise_target_adds_rounds_until_every_arm_is_precise() -> None:
     check_timing(20, 0.005, 500, 100.0)
 
 
+@pytest.mark.slow
 def test_profile_dry_run_with_arms(tmp_path: Path) -> None:
     env = {**os.environ, "COLUMNS": "250", "PYTHONPATH": f"{PLUGIN_ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     out = subprocess.run(

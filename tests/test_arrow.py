@@ -103,6 +103,7 @@ def _attributed(inputs: dict[str, Path], out: Path, fmt: str = "csv") -> dict[st
     return outs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FIXTURES)
 def test_arrow_export_loads_as_its_sqlite_export(
     exports: dict[str, Path], arrow_exports: dict[str, Path], name: str
@@ -116,6 +117,7 @@ def test_arrow_export_loads_as_its_sqlite_export(
         assert a.meta.notes == b.meta.notes and a.meta.graph_nodes_hidden == b.meta.graph_nodes_hidden
 
 
+@pytest.mark.slow
 def test_attribute_of_an_arrow_folder_is_byte_identical(
     exports: dict[str, Path], arrow_exports: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -141,6 +143,7 @@ def _one_line(out: object, *words: str) -> None:
         assert word in lines[0], lines[0]
 
 
+@pytest.mark.slow
 def test_bad_arrow_exports_are_one_line(arrow_exports: dict[str, Path], tmp_path: Path) -> None:
     good = arrow_exports["h200_torch_tiny"]
     cut = shutil.copytree(good, tmp_path / "cut")
@@ -194,6 +197,7 @@ def _fake_nsys(tmp_path: Path, arrow: Path | None, sqlite: Path) -> tuple[Path, 
     return script, log
 
 
+@pytest.mark.slow
 def test_a_report_is_read_through_a_temporary_arrow_export(
     exports: dict[str, Path], arrow_exports: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -227,6 +231,7 @@ def test_a_report_is_read_through_a_temporary_arrow_export(
     assert rep.read_bytes() == b"raw capture"
 
 
+@pytest.mark.slow
 def test_an_nsys_without_arrow_exports_sqlite(exports: dict[str, Path], tmp_path: Path) -> None:
     nsys, log = _fake_nsys(tmp_path, None, exports["h200_torch_tiny"])
     rep = raw_report(tmp_path / "old")
@@ -240,6 +245,7 @@ def test_an_nsys_without_arrow_exports_sqlite(exports: dict[str, Path], tmp_path
     assert json.loads((tmp_path / "o" / "attribution.json").read_text())["engine"] in ("adbc", "sqlite3")
 
 
+@pytest.mark.slow
 def test_the_graph_mode_an_arrow_export_lacks_is_read_from_sqlite(exports: dict[str, Path], tmp_path: Path) -> None:
     """Graph launches whose kernels name no node, no whole-graph records: only the capture's mode says whether
     kernels are hidden, and the Arrow export does not hold it, so the report is exported to SQLite too."""
@@ -272,6 +278,7 @@ def test_the_graph_mode_an_arrow_export_lacks_is_read_from_sqlite(exports: dict[
 THREADS = "h200_threads_nsys2025_3"  # its arrowdir/ is what nsys 2025.3.2 wrote (text scrubbed as the export's)
 
 
+@pytest.mark.slow
 def test_a_real_2025_arrow_export_loads_as_its_sqlite_export(exports: dict[str, Path], tmp_path: Path) -> None:
     """Ranges on four threads (push/pop on three, a start/end range ended on another thread, one never
     closed), marks and payloads: nsys 2025.3.2's Arrow tables load as its SQLite export does, row order

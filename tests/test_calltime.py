@@ -222,6 +222,7 @@ def test_a_call_without_event_records_has_no_event_columns(exports: dict[str, Pa
     assert table.height and table["event_lead_ns"].is_null().all() and table["event_tail_ns"].is_null().all()
 
 
+@pytest.mark.slow
 def test_unreadable_runner_json_is_one_line(tmp_path: Path) -> None:
     _synthetic(tmp_path / "trace.sqlite")
     (tmp_path / "runner.json").write_text('{"events": [{"backend": "x"}]}', encoding="utf-8")
@@ -255,6 +256,7 @@ def _oracle(ops: list[tuple[int, int, int, str]]) -> dict[int, dict[str, int]]:
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(ops=OPS)
 def test_exposure_equals_brute_force_and_partitions_the_span(ops: list[tuple[int, int, int, str]]) -> None:

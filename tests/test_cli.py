@@ -12,6 +12,7 @@ from tests.helpers import run
 from traceattr.attribution.engine import OP_COLUMNS, RANGE_COLUMNS
 
 
+@pytest.mark.slow
 def test_terminal_table(exports: dict[str, Path]) -> None:
     out = run("attribute", str(exports["h200_torch_tiny"]))
     assert out.returncode == 0, out.stderr
@@ -21,6 +22,7 @@ def test_terminal_table(exports: dict[str, Path]) -> None:
     assert "traceattr:call:0" in run("attribute", str(exports["h200_torch_tiny"]), "--ranges").stdout
 
 
+@pytest.mark.slow
 def test_terminal_summary_per_name_and_ranges_flag(exports: dict[str, Path]) -> None:
     """Like nsys's nvtx_sum: one row per call series (count, total and median GPU span, kernel sum)."""
     out = run("attribute", str(exports["h200_torch_tiny"]))
@@ -33,6 +35,7 @@ def test_terminal_summary_per_name_and_ranges_flag(exports: dict[str, Path]) -> 
     assert sum("traceattr:matmul_softmax" in line for line in each.stdout.splitlines()) == 5
 
 
+@pytest.mark.slow
 def test_notes_are_not_markup(exports: dict[str, Path]) -> None:
     out = run("attribute", str(exports["nsysai_h100_2gpu_1s"]))
     assert out.returncode == 0, out.stderr
@@ -40,6 +43,7 @@ def test_notes_are_not_markup(exports: dict[str, Path]) -> None:
     assert "note:" not in out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
 def test_out_dir_formats(exports: dict[str, Path], tmp_path: Path, fmt: str) -> None:
     out = run("attribute", str(exports["h200_flashinfer_mla"]), "--out", str(tmp_path), "--format", fmt)
@@ -60,6 +64,7 @@ def test_out_dir_formats(exports: dict[str, Path], tmp_path: Path, fmt: str) -> 
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
 
 
+@pytest.mark.slow
 def test_csv_to_stdout_and_filters(exports: dict[str, Path]) -> None:
     out = run("attribute", str(exports["h200_flashinfer_mla"]), "--format", "csv", "--match", r"fa3_h128_q1_.*:[0-4]$")
     assert out.returncode == 0, out.stderr
@@ -72,12 +77,14 @@ def test_csv_to_stdout_and_filters(exports: dict[str, Path]) -> None:
     assert names and all(n.startswith("MPI:") or n.startswith("[") for n in names)
 
 
+@pytest.mark.slow
 def test_innermost_mode_counts_each_op_once(exports: dict[str, Path]) -> None:
     out = run("attribute", str(exports["h200_torch_tiny"]), "--format", "json", "--mode", "innermost")
     rows = json.loads(out.stdout)
     assert sum(r["op_records"] for r in rows) == 81
 
 
+@pytest.mark.slow
 def test_user_rules(exports: dict[str, Path], tmp_path: Path) -> None:
     rules = tmp_path / "r.toml"
     rules.write_text('[[rule]]\nrole = "attention"\nfamily = "gemm"\npattern = "nvjet_"\n', encoding="utf-8")
@@ -91,6 +98,7 @@ def _file(path: Path, data: bytes) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("setup", "needle"),
     [
@@ -109,6 +117,7 @@ def test_bad_input_is_one_line(tmp_path: Path, setup, needle: str) -> None:
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_damaged_or_foreign_exports_are_one_line(exports: dict[str, Path], tmp_path: Path) -> None:
     import sqlite3
 
@@ -129,6 +138,7 @@ def test_damaged_or_foreign_exports_are_one_line(exports: dict[str, Path], tmp_p
         assert out.returncode == 2 and len(lines) == 1 and needle in lines[0] and str(path) in lines[0], out.stderr
 
 
+@pytest.mark.slow
 def test_bad_regex_and_rules_are_one_line(exports: dict[str, Path], tmp_path: Path) -> None:
     out = run("attribute", str(exports["h200_torch_tiny"]), "--match", "(")
     assert out.returncode == 2 and "invalid regular expression" in out.stderr and len(out.stderr.splitlines()) == 1
@@ -138,6 +148,7 @@ def test_bad_regex_and_rules_are_one_line(exports: dict[str, Path], tmp_path: Pa
     assert out.returncode == 2 and "role must be one of" in out.stderr and len(out.stderr.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_nsys_report_without_nsys(tmp_path: Path) -> None:
     rep = tmp_path / "run.nsys-rep"
     rep.write_bytes(b"not really a report")
@@ -147,6 +158,7 @@ def test_nsys_report_without_nsys(tmp_path: Path) -> None:
     assert rep.read_bytes() == b"not really a report"  # the raw capture is never touched
 
 
+@pytest.mark.slow
 def test_parquet_needs_out(exports: dict[str, Path]) -> None:
     out = run("attribute", str(exports["h200_torch_tiny"]), "--format", "parquet")
     assert out.returncode == 2 and "--out" in out.stderr

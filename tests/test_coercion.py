@@ -75,6 +75,7 @@ def test_quick_coercion_gives_what_typer_gives(name: str) -> None:
     assert quick_count == len(command.params), "every option of our commands has a quick coercion"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [

@@ -168,6 +168,7 @@ def test_estimate_interpolates_the_ratio() -> None:
 
 
 # -- the search through a fake executor -------------------------------------------------------------
+@pytest.mark.slow
 def test_search_brackets_a_known_crossover_within_the_width(tmp_path: Path) -> None:
     fake = FakeSearch(linear_time)
     record = run_search(search_plan(tmp_path), fake)
@@ -191,6 +192,7 @@ def test_search_brackets_a_known_crossover_within_the_width(tmp_path: Path) -> N
     assert again.passing_folders == tuple(s["folder"] for s in record.steps)
 
 
+@pytest.mark.slow
 def test_search_with_a_tie_band(tmp_path: Path) -> None:
     def t(shape: str, arm: str) -> float:
         k = ctx_of(shape) / 1000
@@ -215,6 +217,7 @@ def test_search_one_backend_always_best(tmp_path: Path) -> None:
     assert len(record.steps) == 1
 
 
+@pytest.mark.slow
 def test_refused_step_is_measured_again(tmp_path: Path) -> None:
     fake = FakeSearch(linear_time, low_clock_steps=(2,))
     record = run_search(search_plan(tmp_path), fake)
@@ -224,6 +227,7 @@ def test_refused_step_is_measured_again(tmp_path: Path) -> None:
     assert record.result is not None and record.result["kind"] in ("crossover", "tie band")
 
 
+@pytest.mark.slow
 def test_refused_end_at_step_1_is_measured_again(tmp_path: Path) -> None:
     """An end refused at step 1 (the H200 --graphs search) is measured again, not read as "no crossover"."""
     fake = FakeSearch(linear_time, low_clock=((1, 8000),))
@@ -248,6 +252,7 @@ def test_an_end_refused_twice_is_the_answer(tmp_path: Path) -> None:
     assert SearchRecord.read(tmp_path / "sweep" / SEARCH).result == result
 
 
+@pytest.mark.slow
 def test_default_budget_and_how_far_a_spent_budget_got(tmp_path: Path) -> None:
     record = run_search(search_plan(tmp_path / "a", max_steps=None), FakeSearch(linear_time))
     h = record.header
@@ -261,6 +266,7 @@ def test_default_budget_and_how_far_a_spent_budget_got(tmp_path: Path) -> None:
     assert "asked ±10%" in search_text(record.header, result)
 
 
+@pytest.mark.slow
 def test_search_budget(tmp_path: Path) -> None:
     record = run_search(search_plan(tmp_path, max_steps=3), FakeSearch(linear_time))
     assert record.result is not None and record.result["kind"] == "budget" and len(record.steps) == 3
@@ -289,6 +295,7 @@ def test_search_record_is_checked_as_input(tmp_path: Path) -> None:
             SearchRecord.from_json({**content, key: value}, tmp_path / "search.json")
 
 
+@pytest.mark.slow
 def test_sweep_command_writes_search_and_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -158,6 +158,7 @@ def test_one_backend_is_alone_not_a_winner() -> None:
     assert summary["verdict"].to_list() == ["alone"] and not summary["winner"].any() and cross.height == 0
 
 
+@pytest.mark.slow
 def test_json_rules_round_trip(tmp_path: Path) -> None:
     """compare --json writes the rules compare prints; the reference reader dispatches by them."""
     out = tmp_path / "rules.json"

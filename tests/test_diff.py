@@ -28,6 +28,7 @@ def nsysai(exports: dict[str, Path]) -> pl.DataFrame:
     return diff(before, after)
 
 
+@pytest.mark.slow
 def test_reproduces_nsys_ai_published_diff(nsysai: pl.DataFrame) -> None:
     # nsys-ai docs/user/reading-a-diff.md: total 535.20 → 488.84 ms; flash_fwd_kernel 68 → 60 (−31.56 ms);
     # ncclDevKernel_SendRecv 66 → 62 (+8.34 ms). "total" is sum(end − start) over every kernel.
@@ -75,6 +76,7 @@ def test_names_on_one_side_only(tmp_path: Path) -> None:
     assert (step["before_n"], step["after_n"]) == (2, 3)
 
 
+@pytest.mark.slow
 def test_cli_writes_csv_and_json(exports: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["diff", str(exports[PAIR[0]]), str(exports[PAIR[1]]), "--top", "3", "--out", str(tmp_path)])
@@ -111,6 +113,7 @@ def test_fewer_calls_are_not_slower_calls(nsysai: pl.DataFrame) -> None:
     assert nsysai["per_call_low_pct"].is_null().all()  # one capture a side: no interval
 
 
+@pytest.mark.slow
 def test_several_captures_give_an_interval(tmp_path: Path) -> None:
     def trace(name: str, durations: list[int], arm: str) -> Path:
         b = TraceBuilder()
@@ -134,6 +137,7 @@ def test_several_captures_give_an_interval(tmp_path: Path) -> None:
     assert not d["name"].str.contains("arm=").any()
 
 
+@pytest.mark.slow
 def test_cli_sides(exports: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, b = str(exports[PAIR[0]]), str(exports[PAIR[1]])
     with pytest.raises(SystemExit) as exit_info:

@@ -136,6 +136,7 @@ def test_shipped_sweep_v2_and_backend_for_reads_both(tmp_path: Path) -> None:
         backend_for({"schema": "traceattr.dispatch/3"}, "q8_ctx8k")
 
 
+@pytest.mark.slow
 def test_dispatch_command(tmp_path: Path) -> None:
     out = tmp_path / "table.json"
     hist = tmp_path / "lengths.txt"
@@ -151,6 +152,7 @@ def test_dispatch_command(tmp_path: Path) -> None:
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "lengths.txt:1" in bad.stderr
 
 
+@pytest.mark.slow
 def test_sweep_command_without_a_gpu(tmp_path: Path) -> None:
     dry = run("sweep", "-s", "q8_ctx*", "-b", "fa3", "-b", "flashmla", "--ctx-range", "8k:1m", "--dry-run",
               "--out-root", str(tmp_path))  # fmt: skip
@@ -170,6 +172,7 @@ def searched(tmp_path: Path, t, **kw) -> SearchRecord:  # type: ignore[no-untype
     return run_search(search_plan(tmp_path, max_steps=16, **kw), FakeSearch(t))
 
 
+@pytest.mark.slow
 def test_search_known_crossover_table(tmp_path: Path) -> None:
     record = searched(tmp_path, linear_time)
     (fam,) = dispatch_table(*dispatch_frames(record)).families
@@ -183,6 +186,7 @@ def test_search_known_crossover_table(tmp_path: Path) -> None:
     assert fam.loo_regret.max is not None and fam.loo_regret.max < 0.05  # the search measured densely at the crossing
 
 
+@pytest.mark.slow
 def test_search_tie_band_table(tmp_path: Path) -> None:
     def t(shape: str, arm: str) -> float:
         k = parse_shape(shape).ctx / 1000
@@ -208,6 +212,7 @@ def test_search_one_backend_always_best_table(tmp_path: Path) -> None:
     assert fam.regret.max == 0 and fam.baselines["fa2"].max > 1 and fam.loo_regret.max == 0
 
 
+@pytest.mark.slow
 def test_a_refused_point_never_reaches_the_table(tmp_path: Path) -> None:
     record = run_search(search_plan(tmp_path), FakeSearch(linear_time, low_clock=((1, 8000),)))
     assert usable(record).filter(usable(record)["ctx"] == 8000)["step"].to_list() == [2]  # the second, passed
@@ -216,6 +221,7 @@ def test_a_refused_point_never_reaches_the_table(tmp_path: Path) -> None:
     assert [p.ctx for p in fam.points] == [32_000, 73_800, 112_000, 138_000, 170_000, 900_000]  # 153k refused
 
 
+@pytest.mark.slow
 def test_dispatch_command_on_the_h200_sweeps(tmp_path: Path) -> None:
     """The numbers examples/sweeps/README.md writes down."""
     out = tmp_path / "eager.json"
@@ -254,6 +260,7 @@ def test_dispatch_command_on_the_h200_sweeps(tmp_path: Path) -> None:
     assert both.returncode == 2 and both.stderr.count("\n") == 1 and "one sweep per family" in both.stderr
 
 
+@pytest.mark.slow
 def test_sweeps_and_traces_pool_by_family(tmp_path: Path) -> None:
     q1 = sweep(tmp_path / "q1.sqlite", {f"q1_ctx{c}k_b4": {"fa3": 10 + 0.2 * c, "fa2": 20 + 0.5 * c} for c in CTX})
     out = tmp_path / "t.json"

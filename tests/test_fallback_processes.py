@@ -71,6 +71,7 @@ def test_worker_columns_are_the_row_readers(table: Path, column: str) -> None:
     assert got.schema == expected.schema and got.equals(expected)
 
 
+@pytest.mark.slow
 def test_worker_processes_read_what_one_thread_reads(table: Path) -> None:
     """Every column through real workers, typed and untyped, and the refusals as the same TraceError."""
     fits = {"ints": pl.Int64, "ints_nulls": pl.Int32, "nulls": pl.Int64, "nulls_then_ints": pl.Int64,
@@ -100,6 +101,7 @@ def _queries(path: Path) -> list[Query]:
     return seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fixture", ["nsysai_mfu_2gpu_before", "fuser_h200_nsys2025_1", "h200_flashinfer_mla"])
 def test_fixture_reads_in_processes_equal_one_thread(exports: dict[str, Path], fixture: str) -> None:
     queries = _queries(exports[fixture])
@@ -176,6 +178,7 @@ def _workers_of(pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["Ctrl-C", "SIGTERM"])
 def test_a_stop_ends_the_workers_cleanly(exports: dict[str, Path], tmp_path: Path, signum: int) -> None:

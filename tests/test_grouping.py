@@ -145,7 +145,7 @@ def test_compare_prints_the_note_instead_of_winners(tmp_path: Path, capsys: pyte
     trace = export(tmp_path / "t.sqlite", lambda b, c, i: f"{b}|q8_ctx{c}|{i}", backends=("fa2",))
     with pytest.raises(SystemExit) as exit_info:
         main(["compare", str(trace)])
-    assert exit_info.value.code == 2  # nothing to compare: README's exit-status convention
+    assert exit_info.value.code == 2  # nothing to compare: the exit-status convention (docs/files.md)
     captured = capsys.readouterr()
     out = captured.out
     assert captured.err.startswith("note: no shape was measured by two or more backends")  # notes on stderr
@@ -167,7 +167,7 @@ def test_torch_op_ranges_are_not_compared(exports: dict[str, Path], capsys: pyte
     """nsys-ai's PyTorch trace: its aten:: ranges are not backends × shapes, so no tables of 'fastest' ops."""
     with pytest.raises(SystemExit) as exit_info:
         main(["compare", str(exports["nsysai_h100_2gpu_1s"])])
-    assert exit_info.value.code == 2  # nothing to compare (README: exit status)
+    assert exit_info.value.code == 2  # nothing to compare (docs/files.md: exit status)
     captured = capsys.readouterr()
     assert captured.out == ""  # notes on stderr: stdout holds answers only
     first, second = captured.err.splitlines()
@@ -178,6 +178,7 @@ def test_torch_op_ranges_are_not_compared(exports: dict[str, Path], capsys: pyte
     )
 
 
+@pytest.mark.slow
 def test_report_shows_the_note(tmp_path: Path) -> None:
     att = traceattr.open(
         export(tmp_path / "t.sqlite", lambda b, c, i: f"{b}|q8_ctx{c}|{i}", backends=("fa2",))

@@ -126,6 +126,7 @@ def test_wal_and_hot_journal_are_named(tmp_path: Path, capsys: pytest.CaptureFix
     assert "damaged" not in line
 
 
+@pytest.mark.slow
 def test_rangeless_names_partial_threads_and_long_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from traceattr.trace.loader import load_trace
     from traceattr.trace.validate import MAX_RANGE_NAME_CHARS
@@ -150,6 +151,7 @@ def test_rangeless_names_partial_threads_and_long_names(tmp_path: Path, capsys: 
     assert any("the longest: 1,048,576" in n for n in trace.meta.notes)
 
 
+@pytest.mark.slow
 def test_long_kernel_name_keeps_report_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = mutate(tmp_path, "", "k.sqlite")
     with sqlite3.connect(path) as conn:
@@ -166,6 +168,7 @@ def test_long_kernel_name_keeps_report_small(tmp_path: Path, capsys: pytest.Capt
 ESC = "\x1b"
 
 
+@pytest.mark.slow
 def test_escape_sequences_never_reach_the_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     clear, link = "\x1b[2J\x1b[H", "\x1b]8;;https://example.invalid\x07click\x1b]8;;\x07"
     path = mutate(tmp_path, "", "esc.sqlite")
@@ -222,6 +225,7 @@ def test_bad_rules_files_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
         one_line(rc, err, needle, name)
 
 
+@pytest.mark.slow
 def test_special_files_do_not_hang(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fifo = tmp_path / "pipe.sqlite"
     os.mkfifo(fifo)
@@ -240,6 +244,7 @@ def test_special_files_do_not_hang(tmp_path: Path, capsys: pytest.CaptureFixture
 # -- outputs: never over an input or a stranger's file; one whole set ----------
 
 
+@pytest.mark.slow
 def test_never_writes_over_inputs_or_other_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = tmp_path / "v.sqlite"
     shutil.copyfile(SWEEP, trace)
@@ -318,6 +323,7 @@ def test_failed_write_keeps_previous_set(
     _no_partials(tmp_path)
 
 
+@pytest.mark.slow
 def test_file_size_limit_keeps_previous_set(tmp_path: Path) -> None:
     """A real write error (the file-size limit, as a full disk) in a separate process."""
     import resource
@@ -375,6 +381,7 @@ def test_outputs_are_written_through_the_descriptor_that_made_them(
     _no_partials(tmp_path)
 
 
+@pytest.mark.slow
 def test_concurrent_runs_never_mix_sets(tmp_path: Path, expected_sets: dict[str, int]) -> None:
     expected = expected_sets
     out = tmp_path / "res"
@@ -392,6 +399,7 @@ def test_concurrent_runs_never_mix_sets(tmp_path: Path, expected_sets: dict[str,
     _no_partials(tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.0, 0.5])
 def test_ctrl_c_leaves_a_whole_set(tmp_path: Path, delay: float, expected_sets: dict[str, int]) -> None:
     expected = expected_sets
@@ -454,6 +462,7 @@ def _fake_nsys(tmp_path: Path, *, sleep: float = 0.0, fail: bool = False) -> tup
     return script, log
 
 
+@pytest.mark.slow
 def test_nsys_rep_export_reuse_and_no_overwrite(tmp_path: Path) -> None:
     nsys, log = _fake_nsys(tmp_path)
     env = {**os.environ, "TRACEATTR_NSYS": str(nsys)}
@@ -478,6 +487,7 @@ def test_nsys_rep_export_reuse_and_no_overwrite(tmp_path: Path) -> None:
     assert rep.read_bytes() == rep2.read_bytes() == b"raw capture"
 
 
+@pytest.mark.slow
 def test_nsys_rep_concurrent_and_failed_exports(tmp_path: Path) -> None:
     nsys, _ = _fake_nsys(tmp_path, sleep=1.0)
     env = {**os.environ, "TRACEATTR_NSYS": str(nsys)}
@@ -518,6 +528,7 @@ def test_read_only_places(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         ro.chmod(0o755)
 
 
+@pytest.mark.slow
 def test_out_under_a_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")

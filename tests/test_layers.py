@@ -106,6 +106,7 @@ def test_imports_follow_the_layer_order(path: Path) -> None:
     assert not wrong, f"{path.relative_to(PACKAGE)}: " + "; ".join(wrong)
 
 
+@pytest.mark.slow
 def test_no_import_cycle_between_modules() -> None:
     graph: dict[str, set[str]] = {}
     for path in SOURCES:

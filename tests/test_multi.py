@@ -76,6 +76,7 @@ def _frames(results: list[many.ReportResult]) -> tuple[pl.DataFrame, pl.DataFram
     return c.ranges, c.reports.drop("seconds", "worker_pid", "worker_peak_rss_mb")
 
 
+@pytest.mark.slow
 def test_processes_give_the_serial_answer_and_each_report_equals_its_own_attribution(
     ranks: Path, exports: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -94,6 +95,7 @@ def test_processes_give_the_serial_answer_and_each_report_equals_its_own_attribu
     assert_frame_equal(kernels.filter(pl.col(many.REPORT) == name).drop(many.REPORT), alone.ops.sort("op_id"))
 
 
+@pytest.mark.slow
 def test_dask_local_cluster(ranks: Path) -> None:
     if not IN_CI:
         pytest.importorskip("distributed", reason="the `multi` extra (Dask) is not installed")
@@ -106,6 +108,7 @@ def test_dask_local_cluster(ranks: Path) -> None:
         assert_frame_equal(a, b)
 
 
+@pytest.mark.slow
 def test_cli_many_reports_write_what_was_read_and_exit_2(ranks: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     res = run("attribute", str(ranks), "--out", str(out), "--format", "parquet", "--workers", "2")
@@ -140,6 +143,7 @@ def test_cli_all_reports_bad_is_one_error_and_no_output(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_cli_compare_pools_calls_one_round_per_report(exports: dict[str, Path], tmp_path: Path) -> None:
     sweep = exports["h200_traceattr_sweep"]
     for rank in ("rank0", "rank1"):

@@ -34,6 +34,7 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
                           env={**os.environ, "COLUMNS": "200", **(env or {})})  # fmt: skip
 
 
+@pytest.mark.slow
 def test_dry_run_prints_the_plan_anywhere(tmp_path: Path) -> None:
     out = cli(
         "profile", "--shape", "q8_ctx900k", "--shape", "q1_ctx131k_h128", "--dry-run", "--out-root", str(tmp_path)
@@ -45,6 +46,7 @@ def test_dry_run_prints_the_plan_anywhere(tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())  # a dry run creates nothing
 
 
+@pytest.mark.slow
 def test_without_gpu_or_nsys_one_line_error(tmp_path: Path) -> None:
     out = cli("profile", "--shape", "q8_ctx900k", "--out-root", str(tmp_path), env={"TRACEATTR_NSYS": "/nonexistent"})
     assert out.returncode == 2

@@ -10,11 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.synth.random_traces import Call, Op, Rng, traces, write
 from traceattr.attribution.engine import NO_LAUNCH, UNATTRIBUTED, attribute
 from traceattr.trace.loader import load_trace
+
+pytestmark = pytest.mark.slow  # one hypothesis search over random traces: ~34 s on 2 cores
 
 
 def reference(ranges: list[Rng], calls: list[Call], ops: list[Op]) -> dict[int, dict]:

@@ -41,6 +41,7 @@ def test_plan_refusals(tmp_path: Path, shape: str, ranks: int, arm: str, needle:
         make_ranks_plan(parse_shape(shape), ranks, arm, out_root=tmp_path)
 
 
+@pytest.mark.slow
 def test_dry_run_prints_every_rank(tmp_path: Path) -> None:
     out = run("profile", "--shape", "q8_ctx1m_dcp2", "--ranks", "2", "--dry-run", "--out-root", str(tmp_path))
     assert out.returncode == 0, out.stderr

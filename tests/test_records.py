@@ -94,6 +94,7 @@ def test_an_edited_receipt_is_one_line(name: str, tmp_path: Path, capsys: pytest
     assert str(path) in err and message in err, err
 
 
+@pytest.mark.slow
 def test_deep_nesting_and_a_fifo_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     deep = tmp_path / "deep.json"
     deep.write_text('{"rows": ' + "[" * 100_000 + "]" * 100_000 + "}", encoding="utf-8")

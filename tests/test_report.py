@@ -109,6 +109,7 @@ def _numbers(page: str) -> list[dict[str, str]]:
 
 
 # -- page structure ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_sections_in_order_and_every_plot_present(example_html: str) -> None:
     ids = re.findall(r'<section id="([\w-]+)">', example_html)
     assert ids == ["decision", "numbers", "context", "attribution", "distributions", "timeline", "run"]
@@ -132,6 +133,7 @@ def test_self_contained(example_html: str) -> None:
     assert "Content-Security-Policy" in ours and "connect-src 'none'" in ours
 
 
+@pytest.mark.slow
 def test_single_ctx_trace_has_no_context_section(exports: dict[str, Path]) -> None:
     page = build_report(traceattr.open(exports["h200_torch_tiny"]).attribute())
     ids = re.findall(r'<section id="([\w-]+)">', page)
@@ -241,6 +243,7 @@ def _plot(page: str, div_id: str) -> tuple[list[dict], dict]:
     return args[0], args[1]
 
 
+@pytest.mark.slow
 def test_report_rules_are_compare_rules_and_keep_every_shape(tmp_path: Path) -> None:
     """The decision chart of the shipped sweep: compare's crossovers, written on it, and every measured ctx."""
     sweep = Path(__file__).parents[1] / "examples" / "traces" / "h200_mla_sweep.sqlite"
@@ -260,6 +263,7 @@ def test_report_rules_are_compare_rules_and_keep_every_shape(tmp_path: Path) -> 
     assert len(roles) == 5  # one role panel, on its own axis, per shape
 
 
+@pytest.mark.slow
 def test_tie_is_drawn_as_a_tie(tmp_path: Path) -> None:
     """Two backends 0.3% apart at both ctx with ±2% call noise, medians crossing: no winner, no rule, and no switch:
     one backend ties with the fastest at every ctx, so the family's line is that backend (as compare says it)."""
@@ -293,6 +297,7 @@ def test_tie_is_drawn_as_a_tie(tmp_path: Path) -> None:
 
 
 # -- escaping ---------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_hostile_names_render_as_text(flashmla_att: Attribution, tmp_path: Path) -> None:
     pages = [
         build_report(flashmla_att),
@@ -315,6 +320,7 @@ def test_evenly_in_time_keeps_first_last_and_spacing() -> None:
     assert c.filter(_evenly_in_time(20))["i"].to_list() == list(range(10))
 
 
+@pytest.mark.slow
 def test_caps_leave_visible_notes(flashmla_att: Attribution, tmp_path: Path) -> None:
     limits = Limits(shapes=1, strip_points=2, timeline_calls=3, call_ops=2, timeline_bars=1000)
     info = write_report(flashmla_att, tmp_path / "small.html", limits=limits)
@@ -336,6 +342,7 @@ def test_caps_leave_visible_notes(flashmla_att: Attribution, tmp_path: Path) -> 
     assert sorted(d.context["ctx"].unique()) == [128_000, 900_000] and d.crossovers.height == 1
 
 
+@pytest.mark.slow
 def test_write_report_info_and_run_header(flashmla_att: Attribution, tmp_path: Path) -> None:
     run = {"gpu": {"name": "NVIDIA H200", "driver": "575.57"}, "nsys": {"command": "nsys profile -o <out>"}}
     info = write_report(flashmla_att, tmp_path / "sub" / "r.html", title="FlashMLA <vs> fa3", run=RunRecord(run))
@@ -359,6 +366,7 @@ def test_header_counts_read_in_the_singular_for_one() -> None:
     assert _measured(mixed) == ["9 calls", "2 backends", "3 shapes", "1 series named without backend and shape"]  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_header_does_not_count_unparsed_names_as_backends(exports: dict[str, Path]) -> None:
     """torch_tiny's ranges (call:<i>, graph:<i>) name no backend or shape: each series is drawn as its own,
     and the header says so instead of "2 backends, 2 shapes"."""
@@ -368,6 +376,7 @@ def test_header_does_not_count_unparsed_names_as_backends(exports: dict[str, Pat
 
 
 # -- the command ------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_cli_run_folder_writes_report_html(tmp_path: Path) -> None:
     shutil.copy(EXAMPLE, tmp_path / "trace.sqlite")
     (tmp_path / "run.json").write_text(json.dumps({"gpu": {"name": "NVIDIA H200"}, "driver": "575.57.08"}))
@@ -380,6 +389,7 @@ def test_cli_run_folder_writes_report_html(tmp_path: Path) -> None:
     assert "<td>driver</td><td>575.57.08</td>" in target.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_cli_default_name_beside_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = shutil.copy(EXAMPLE, tmp_path / "h200.sqlite")
     with pytest.raises(SystemExit) as exit_info:

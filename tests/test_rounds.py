@@ -28,6 +28,7 @@ def by_row(frame: pl.DataFrame) -> dict[str, dict[str, Any]]:
 
 
 # -- verdicts and headline numbers -----------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize(("ratio", "noise", "verdict"), [(0.90, 0.002, "faster"), (1.10, 0.002, "slower"),
                                                          (1.0, 0.002, "same"), (1.0, 0.15, "ambiguous")])  # fmt: skip
 def test_verdict_classes(tmp_path: Path, ratio: float, noise: float, verdict: str) -> None:
@@ -49,6 +50,7 @@ def test_verdict_classes(tmp_path: Path, ratio: float, noise: float, verdict: st
 
 
 # -- gates ------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_first_arm_bias_trips_the_directional_gate(tmp_path: Path) -> None:
     # whichever arm runs first in a pair is 5% faster: the ratio depends on the order, not on the arms
     rows = by_row(round_rows(ROWS, captures(tmp_path, timing(1.0, first_bias=0.05)), BASE, CAND))
@@ -61,6 +63,7 @@ def test_first_arm_bias_trips_the_directional_gate(tmp_path: Path) -> None:
     assert all(r["directional"] < 0.02 and r["status"] == "pass" for r in unbiased.values())
 
 
+@pytest.mark.slow
 def test_low_loaded_clock_refuses_and_missing_clock_is_not_measured(tmp_path: Path) -> None:
     t = timing(0.9)
     low = by_row(round_rows(ROWS, captures(tmp_path, t, fraction=1297 / 1965), BASE, CAND))
@@ -74,6 +77,7 @@ def test_low_loaded_clock_refuses_and_missing_clock_is_not_measured(tmp_path: Pa
     assert all(r["clock_gate"] == "off" and r["status"] == "pass" for r in off.values())
 
 
+@pytest.mark.slow
 def test_one_slow_round_clock_is_the_rows_clock(tmp_path: Path) -> None:
     t = timing(0.9)
     caps = [synth_capture(tmp_path, 0, (BASE, CAND), t), synth_capture(tmp_path, 1, (CAND, BASE), t, fraction=0.5)]
@@ -81,6 +85,7 @@ def test_one_slow_round_clock_is_the_rows_clock(tmp_path: Path) -> None:
     assert r["clock_fraction"] == 0.5 and r["clock_gate"] == "fail"
 
 
+@pytest.mark.slow
 def test_output_parity(tmp_path: Path) -> None:
     t = timing(1.0)
     same = by_row(round_rows(ROWS, captures(tmp_path, t, rounds=2), BASE, CAND))
@@ -109,6 +114,7 @@ def test_an_arm_that_did_not_run_refuses_the_row(tmp_path: Path) -> None:
     assert r["rounds"] == 2 and len(r["candidate_rounds_us"]) == 1
 
 
+@pytest.mark.slow
 def test_sensitivity_flags_a_verdict_smaller_than_the_protocol_effect(tmp_path: Path) -> None:
     t = timing(0.97)
     # back to back, the candidate is 8% slower than interleaved: the protocol moves the ratio more than the lever
@@ -123,6 +129,7 @@ def test_sensitivity_flags_a_verdict_smaller_than_the_protocol_effect(tmp_path: 
     assert "⚑" in markdown(receipt) and "protocol sensitivity 0.07" in markdown(receipt)
 
 
+@pytest.mark.slow
 def test_receipt_discloses_the_sampling(tmp_path: Path) -> None:
     """Iterations per round come from the calls; the spans' median noise is shown where it missed the target."""
     steady, noisy = timing(1.0, noise=0.002), timing(1.0, noise=0.03, seed=1)
@@ -150,6 +157,7 @@ def test_receipt_discloses_the_sampling(tmp_path: Path) -> None:
     assert Receipt.from_json(json.loads(json.dumps(receipt.to_json()))).rows.equals(receipt.rows)
 
 
+@pytest.mark.slow
 def test_run_round_alternates_arms_and_writes_receipts(tmp_path: Path) -> None:
     fake = FakeExecutor(tmp_path, timing(0.9, first_bias=0.05))
     plan = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "round", sensitivity=True,
@@ -179,6 +187,7 @@ def test_run_round_alternates_arms_and_writes_receipts(tmp_path: Path) -> None:
     assert back.header["gates"]["directional_limit"] == 0.02 and back.header["runner"]["protocol"]["order"] == "abba"
 
 
+@pytest.mark.slow
 def test_retry_remeasures_only_refused_rows_and_keeps_both(tmp_path: Path) -> None:
     first = Receipt(
         RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "r0", max_noise=0.004,
@@ -235,6 +244,7 @@ def test_an_interrupted_round_has_no_receipt_and_says_so(tmp_path: Path, capsys:
     assert exit_info.value.code == 2 and "did not finish" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_report_of_a_round_folder_also_after_it_moved(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import shutil
 
@@ -339,6 +349,7 @@ def test_arm_texts_and_labels(tmp_path: Path) -> None:
     assert RoundPlan(rows=ROWS, baseline="fa3", candidate="fa3[splits=4]", folder=tmp_path).labels[1] == CAND
 
 
+@pytest.mark.slow
 def test_report_has_a_round_section(tmp_path: Path) -> None:
     from traceattr.present.report import build_report
 
@@ -350,6 +361,7 @@ def test_report_has_a_round_section(tmp_path: Path) -> None:
     assert "2 / 2 rows pass" in page
 
 
+@pytest.mark.slow
 def test_cli_round_through_profile_with_a_fake_capture(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -415,6 +427,7 @@ def diagnosed(caps: list[Capture], gates: Gates = TIGHT, lead: bool = False) -> 
     return by_row(with_causes(Receipt(header, round_rows(ROWS, caps, BASE, CAND, gates))).rows)
 
 
+@pytest.mark.slow
 def test_cause_host_bound_counts_per_arm_and_capture_with_the_holds_numbers(tmp_path: Path) -> None:
     # round 1: every candidate call's merge was launched 40 µs late (the host fell behind the GPU)
     late = captures(tmp_path, timing(1.0), rounds=1, gaps=lambda _s, arm, _i: 40 * US if arm == CAND else 0,
@@ -431,6 +444,7 @@ def test_cause_host_bound_counts_per_arm_and_capture_with_the_holds_numbers(tmp_
     assert "drift" in r["causes"]  # round 1's candidate median moved by the gap too: both are shown
 
 
+@pytest.mark.slow
 def test_cause_predecessor_split_with_intervals(tmp_path: Path) -> None:
     # the candidate is 8% faster after itself (first in its ABBA group) than after the baseline
     plain = timing(1.0)
@@ -453,6 +467,7 @@ def test_cause_predecessor_split_with_intervals(tmp_path: Path) -> None:
                      rf"vs [\d.]+ \[.*\] µs as the first \(\+8\.\d%\)", led["cause"])  # fmt: skip
 
 
+@pytest.mark.slow
 def test_cause_clock(tmp_path: Path) -> None:
     caps = [*captures(tmp_path, timing(0.9), rounds=2), synth_capture(tmp_path, 2, (BASE, CAND), timing(0.9),
                                                                      fraction=0.5)]  # fmt: skip
@@ -463,6 +478,7 @@ def test_cause_clock(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_cause_drift_across_rounds(tmp_path: Path) -> None:
     caps = [synth_capture(tmp_path, 0, (BASE, CAND), timing(1.0)),
             synth_capture(tmp_path, 1, (CAND, BASE), timing(1.3)),  # the candidate 30% slower in one capture
@@ -473,6 +489,7 @@ def test_cause_drift_across_rounds(tmp_path: Path) -> None:
                      r"\d+\.\d\d µs \(3\d\.\d% apart\)", r["cause"])  # fmt: skip
 
 
+@pytest.mark.slow
 def test_cause_bimodal(tmp_path: Path) -> None:
     # every third candidate call 10% slower, whatever ran before it
     plain = timing(1.0)
@@ -487,12 +504,14 @@ def test_cause_bimodal(tmp_path: Path) -> None:
     assert f"bimodal: {CAND}'s calls fall in two groups, " in r["cause"] and "(33% in the slower)" in r["cause"]
 
 
+@pytest.mark.slow
 def test_cause_none_found_still_gives_the_numbers(tmp_path: Path) -> None:
     r = diagnosed(captures(tmp_path, timing(0.9)))[ROWS[0].label]
     assert r["causes"] == [] and r["cause"].startswith("no mechanism shows in the captures")
     assert "per-round medians" in r["cause"] and "directional 0.0" in r["cause"]
 
 
+@pytest.mark.slow
 def test_causes_travel_in_every_receipt_file_and_only_for_refused_rows(tmp_path: Path) -> None:
     plan = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "round", rounds=2)
     caps = [synth_capture(tmp_path, 0, (BASE, CAND), timing(0.9)),
@@ -555,6 +574,7 @@ def test_a_receipt_written_before_causes_still_reads(tmp_path: Path) -> None:
 
 
 # -- a stopping rule that does not burn the budget (item 5) --------------------------------------
+@pytest.mark.slow
 def test_a_refusal_not_yet_certain_measures_every_round(tmp_path: Path) -> None:
     fake = FakeExecutor(tmp_path, timing(0.9, first_bias=0.02))  # directional ≈ 0.04: refused, not 3× the limit
     plan = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "round")
@@ -563,6 +583,7 @@ def test_a_refusal_not_yet_certain_measures_every_round(tmp_path: Path) -> None:
     assert receipt.rows["stopped"].is_null().all() and receipt.rows["rounds"].to_list() == [3, 3]
 
 
+@pytest.mark.slow
 def test_only_the_decided_row_stops(tmp_path: Path) -> None:
     from traceattr.analysis.rounds import certain_refusals
 
@@ -644,6 +665,7 @@ def sweep_timing(first_bias_long: float) -> Timing:
     return lambda shape, arm, i, pos: (short if shape == SWEEP[0].shape else long)(shape, arm, i, pos)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("refused", [False, True])
 def test_round_page_never_draws_a_rule_through_a_refused_row(tmp_path: Path, refused: bool) -> None:
     from traceattr.jobs.round import write_round_report
@@ -668,6 +690,7 @@ def test_round_page_never_draws_a_rule_through_a_refused_row(tmp_path: Path, ref
     assert page.index("rows pass") < page.index('id="metadata"')
 
 
+@pytest.mark.slow
 def test_report_of_a_round_folder_written_by_the_previous_version(tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     folder = previous_version_round(tmp_path)
@@ -682,6 +705,7 @@ def test_report_of_a_round_folder_written_by_the_previous_version(tmp_path: Path
     assert '"name":"rule"' not in page
 
 
+@pytest.mark.slow
 def test_both_arm_orders_weigh_alike_however_many_captures_each_had(tmp_path: Path) -> None:
     """The H200 A/A at q1_ctx8k: the arm listed first in its capture ran 2% faster; with 3 captures (the
     baseline first in two) the median over rounds read 1.015 "slower". Each order now weighs the same."""
@@ -705,6 +729,7 @@ def test_both_arm_orders_weigh_alike_however_many_captures_each_had(tmp_path: Pa
     assert one["ratio"] == pytest.approx(1 / 0.98, abs=0.003) and one["verdict"] == "slower"
 
 
+@pytest.mark.slow
 def test_host_bound_calls_refuse_a_row_the_other_gates_pass(tmp_path: Path) -> None:
     """One capture in which 2 of 8 candidate calls waited for their launches (25% > 5%): refused, even though
     order and drift stay far below their limits; 0 of 8 passes."""
@@ -720,6 +745,7 @@ def test_host_bound_calls_refuse_a_row_the_other_gates_pass(tmp_path: Path) -> N
     assert clean["status"] == "pass" and clean["host_bound_candidate"] == [0, 0, 0]
 
 
+@pytest.mark.slow
 def test_report_of_a_round_folder_whose_traces_are_gone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """receipt.json alone still makes the page: the receipt first, its evidence, the header folded; no figures."""
     plan = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "round")

@@ -91,6 +91,7 @@ def test_chunks_follow_the_rows_not_the_rowid_span(exports: dict[str, Path], tmp
             assert all(n <= bound for n, (_, bound) in zip(counted, chunks, strict=True))
 
 
+@pytest.mark.slow
 def test_many_reports_with_far_rowids(exports: dict[str, Path], tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -31,6 +31,7 @@ def _imported_by(*args: str) -> tuple[list[str], str]:
     return done.stdout.split(), done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [("--version",), ("--help",), ("shapes",), ()])
 def test_light_commands_import_no_frame_library(args: tuple[str, ...]) -> None:
     heavy, shown = _imported_by(*args)
@@ -38,6 +39,7 @@ def test_light_commands_import_no_frame_library(args: tuple[str, ...]) -> None:
     assert shown.strip(), "the command printed nothing"
 
 
+@pytest.mark.slow
 def test_a_trace_command_still_imports_what_it_needs() -> None:
     heavy, _ = _imported_by("attribute", "--help")
     assert "polars" in heavy  # the probe itself can see an import
@@ -56,6 +58,7 @@ def test_listed_summaries_are_the_commands_own() -> None:
     assert sorted(i.name for i in app.registered_commands) == sorted(COMMANDS)
 
 
+@pytest.mark.slow
 def test_a_many_reports_worker_imports_no_statistics() -> None:
     """Each worker of ``attribute DIR -j N`` / ``compare A B`` imports the per-report code in a fresh process:
     scipy (the verdicts' intervals) takes seconds to import there and is not needed to read a report's calls."""
@@ -64,6 +67,7 @@ def test_a_many_reports_worker_imports_no_statistics() -> None:
     assert out.strip() == "[]", out
 
 
+@pytest.mark.slow
 def test_one_trace_attribute_imports_neither_pydantic_nor_the_many_reports_machinery(tmp_path) -> None:
     """The fixed cost of every `attribute` run: its options are coerced without pydantic
     (traceattr.cli.coercion), and one trace needs none of jobs.many's pools and combining."""
@@ -105,6 +109,7 @@ def _last(conf: str, key: str) -> str | None:
     return values[-1] if values else None
 
 
+@pytest.mark.slow
 def test_the_program_sets_the_allocator_polars_uses() -> None:
     conf, threads, sink_bytes = _allocator_settings()
     assert _last(conf, "narenas") == "1"
@@ -113,6 +118,7 @@ def test_the_program_sets_the_allocator_polars_uses() -> None:
     assert int(sink_bytes) == 256 << 10  # writes below 1 MiB: small page-cache folios (cli.__init__)
 
 
+@pytest.mark.slow
 def test_settings_the_user_made_stay() -> None:
     conf, threads, sink_bytes = _allocator_settings(
         _RJEM_MALLOC_CONF="narenas:8", POLARS_MAX_THREADS="7", POLARS_IDEAL_SINK_MORSEL_SIZE_BYTES="999"
@@ -122,6 +128,7 @@ def test_settings_the_user_made_stay() -> None:
     assert sink_bytes == "999"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux's per-process I/O counters")
 def test_the_tables_reach_the_file_in_small_writes(tmp_path: Path) -> None:
     """With polars' default sink morsels the kernel table went out in 2-6 MB writes (large page-cache

@@ -78,6 +78,7 @@ COMMANDS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_sigterm_and_sighup_leave_no_partial(tmp_path: Path, command: str, signum: int) -> None:
@@ -119,6 +120,7 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is gone, only not yet reaped
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_sigterm_stops_the_worker_processes(tmp_path: Path) -> None:
     folder = _reports(tmp_path, 6)
@@ -150,6 +152,7 @@ def _script_run(tmp_path: Path, folder: Path, *extra: str) -> subprocess.Popen[s
                             start_new_session=True)  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not SCRIPT.exists(), reason="the traceattr script is not installed beside this Python")
 @pytest.mark.parametrize(
     "stop", ["SIGTERM", "Ctrl-C", "hangup"], ids=["sigterm-to-traceattr", "ctrl-c-to-the-group", "hangup-to-the-group"]
@@ -183,6 +186,7 @@ def test_a_stopped_many_report_run_says_so_once(tmp_path: Path, pool: str, stop:
     assert not _partials(tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not SCRIPT.exists(), reason="the traceattr script is not installed beside this Python")
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_a_ctrl_c_while_the_workers_start_says_so_once(tmp_path: Path) -> None:
@@ -287,6 +291,7 @@ def test_a_pool_left_by_a_stop_leaves_no_semaphore_warning_after_the_last_line(r
         assert "leaked semaphore" in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_partials_of_a_killed_run_are_removed_by_the_next(tmp_path: Path) -> None:
     out = tmp_path / "res"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -306,6 +311,7 @@ def test_partials_of_a_killed_run_are_removed_by_the_next(tmp_path: Path) -> Non
     assert live.exists() and unrelated.exists()
 
 
+@pytest.mark.slow
 def test_a_forged_manifest_replaces_nothing(tmp_path: Path) -> None:
     out = tmp_path / "res"
     out.mkdir()
@@ -323,6 +329,7 @@ def test_a_forged_manifest_replaces_nothing(tmp_path: Path) -> None:
     assert sorted(p.name for p in real.iterdir()) == ["attribution.json", "kernels.json", "ranges.json"]
 
 
+@pytest.mark.slow
 def test_full_disk_while_writing_parquet_is_one_line_naming_the_output(tmp_path: Path) -> None:
     import resource
 
@@ -337,6 +344,7 @@ def test_full_disk_while_writing_parquet_is_one_line_naming_the_output(tmp_path:
     assert not out.exists() and not _partials(tmp_path)
 
 
+@pytest.mark.slow
 def test_out_may_be_a_symlink_to_a_folder(tmp_path: Path) -> None:
     real = tmp_path / "real"
     real.mkdir()
@@ -350,6 +358,7 @@ def test_out_may_be_a_symlink_to_a_folder(tmp_path: Path) -> None:
     assert not _partials(tmp_path)
 
 
+@pytest.mark.slow
 def test_an_export_that_is_no_export_is_never_kept(tmp_path: Path) -> None:
     script = tmp_path / "nsys"
     script.write_text(f"#!{sys.executable}\nimport sys\n"

@@ -39,6 +39,7 @@ def _single_rows(data: tuple[list[Rng], list[Call], list[Op]]) -> tuple[list[Rng
     return ranges, [dataclasses.replace(c, duplicated=False) for c in calls], ops
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=traces().map(_single_rows))
 def test_subtrees_equal_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: tuple) -> None:
@@ -92,6 +93,7 @@ def laminar_traces(draw: st.DrawFn) -> tuple[list[Rng], list[Call], list[Op]]:
     return ranges, calls, distinct(ops)
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=laminar_traces())
 def test_subtrees_equal_pairs_on_laminar_forests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: tuple) -> None:

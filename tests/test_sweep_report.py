@@ -40,6 +40,7 @@ def eager_page(tmp_path_factory: pytest.TempPathFactory) -> str:
     return out.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_sections_in_order_the_answer_first(eager_page: str) -> None:
     assert re.findall(r'<section id="([\w-]+)">', eager_page) == ["answer", "search", "dispatch", "metadata"]
     assert list(page_figures(eager_page)) == ["fig-search"]
@@ -94,6 +95,7 @@ def test_the_regret_table_is_the_dispatch_tables(eager_page: str) -> None:
     assert "Graph-safe" in section and "flashmla, 144.4 µs" in section
 
 
+@pytest.mark.slow
 def test_a_fresh_search_reads_as_itself(tmp_path: Path) -> None:
     record = run_search(search_plan(tmp_path), FakeSearch(linear_time, low_clock=((1, 8000),)))
     page = sweep_page(record, "fresh")
@@ -106,6 +108,7 @@ def test_a_fresh_search_reads_as_itself(tmp_path: Path) -> None:
     assert 8000 in next(t for t in fig["data"] if t["meta"] == "below")["x"]  # … and passed at step 2
 
 
+@pytest.mark.slow
 def test_the_graphs_record_says_what_its_points_say(tmp_path: Path) -> None:
     out = tmp_path / "g.html"
     assert run("report", str(GRAPHS), "-o", str(out)).returncode == 0
@@ -114,6 +117,7 @@ def test_the_graphs_record_says_what_its_points_say(tmp_path: Path) -> None:
     assert "One measured context passed its gates (900k)" in text
 
 
+@pytest.mark.slow
 def test_sweep_folder_cli_and_errors(tmp_path: Path) -> None:
     folder = tmp_path / "20261201_sweep_q8_ctxx_eager"
     folder.mkdir()

@@ -74,6 +74,7 @@ def test_values_of_the_wrong_type_refused_by_both_engines(tmp_path: Path, sql: s
         assert needle.split(" in ")[0].split("'")[0] in str(err.value), (engine, str(err.value))
 
 
+@pytest.mark.slow
 def test_zero_length_kernels_are_noted_and_measure_no_call(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = mutate(tmp_path, f'UPDATE {KERNEL} SET "end" = start')
     rc, out, err = cli(capsys, "attribute", path)
@@ -83,6 +84,7 @@ def test_zero_length_kernels_are_noted_and_measure_no_call(tmp_path: Path, capsy
         one_line(rc, err, "every NVTX range with GPU work (400) lasts 0 ns")
 
 
+@pytest.mark.slow
 def test_some_zero_length_kernels_are_noted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     notes, _, _ = analysed(mutate(tmp_path, f'UPDATE {KERNEL} SET "end" = start WHERE rowid % 9 = 0'))
     assert any("50 of 450 kernels last 0 ns" in n for n in notes), notes
@@ -98,6 +100,7 @@ def test_some_zero_length_kernels_are_noted(tmp_path: Path, capsys: pytest.Captu
     assert rc == 0 and "Traceback" not in err, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("column", "value", "needle"), [("smCount", "'many'", "smCount holds 'many'"), ("id", "'zero'", "id holds 'zero'")]
 )
@@ -135,6 +138,7 @@ def test_ops_before_their_launch_give_no_negative_latency(tmp_path: Path) -> Non
     assert (calls["launch_latency_ns"].drop_nulls() >= 0).all()  # was -1,099,511,617.9 µs
 
 
+@pytest.mark.slow
 def test_ops_before_their_launch_still_give_a_report(tmp_path: Path) -> None:
     """Calls with impossible spans put ratios ≤ 0 in the decision chart: its log axis leaves them off (was a
     ValueError from math.log10)."""
@@ -186,6 +190,7 @@ def test_unclosed_ranges_are_left_out_of_calls_with_a_note(tmp_path: Path) -> No
     assert some["gpu_span_ns"].to_list() == kept["gpu_span_ns"].to_list()  # no call ends where the trace does
 
 
+@pytest.mark.slow
 def test_every_range_unclosed_is_refused_by_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = mutate(tmp_path, f'UPDATE NVTX_EVENTS SET "end" = NULL WHERE {PUSHPOP}')
     rc, _, err = cli(capsys, "compare", path)
@@ -219,6 +224,7 @@ def test_a_hard_link_is_one_report(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "report" not in pl.read_csv(tmp_path / "out" / "ranges.csv").columns  # one report, not a combined two
 
 
+@pytest.mark.slow
 def test_a_stale_wal_beside_a_fresh_exports_name_is_avoided(tmp_path: Path) -> None:
     script = tmp_path / "nsys"
     script.write_text(f"#!{sys.executable}\nimport shutil, sys\n"

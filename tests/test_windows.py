@@ -48,6 +48,7 @@ def loaded(exports: dict[str, Path]) -> Iterator[dict[str, Trace]]:
     yield {name: load_trace(exports[name]) for name in FIXTURES}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threads", [1, 3], ids=["one-thread", "side-by-side"])
 @pytest.mark.parametrize("mode", ["nsys", "innermost"])
 def test_real_exports_in_windows_equal_whole(
@@ -63,6 +64,7 @@ def test_real_exports_in_windows_equal_whole(
     assert sum(count > 1 for count in split.values()) >= len(split) // 2, split
 
 
+@pytest.mark.slow
 def test_windows_of_a_selection(loaded: dict[str, Trace]) -> None:
     trace = loaded["h200_traceattr_sweep"]
     # a selection attributes every range (it filters rows, not facts): windows as without one, range rules or not
@@ -70,6 +72,7 @@ def test_windows_of_a_selection(loaded: dict[str, Trace]) -> None:
     assert _same(trace, 3, select=RangeFilter(match="traceattr:"), rules=_no_range_rules()) > 1
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=traces())
 def test_random_traces_in_windows_equal_whole(tmp_path: Path, data: tuple[list, list, list]) -> None:
@@ -101,6 +104,7 @@ def _no_range_rules() -> RoleRules:
     return RoleRules(tuple(rule for rule in RoleRules.default().rules if rule.range is None))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["parquet", "csv", "json"])
 def test_attribute_out_streams_windows_to_the_same_bytes(
     exports: dict[str, Path],

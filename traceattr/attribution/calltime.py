@@ -58,7 +58,7 @@ def exposure(ops: pl.DataFrame, group: str = "call_id") -> pl.DataFrame:
     count per role. Every op's +1 and −1 lie in its group, so the counts are
     back to zero at each group's end and one running sum serves every group.
     """
-    schema = {group: ops.schema[group], **dict.fromkeys((*EXPOSED_COLUMNS, "idle_ns"), pl.Int64)}
+    schema = pl.Schema({group: ops.schema[group], **dict.fromkeys((*EXPOSED_COLUMNS, "idle_ns"), pl.Int64())})
     if ops.height == 0:
         return pl.DataFrame(schema=schema)
     role = pl.col("role").cast(pl.String)
@@ -85,7 +85,7 @@ def exposure(ops: pl.DataFrame, group: str = "call_id") -> pl.DataFrame:
             pl.col("_len").filter(active >= 2).sum().alias("overlap_ns"),
             pl.col("_len").filter(active == 0).sum().alias("idle_ns"),
         )
-        .cast(schema)  # type: ignore[arg-type]
+        .cast(schema)
     )
 
 
@@ -160,7 +160,7 @@ def call_times(
 
 def _event_records(calls: pl.DataFrame, ranges: pl.DataFrame, api: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
     """Per call with two or more event records inside its range on its thread: the first's and last's end."""
-    schema = {"call_id": pl.Int64, "_rec_first": pl.Int64, "_rec_last": pl.Int64}
+    schema = pl.Schema({"call_id": pl.Int64, "_rec_first": pl.Int64, "_rec_last": pl.Int64})
     names = strings.filter(pl.col("value").str.contains(_EVENT_RECORD))["id"].cast(api.schema["name_id"])
     rec = api.filter(pl.col("name_id").is_in(names.implode())).select("global_tid", "start", "end")
     if rec.height == 0:

@@ -49,7 +49,7 @@ from traceattr.attribution.selection import RangeFilter, chosen_owner, usable_ra
 from traceattr.attribution.subtrees import few_distinct
 from traceattr.attribution.subtrees import subtree_metrics as _subtree_metrics  # a module global here: tests wrap it
 from traceattr.attribution.windows import WINDOW_OPS as WINDOW_OPS_DEFAULT
-from traceattr.attribution.windows import Planned, Window, launches_in, local, split
+from traceattr.attribution.windows import Planned, Window, launches_in, local, renumbered, split
 from traceattr.core.cpus import usable_cpus
 from traceattr.core.threads import in_order
 from traceattr.trace.loader import Trace
@@ -182,9 +182,7 @@ class Attributing(OfTrace):
         if buckets.height:  # the facts of these ops only, numbered in their order (a launch's ops go together)
             at = buckets["op_id"]
             facts = op_facts(local(self.trace.gpu_ops.select(_FACT_COLUMNS), at), local(placement, at))
-            metrics = pair_metrics(
-                buckets.with_columns(pl.int_range(pl.len(), dtype=buckets.schema["op_id"]).alias("op_id")), facts
-            )
+            metrics = pair_metrics(buckets.with_columns(renumbered(buckets)), facts)
         yield _known_latency(range_table(self._empty, metrics))
 
     def _planned(self) -> Iterator[Window]:

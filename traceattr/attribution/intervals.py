@@ -27,6 +27,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceattr.core.keys import rows_at, scatter_rows
+from traceattr.trace.typed import int_of
 
 _MAX_KEY = 1 << 62
 
@@ -46,7 +47,7 @@ class RangeIndex:
             if self._general.height:
                 tree = _general_parents(self._general)
                 parts.append(tree.join(_levels(tree), on="range_id", how="left"))
-            schema = {"range_id": pl.Int64, "parent_id": pl.Int64, "level": pl.Int64, "root_id": pl.Int64}
+            schema = pl.Schema({"range_id": pl.Int64, "parent_id": pl.Int64, "level": pl.Int64, "root_id": pl.Int64})
             self._tree = pl.concat(parts, how="vertical_relaxed").select(list(schema)).cast(schema)
         return self._tree
 
@@ -58,7 +59,7 @@ class RangeIndex:
         leaves out the laminar threads' pairs (each is the deepest range and
         its ancestors: :meth:`subtrees` answers for those without pairs).
         """
-        schema = {"call_id": calls.schema["call_id"], "range_id": pl.Int64}
+        schema = pl.Schema({"call_id": calls.schema["call_id"], "range_id": pl.Int64()})
         calls = calls.select("call_id", "global_tid", "start", "end").filter(pl.col("global_tid").is_not_null())
         every, deepest = [pl.DataFrame(schema=schema)], [pl.DataFrame(schema=schema)]
         if self._forest.height:
@@ -141,8 +142,8 @@ def _axis(*frames: pl.DataFrame) -> tuple[pl.DataFrame, int, int] | None:
     # per-frame summaries: no concatenated copy of millions of rows
     bounds = pl.concat([f.select(pl.col("start").min().alias("lo"), pl.max_horizontal(pl.col("end").max(),
                                  pl.col("start").max()).alias("hi")) for f in frames])  # fmt: skip
-    t0 = int(bounds["lo"].min())
-    span = int(bounds["hi"].max()) - t0 + 1
+    t0 = int_of(bounds["lo"].min())
+    span = int_of(bounds["hi"].max()) - t0 + 1
     threads = (
         pl.concat([f.select(pl.col("global_tid").unique()) for f in frames])
         .select(pl.col("global_tid").unique().sort())
@@ -200,11 +201,12 @@ def _parents(nodes: pl.DataFrame) -> pl.DataFrame:
     """
     level, pre = pl.col("level"), pl.col("pre")
     lowest, depth = nodes["level"].min(), nodes["level"].max()
-    if lowest is not None and lowest >= 0 and depth <= _FILL_LEVELS:  # type: ignore[operator]
+    if lowest is not None and depth is not None and int_of(lowest) >= 0 and int_of(depth) <= _FILL_LEVELS:
         # the last node of level L - 1 so far, read at the nodes of level L: one pass per level
         up = [
-            pl.when(level == lv).then(pl.when(level == lv - 1).then(pre).forward_fill()) for lv in range(1, depth + 1)
-        ]  # type: ignore[operator]
+            pl.when(level == lv).then(pl.when(level == lv - 1).then(pre).forward_fill())
+            for lv in range(1, int_of(depth) + 1)
+        ]
         at = (
             nodes.select(pl.coalesce(up)).to_series()
             if up
@@ -251,7 +253,7 @@ def _split_laminar(ranges: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def _forest_deepest(forest: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     """(call_id, range_id) of the deepest forest range holding each call."""
-    schema = {"call_id": calls.schema["call_id"], "range_id": pl.Int64}
+    schema = pl.Schema({"call_id": calls.schema["call_id"], "range_id": pl.Int64()})
     if calls.height == 0:
         return pl.DataFrame(schema=schema)
     axis = _axis(forest, calls)
@@ -312,7 +314,7 @@ def contained_pairs(
     inner: pl.DataFrame, outer: pl.DataFrame, *, inner_id: str, outer_id: str, thread: str = "global_tid"
 ) -> pl.DataFrame:
     """All (inner_id, outer_id) with inner inside outer on the same thread (IEJoin)."""
-    schema = {inner_id: inner.schema[inner_id], outer_id: outer.schema[outer_id]}
+    schema = pl.Schema({inner_id: inner.schema[inner_id], outer_id: outer.schema[outer_id]})
     inner = inner.filter(pl.col(thread).is_not_null())
     outer = outer.filter(pl.col(thread).is_not_null())
     if inner.height == 0 or outer.height == 0:
@@ -400,13 +402,13 @@ def union_length(df: pl.DataFrame, group: str, start: str = "start", end: str = 
     laid end to end on one axis (group offset × span + time) so one global
     running maximum serves every group, instead of a window per group.
     """
-    out_schema = {group: df.schema[group], "busy_ns": pl.Int64}
+    out_schema = pl.Schema({group: df.schema[group], "busy_ns": pl.Int64()})
     if df.height == 0:
         return pl.DataFrame(schema=out_schema)
     t0, t1 = df[start].min(), df[end].max()
     g0, g1 = df[group].min(), df[group].max()
-    span = int(max(t1, df[start].max())) - int(t0) + 1
-    if (int(g1) - int(g0) + 1) * span < _MAX_KEY:
+    span = max(int_of(t1), int_of(df[start].max())) - int_of(t0) + 1
+    if (int_of(g1) - int_of(g0) + 1) * span < _MAX_KEY:
         offset = (pl.col(group) - g0).cast(pl.Int64) * span - t0
         ordered = df.select(group, (pl.col(start) + offset).alias("_s"), (pl.col(end) + offset).alias("_e")).sort("_s")
         prior_end = pl.col("_e").cum_max().shift(1)

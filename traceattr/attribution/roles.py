@@ -14,13 +14,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 import polars as pl
 
 from traceattr.core.errors import RulesError
 from traceattr.core.keys import rows_at
 from traceattr.trace.schema import OP_KINDS
+
+if TYPE_CHECKING:
+    from polars.expr.whenthen import ChainedThen, Then
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -205,7 +208,7 @@ def _range_cond(rule: RoleRule) -> pl.Expr:
 
 def _first_rule(rules: Sequence[RoleRule], level: str) -> pl.Expr:
     """Index of the first rule without a range condition that accepts the name."""
-    chain = None
+    chain: Then | ChainedThen | None = None
     for i, rule in enumerate(rules):
         if rule.range is not None:
             continue

@@ -179,7 +179,7 @@ def _slice_extremes(columns: dict[str, tuple[pl.Series, bool]], lo: pl.Series, h
     """
     level = (63 - (hi - lo).bitwise_leading_zeros()).cast(pl.Int64)
     order = level.arg_sort()
-    bounds = level.gather(order).search_sorted(pl.int_range(0, int(level.max()) + 2, eager=True), side="left")  # type: ignore[arg-type]
+    bounds = level.gather(order).search_sorted(pl.int_range(0, int(level.max()) + 2, eager=True), side="left")
     tables = {name: values for name, (values, _) in columns.items()}
     out = {name: pl.repeat(None, lo.len(), dtype=values.dtype, eager=True) for name, (values, _) in columns.items()}
     for j in range(bounds.len() - 1):

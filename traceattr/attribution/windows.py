@@ -13,13 +13,17 @@ window's range rows as they come.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import polars as pl
+
+if TYPE_CHECKING:
+    from polars.datatypes import IntegerType
 
 # ops per window: the intermediates of one window are a few MB; its polars calls cost 20-80 ms whatever
 # its size, which is why the engine windows only traces of ~250 k ops or more (engine.WINDOWS_FROM).
 # 32 k ops two at a time (engine.WINDOW_THREADS) against 64 k one at a time, `attribute --format csv
-# --out` on the nested trace (300 k ops; benchmarks/README.md, seventh round): 2 cores 230-244 -> 219-230
+# --out` on the nested trace (300 k ops; benchmarks/HISTORY.md, seventh round): 2 cores 230-244 -> 219-230
 # MB (nsys stats: 235 MB) for 1.74 -> 1.94 s (twice the windows' fixed cost, which two cores cannot
 # hide); 16 cores 256-267 -> 241-248 MB (nsys: 278 MB) at the same wall, and the sweep 3.46 -> 3.13 s
 WINDOW_OPS = 1 << 15
@@ -111,4 +115,10 @@ def local(frame: pl.DataFrame, op_ids: pl.Series | None) -> pl.DataFrame:
     if op_ids is None:
         return frame
     rows = frame[op_ids]
-    return rows.with_columns(pl.int_range(pl.len(), dtype=rows.schema["op_id"]).alias("op_id"))
+    return rows.with_columns(renumbered(rows))
+
+
+def renumbered(frame: pl.DataFrame) -> pl.Expr:
+    """*frame*'s op_id as its row number, in op_id's own integer type."""
+    dtype = cast("IntegerType", frame.schema["op_id"])  # an integer column: the checker sees a DataType
+    return pl.int_range(pl.len(), dtype=dtype).alias("op_id")

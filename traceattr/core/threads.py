@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -9,7 +10,6 @@ from typing import TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
-_END: object = object()
 
 
 def in_order(fn: Callable[[T], R], items: Iterable[T], threads: int, name: str) -> Iterator[R]:
@@ -28,7 +28,7 @@ def in_order(fn: Callable[[T], R], items: Iterable[T], threads: int, name: str) 
     pool = ThreadPoolExecutor(threads, thread_name_prefix=name)
     try:
         while True:
-            while len(ahead) < threads and (item := next(pending, _END)) is not _END:
+            for item in itertools.islice(pending, threads - len(ahead)):  # draw only what can start
                 ahead.append(pool.submit(fn, item))
             if not ahead:
                 return

@@ -3,7 +3,7 @@
 nsys writes one Arrow IPC stream per table, ``<table>.arrow``, holding the same columns, values and row
 order as its SQLite export (checked on nsys 2023.4's exports of 25 real reports, and on 2025.3.1 by an
 H200 report); only the types are Arrow's (unsigned ids, ``Int32`` string ids). Producing and reading it
-beats producing and reading the SQLite export of the same report (benchmarks/README.md, "`.nsys-rep` end
+beats producing and reading the SQLite export of the same report (benchmarks/HISTORY.md, "`.nsys-rep` end
 to end"), so a report is read this way (:func:`traceattr.trace.loader.load_report`); SQLite stays the
 interchange (run folders, ``nsys stats``, recipes).
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -26,6 +26,9 @@ from traceattr.trace.nsys import ARROW_SUFFIX as SUFFIX
 from traceattr.trace.nsys import is_arrow_export
 from traceattr.trace.typed import misfit, typed_frame
 
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType  # a DataType or its class: schemas here hold classes (pl.Int64)
+
 
 @dataclass(frozen=True)
 class TableRead:
@@ -33,7 +36,7 @@ class TableRead:
 
     table: str
     columns: Mapping[str, str]
-    schema: Mapping[str, pl.DataType]
+    schema: Mapping[str, PolarsDataType]
     what: str
 
 
@@ -107,7 +110,7 @@ class ArrowSource:
         return list(zip(*values, strict=True)) if values else [() for _ in range(height)]
 
 
-def _as_sqlite_stores(column: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+def _as_sqlite_stores(column: pl.Expr, dtype: PolarsDataType) -> pl.Expr:
     """*column* as SQLite holds the same value: its integers are signed 64-bit, so nsys's unsigned
     64-bit ids keep their bits there (2**64 - 1 reads as -1); narrower unsigned ones fit as they are."""
     return column.reinterpret(signed=True) if dtype == pl.UInt64 else column

@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -29,6 +30,9 @@ from traceattr.trace.validate import (
     shorten_long_names,
     validate,
 )
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType  # a DataType or its class: schemas here hold classes (pl.Int64)
 
 REPORT_EXPORT_ENV = "TRACEATTR_REPORT_EXPORT"
 
@@ -83,7 +87,7 @@ def _col(src: SqliteSource, table: str, column: str, alias: str) -> str:
 
 
 def _present(
-    src: SqliteSource, table: str, columns: Mapping[str, str], schema: Mapping[str, pl.DataType]
+    src: SqliteSource, table: str, columns: Mapping[str, str], schema: Mapping[str, PolarsDataType]
 ) -> dict[str, str]:
     """The columns of *schema* that *table* holds, as {alias: nsys column}, in *schema*'s order.
 
@@ -104,14 +108,14 @@ def _select_list(src: SqliteSource, table: str, read: Mapping[str, str]) -> str:
     return ", ".join([*ends, *(f'"{c}"' for c in read.values())])
 
 
-def _with_nulls(frame: pl.DataFrame, schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+def _with_nulls(frame: pl.DataFrame, schema: Mapping[str, PolarsDataType]) -> pl.DataFrame:
     """*frame* with every column of *schema* it lacks as NULL, in *schema*'s order."""
     absent = [pl.lit(None, t).alias(c) for c, t in schema.items() if c not in frame.columns]
     return frame.with_columns(absent).select(list(schema))
 
 
 def _chunked_queries(
-    src: SqliteSource, table: str, columns: Mapping[str, str], schema: Mapping[str, pl.DataType]
+    src: SqliteSource, table: str, columns: Mapping[str, str], schema: Mapping[str, PolarsDataType]
 ) -> list[Query]:
     """One read per rowid chunk of *table*: start, end and the *columns* it holds, typed by *schema*."""
     read = _present(src, table, columns, schema)
@@ -282,7 +286,7 @@ def _read_devices(src: SqliteSource | ArrowSource) -> tuple[pl.DataFrame, list[s
     cols = [*_GPU_NUMBERS, ("name", "name"), ("chipName", "chip"), ("busLocation", "bus")]
     rows = src.rows(S.GPU_INFO, [c for c, _ in cols], f"reading {S.GPU_INFO}")  # a few rows: checked value by value
     notes: list[str] = []
-    columns: dict[str, list[object]] = {}
+    columns: dict[str, list[Any]] = {}  # per column its values: whole numbers or text (DEVICES_SCHEMA)
     for i, (nsys_column, column) in enumerate(_GPU_NUMBERS):
         values = [row[i] for row in rows]
         numbers = [_whole(v) for v in values]
@@ -292,7 +296,7 @@ def _read_devices(src: SqliteSource | ArrowSource) -> tuple[pl.DataFrame, list[s
                          "read as unknown")  # fmt: skip
         columns[column] = numbers
     bandwidth = [b for b in columns["memory_bandwidth"] if b is not None]
-    implausible = [b for b in bandwidth if not MIN_MEMORY_BANDWIDTH <= b <= MAX_MEMORY_BANDWIDTH]  # type: ignore[operator]
+    implausible = [b for b in bandwidth if not MIN_MEMORY_BANDWIDTH <= b <= MAX_MEMORY_BANDWIDTH]
     if implausible:
         notes.append(
             f"{S.GPU_INFO}: memoryBandwidth {implausible[0]:,} bytes/s is no GPU's (expected "
@@ -341,7 +345,7 @@ def _repeated_calls(api: pl.DataFrame) -> int:
     return api.height - int(per["u"].sum())
 
 
-def _concat(parts: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+def _concat(parts: list[pl.DataFrame], schema: Mapping[str, PolarsDataType]) -> pl.DataFrame:
     """The read chunks of a table as one frame; a column that holds no value at all becomes a single
     NULL broadcast over the rows (polars keeps one value, not a buffer and mask per row: the sweep's
     graph node ids, end threads and payloads are 26 MB of NULLs read)."""
@@ -374,7 +378,7 @@ def load_report(report: Path, engine: str = "auto") -> Trace:
     """An ``.nsys-rep`` read through a temporary Arrow export of the tables the loader reads: export and
     read together took 0.57x the SQLite export and read on a 100 k-kernel H200 report with every table
     exported, and a fraction of it where a report holds tables traceattr does not read (--tables;
-    benchmarks/README.md). Through an SQLite export instead (kept beside the report,
+    benchmarks/HISTORY.md). Through an SQLite export instead (kept beside the report,
     :func:`~traceattr.trace.nsys.export_sqlite`) when a fresh one is there already, when nsys cannot write
     Arrow, when the capture's graph mode decides (:func:`_graph_mode_decides`), or when
     ``TRACEATTR_REPORT_EXPORT=sqlite``."""
@@ -446,6 +450,7 @@ def _read(
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, tuple[pl.DataFrame, ...] | None]:
     """strings, GPU ops, runtime calls, and the NVTX frames as read (ranges, marks, DomainCreate rows,
     text; None without an NVTX table), from either kind of export."""
+    nvtx_frames: tuple[pl.DataFrame, ...] | None
     if isinstance(src, ArrowSource):
         read = read_frames(src, op_tables)
         strings, nvtx_frames = read.strings, read.nvtx

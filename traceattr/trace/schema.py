@@ -4,7 +4,12 @@ frames traceattr builds from it. Constants only; no I/O.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import polars as pl
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType  # a DataType or its class: schemas here hold classes (pl.Int64)
 
 # NVTX_EVENTS.eventType (ENUM_NSYS_EVENT_TYPE)
 NVTX_MARK = 34
@@ -71,7 +76,7 @@ RangeStyle = pl.Enum(["PushPop", "StartEnd"])
 
 # Narrow types where values are small (dims, registers, string ids): a trace
 # of millions of ops must fit in a few times its file size.
-GPU_OPS_SCHEMA: dict[str, pl.DataType] = {
+GPU_OPS_SCHEMA: dict[str, PolarsDataType] = {
     "op_id": pl.Int64,  # row number in the union, stable across runs
     "kind": OpKind,
     "start": pl.Int64,
@@ -99,7 +104,7 @@ GPU_OPS_SCHEMA: dict[str, pl.DataType] = {
     "graph_id": pl.Int32,
 }
 
-API_SCHEMA: dict[str, pl.DataType] = {
+API_SCHEMA: dict[str, PolarsDataType] = {
     "api_id": pl.Int64,
     "start": pl.Int64,
     "end": pl.Int64,
@@ -108,7 +113,7 @@ API_SCHEMA: dict[str, pl.DataType] = {
     "name_id": pl.Int32,
 }
 
-RANGES_SCHEMA: dict[str, pl.DataType] = {
+RANGES_SCHEMA: dict[str, PolarsDataType] = {
     "range_id": pl.Int64,  # NVTX_EVENTS rowid, as nsys's RangeId
     "style": RangeStyle,
     "start": pl.Int64,
@@ -125,7 +130,7 @@ RANGES_SCHEMA: dict[str, pl.DataType] = {
     "payload": pl.Int64,
 }
 
-MARKS_SCHEMA: dict[str, pl.DataType] = {
+MARKS_SCHEMA: dict[str, PolarsDataType] = {
     "mark_id": pl.Int64,
     "time": pl.Int64,
     "global_tid": pl.Int64,
@@ -135,7 +140,7 @@ MARKS_SCHEMA: dict[str, pl.DataType] = {
     "name": pl.String,
 }
 
-DEVICES_SCHEMA: dict[str, pl.DataType] = {
+DEVICES_SCHEMA: dict[str, PolarsDataType] = {
     "device_id": pl.Int64,
     "name": pl.String,
     "chip": pl.String,
@@ -202,11 +207,11 @@ API_COLUMNS = {
 }  # fmt: skip
 API_READ_SCHEMA = {k: v for k, v in API_SCHEMA.items() if k != "api_id"}
 
-STRINGS_READ_SCHEMA: dict[str, pl.DataType] = {"id": pl.Int64, "value": pl.String}
+STRINGS_READ_SCHEMA: dict[str, PolarsDataType] = {"id": pl.Int64, "value": pl.String}
 
 # NVTX_EVENTS as read, before labelling: ids are the table's rowids (nsys numbers them densely from 1)
 NVTX_PAYLOAD_COLUMNS = ("int64Value", "uint64Value", "int32Value", "uint32Value")  # the first set one is the payload
-NVTX_RANGE_READ_SCHEMA: dict[str, pl.DataType] = {
+NVTX_RANGE_READ_SCHEMA: dict[str, PolarsDataType] = {
     "range_id": pl.Int64, "event_type": pl.Int32, "start": pl.Int64, "end": pl.Int64, "global_tid": pl.Int64,
     "end_global_tid": pl.Int64, "text_id": pl.Int64, "domain_id": pl.Int32, "payload": pl.Int64,
 }  # fmt: skip
@@ -214,11 +219,11 @@ NVTX_RANGE_COLUMNS = {  # the read columns taken as they are (event_type, range_
     "start": "start", "end": "end", "global_tid": "globalTid", "end_global_tid": "endGlobalTid",
     "text_id": "textId", "domain_id": "domainId",
 }  # fmt: skip
-NVTX_MARK_READ_SCHEMA: dict[str, pl.DataType] = {
+NVTX_MARK_READ_SCHEMA: dict[str, PolarsDataType] = {
     "mark_id": pl.Int64, "time": pl.Int64, "global_tid": pl.Int64, "text_id": pl.Int64, "domain_id": pl.Int32,
 }  # fmt: skip
-NVTX_DOMAIN_READ_SCHEMA: dict[str, pl.DataType] = {
+NVTX_DOMAIN_READ_SCHEMA: dict[str, PolarsDataType] = {
     "row": pl.Int64, "start": pl.Int64, "global_tid": pl.Int64, "domain_id": pl.Int32,
 }  # fmt: skip
-NVTX_TEXT_READ_SCHEMA: dict[str, pl.DataType] = {"row": pl.Int64, "text": pl.String}
+NVTX_TEXT_READ_SCHEMA: dict[str, PolarsDataType] = {"row": pl.Int64, "text": pl.String}
 NVTX_TEXT_EVENT_TYPES = (*RANGE_EVENT_TYPES, NVTX_MARK, NVTX_DOMAIN_CREATE)  # rows whose inline text is read

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 WORKER_SCRIPT = Path(__file__).with_name("sqlite_worker.py")
 _log = logging.getLogger("traceattr")
@@ -110,7 +110,7 @@ def _start(processes: int) -> list[subprocess.Popen[bytes]]:
     return workers
 
 
-def _handshake(requests: BinaryIO, answers: BinaryIO, uri: str) -> bool:
+def _handshake(requests: IO[bytes], answers: IO[bytes], uri: str) -> bool:
     marshal.dump(uri, requests)
     requests.flush()
     answer = marshal.load(answers)

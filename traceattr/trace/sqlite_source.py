@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -42,11 +42,14 @@ from traceattr.core.errors import TraceError, TraceNote
 from traceattr.trace.sqlite_processes import read_in_processes
 from traceattr.trace.typed import misfit, text_of, typed_frame
 
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType  # a DataType or its class: schemas here hold classes (pl.Int64)
+
 try:  # optional fast path; the low-level API, not adbc's DB-API module, which imports pyarrow (~0.3 s)
     import adbc_driver_manager as _adbc
     import adbc_driver_sqlite as _adbc_sqlite
 except ImportError:  # pragma: no cover - exercised on machines without ADBC
-    _adbc = None
+    _adbc = None  # type: ignore[assignment]  # an optional import: None says it is absent
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 # rows per parallel read of a big table (see SqliteSource.row_chunks). 64 k, not 128 k: on 16 cores the
@@ -149,7 +152,7 @@ class Query:
     """
 
     sql: str
-    schema: Mapping[str, pl.DataType]
+    schema: Mapping[str, PolarsDataType]
     what: str
     text: bool = False
     rows: int = 0  # rows it will return, as far as known: read_all starts the biggest reads first

@@ -65,10 +65,10 @@ class _Column:
             self.values = array.array("d", self.values)
             self.values.fromlist(numbers)
             return
-        self.values = self._as_list() + values
+        self.values = self._as_list(self.values) + values
 
-    def _as_list(self) -> list[Any]:
-        values = self.values.tolist()
+    def _as_list(self, numbers: array.array[Any]) -> list[Any]:
+        values = numbers.tolist()
         if self.mask is not None:
             values = [
                 v if valid else None for v, valid in zip(values, self.mask, strict=False)

@@ -8,11 +8,20 @@ fault, named with its column and count, never a traceback.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, cast
 
 import polars as pl
 
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType  # a DataType or its class: schemas here hold classes (pl.Int64)
 
-def typed_frame(raw: pl.DataFrame, schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+
+def int_of(value: object) -> int:
+    """An integer column's min, max or sum as an int: polars types such a value as any Python literal."""
+    return int(cast(int, value))
+
+
+def typed_frame(raw: pl.DataFrame, schema: Mapping[str, PolarsDataType]) -> pl.DataFrame:
     """*raw* (columns named as *schema*) cast to *schema*'s types; text decoded (:func:`decode_utf8`).
 
     Raises a polars error where a value does not fit (:func:`misfit` names it)."""
@@ -36,7 +45,7 @@ def decode_utf8(values: pl.Series) -> pl.Series:
         return pl.Series(values.name, [text_of(v) if v is not None else None for v in values.to_list()], pl.String)
 
 
-def misfit(raw: pl.DataFrame, schema: Mapping[str, pl.DataType], what: str) -> str:
+def misfit(raw: pl.DataFrame, schema: Mapping[str, PolarsDataType], what: str) -> str:
     """Which column holds a value no trace can hold (text in an integer column, an id past its type)."""
     for column, dtype in schema.items():
         if dtype == pl.String or column not in raw.columns:

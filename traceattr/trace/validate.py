@@ -10,10 +10,13 @@ whole GPU. Each check is a few vectorised reductions over the loaded frames
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 
 from traceattr.core.errors import TraceError
 from traceattr.trace import schema as S
+from traceattr.trace.typed import int_of
 
 # Beyond this, interval arithmetic (end + 1, differences, sums) can overflow Int64: nsys's
 # nanosecond clocks span a capture, hours, not 146 years.
@@ -29,7 +32,7 @@ def _years(ns: int) -> str:
     return f"{ns / 3.156e16:,.0f} years"
 
 
-def _times(frame: pl.DataFrame, start: str, end: str, what: str, path: object, *, end_may_be_null: bool) -> None:
+def _times(frame: pl.DataFrame, start: str, end: str, what: str, path: str | Path, *, end_may_be_null: bool) -> None:
     """Refuse NULL starts (and ends), ends before starts, and timestamps out of any capture's range."""
     if frame.height == 0:
         return
@@ -55,7 +58,7 @@ def _times(frame: pl.DataFrame, start: str, end: str, what: str, path: object, *
 
 
 def validate(
-    path: object, gpu_ops: pl.DataFrame, api: pl.DataFrame, ranges: pl.DataFrame, strings: pl.DataFrame
+    path: str | Path, gpu_ops: pl.DataFrame, api: pl.DataFrame, ranges: pl.DataFrame, strings: pl.DataFrame
 ) -> list[str]:
     """Raise :class:`TraceError` for impossible values; return notes for odd but usable ones (none yet).
 
@@ -106,21 +109,25 @@ def validate(
 MAX_STRING_ID = (1 << 31) - 1
 
 
-def _string_ids(path: object, gpu_ops: pl.DataFrame, strings: pl.DataFrame) -> None:
+def _string_ids(path: str | Path, gpu_ops: pl.DataFrame, strings: pl.DataFrame) -> None:
     """Refuse StringIds ids no name column can hold, and kernels whose name is no StringIds row
     (they would print as blank names)."""
     if strings.height:
-        lo, hi = strings["id"].min(), strings["id"].max()
-        if hi > MAX_STRING_ID or lo < 0:  # type: ignore[operator]
-            bad = hi if hi > MAX_STRING_ID else lo  # type: ignore[operator]
+        lo, hi = int_of(strings["id"].min()), int_of(strings["id"].max())
+        if hi > MAX_STRING_ID or lo < 0:
+            bad = hi if hi > MAX_STRING_ID else lo
             raise TraceError(
                 path, f"{S.STRINGS}: id {bad:,} is outside 0–{MAX_STRING_ID:,} (nsys numbers its strings from 0)"
             )
     names = gpu_ops.filter(pl.col("kind") == "kernel")["name_id"] if gpu_ops.height else pl.Series([], dtype=pl.Int32)
     if names.len() == 0 or names.null_count() == names.len():
         return
-    dense = strings.height and strings["id"].max() - strings["id"].min() + 1 == strings.height  # type: ignore[operator]
-    if dense and strings["id"].min() <= names.min() and names.max() <= strings["id"].max():  # type: ignore[operator]
+    dense = strings.height and int_of(strings["id"].max()) - int_of(strings["id"].min()) + 1 == strings.height
+    if (
+        dense
+        and int_of(strings["id"].min()) <= int_of(names.min())
+        and int_of(names.max()) <= int_of(strings["id"].max())
+    ):
         return  # every id in the dense range names a string: no search needed
     used = names.drop_nulls().unique()
     missing = used.filter(~used.is_in(strings["id"].cast(pl.Int64).implode()))
@@ -191,12 +198,12 @@ def shorten_long_names(
     longest = 0
     out = []
     for frame, col in ((strings, "value"), (text, "text")):
-        if frame.height == 0 or (frame[col].str.len_bytes().max() or 0) <= MAX_RANGE_NAME_CHARS:
+        if frame.height == 0 or int_of(frame[col].str.len_bytes().max() or 0) <= MAX_RANGE_NAME_CHARS:
             out.append(frame)
             continue
         chars = frame[col].str.len_chars()
         named = chars if frame is text or nvtx_ids is None else chars.filter(frame["id"].is_in(nvtx_ids.implode()))
-        longest = max(longest, int(named.max() or 0))
+        longest = max(longest, int_of(named.max() or 0))
         out.append(
             frame.with_columns(
                 pl.when(chars > MAX_RANGE_NAME_CHARS)
