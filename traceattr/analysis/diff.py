@@ -143,8 +143,10 @@ def diff_tallies(before: Sequence[pl.DataFrame], after: Sequence[pl.DataFrame]) 
     out = _with_intervals(out, several=len(before) > 1 and len(after) > 1)
     order = pl.col("level").replace_strict({lvl: i for i, lvl in enumerate(LEVELS)}, return_dtype=pl.Int64)
     # totals in a fixed order (kernel time first, all GPU ops last); the rest by impact
-    fixed = pl.when(pl.col("level") != "total").then(0).when(pl.col("name") == TOTAL).then(0)
-    fixed = fixed.when(pl.col("name") == "all GPU ops").then(2).otherwise(1)
+    fixed = (
+        pl.when(pl.col("level") != "total").then(0).when(pl.col("name") == TOTAL).then(0)
+        .when(pl.col("name") == "all GPU ops").then(2).otherwise(1)
+    )  # fmt: skip
     return (
         out.with_columns(
             order.alias("_l"),

@@ -54,6 +54,6 @@ def host_bound_calls(
         )
         .with_columns((pl.col("host_bound") / pl.col("calls")).alias("share"))
         .select(*keys, *HOSTBOUND_SCHEMA)
-        .cast({k: v for k, v in HOSTBOUND_SCHEMA.items()})  # type: ignore[arg-type]
+        .cast({k: v for k, v in HOSTBOUND_SCHEMA.items()})
         .sort(keys)
     )

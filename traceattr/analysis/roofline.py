@@ -108,7 +108,7 @@ def call_flops(shape: Shape) -> int:
 
 def shape_work(shapes: list[str]) -> pl.DataFrame:
     """``shape, bytes, flops, dtype`` for each shape name that parses (null columns for the others)."""
-    rows = []
+    rows: list[tuple[str, int | None, int | None, str | None]] = []
     for name in shapes:
         try:
             s = parse_shape(name)

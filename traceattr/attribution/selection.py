@@ -53,7 +53,8 @@ def chosen_owner(placement: pl.DataFrame, ranges: pl.DataFrame, select: RangeFil
         "range_id", pl.when(pl.col("_c")).then(pl.col("range_id")).alias("_owner")
     )
     known = [owner]
-    for level in range(1, (tree["level"].max() or 0) + 1):  # type: ignore[operator]
+    deepest = tree["level"].max()
+    for level in range(1, int(deepest) + 1 if isinstance(deepest, int) else 1):
         here = tree.filter(pl.col("level") == level).join(
             owner.rename({"range_id": "parent_id", "_owner": "_up"}), on="parent_id", how="left"
         )
