@@ -105,8 +105,8 @@ def calls(att: Attribution, group: str | None = None) -> pl.DataFrame:
         picked = _series(ranges)
     picked = picked.rename({"range_id": "call_id"})
     trace = att.trace
-    times = call_times(picked, trace.gpu_ops, att.placement, trace.ranges.join(att.ranges.select("range_id", "parent_id"),
-                       on="range_id", how="left"), trace.api, trace.strings, nested=att.mode == "nsys")  # fmt: skip
+    times = call_times(picked, trace.gpu_ops, att.placement, trace.ranges.join(att.call_tree, on="range_id", how="left"),
+                       trace.api, trace.strings, nested=att.mode == "nsys")  # fmt: skip
     return picked.join(times, on="call_id", how="left").select(CALL_COLUMNS).sort("gpu_start_ns")
 
 

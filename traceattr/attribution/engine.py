@@ -146,6 +146,7 @@ class Attributing(OfTrace):
         none = ranges.head(0)
         self._empty = with_tree(none, RangeIndex(none))  # the range table's columns, for the buckets' rows
         self.placement: pl.DataFrame | None = None
+        self.chosen_parents: pl.DataFrame | None = None  # a selection's tree among its chosen ranges
 
     def range_rows(self) -> Iterator[pl.DataFrame]:
         """The range table, a window's ranges at a time in the table's order, then the buckets."""
@@ -159,7 +160,7 @@ class Attributing(OfTrace):
         if not self.placement["op_id"].is_sorted():  # windows interleave ops of several kinds or streams
             self.placement = self.placement.sort("op_id")
         if self.select.active:  # an op belongs to the selection through its innermost chosen range, if any
-            self.placement = chosen_owner(self.placement, self.ranges, self.select)
+            self.placement, self.chosen_parents = chosen_owner(self.placement, self.ranges, self.select)
         placement = self.placement
         orphans = placement.filter(pl.col("api_start_ns").is_null()).height
         if orphans:
@@ -239,7 +240,8 @@ class Attributing(OfTrace):
     def result(self, ranges: pl.DataFrame) -> Attribution:
         """The attribution, with *ranges* the range table :meth:`range_rows` gave (all of it)."""
         assert self.placement is not None, "range_rows() first"
-        return Attribution(ranges, self.placement, self.mode, tuple(self.notes), self.trace, self.names, self.select)
+        return Attribution(ranges, self.placement, self.mode, tuple(self.notes), self.trace, self.names, self.select,
+                           self.chosen_parents)  # fmt: skip
 
     def ops_lazy(self) -> pl.LazyFrame:
         """The wide per-op table (see :meth:`Attribution.ops_lazy`), without holding the range table."""

@@ -49,6 +49,16 @@ class Attribution(OfTrace):
     trace: Trace = field(repr=False)
     names: pl.DataFrame = field(repr=False)
     select: RangeFilter = field(default_factory=lambda: RangeFilter())
+    # under a selection, each chosen range's parent among the chosen ranges (range_id, parent_id): what a call
+    # owns follows this tree; the range table's parent_id is the trace's (nsys's)
+    chosen_parents: pl.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def call_tree(self) -> pl.DataFrame:
+        """(range_id, parent_id) of the ranges a call's subtree follows: the chosen ranges' tree under a selection."""
+        if self.chosen_parents is not None:
+            return self.chosen_parents
+        return self.ranges.filter(pl.col("range_id").is_not_null()).select("range_id", "parent_id")
 
     def ops_lazy(self) -> pl.LazyFrame:
         named = self.ranges.filter(pl.col("range_id").is_not_null()).select("range_id", "name")

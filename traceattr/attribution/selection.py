@@ -45,23 +45,32 @@ def usable_ranges(ranges: pl.DataFrame, select: RangeFilter) -> tuple[pl.DataFra
     return select.apply(ranges.filter(~cross)), dropped
 
 
-def chosen_owner(placement: pl.DataFrame, ranges: pl.DataFrame, select: RangeFilter) -> pl.DataFrame:
-    """*placement* (op -> its innermost range) with ``range_id`` the op's innermost *chosen* range: itself or
-    its nearest ancestor that *select* chooses; null for an op in no chosen range. One step per nesting level."""
+def chosen_owner(
+    placement: pl.DataFrame, ranges: pl.DataFrame, select: RangeFilter
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(*placement* with ``range_id`` each op's innermost *chosen* range: its own range or that range's nearest
+    chosen ancestor, null in no chosen range; each chosen range's ``parent_id`` among the chosen ranges, the tree
+    a call's subtree follows). One join per nesting level."""
     tree = with_tree(ranges, RangeIndex(ranges)).select("range_id", "parent_id", "level", select.expr().alias("_c"))
     owner = tree.filter(pl.col("level") == 0).select(
-        "range_id", pl.when(pl.col("_c")).then(pl.col("range_id")).alias("_owner")
-    )
+        "range_id", "parent_id", "_c", pl.when(pl.col("_c")).then(pl.col("range_id")).alias("_owner"),
+        pl.lit(None, tree.schema["range_id"]).alias("_up"),
+    )  # fmt: skip
     known = [owner]
     deepest = tree["level"].max()
     for level in range(1, int(deepest) + 1 if isinstance(deepest, int) else 1):
         here = tree.filter(pl.col("level") == level).join(
-            owner.rename({"range_id": "parent_id", "_owner": "_up"}), on="parent_id", how="left"
+            owner.select(pl.col("range_id").alias("parent_id"), pl.col("_owner").alias("_up")),
+            on="parent_id",
+            how="left",
         )
         owner = here.select(
-            "range_id", pl.when(pl.col("_c")).then(pl.col("range_id")).otherwise(pl.col("_up")).alias("_owner")
-        )
+            "range_id", "parent_id", "_c", pl.when(pl.col("_c")).then(pl.col("range_id")).otherwise(pl.col("_up")).alias("_owner"),
+            "_up",
+        )  # fmt: skip
         known.append(owner)
     table = pl.concat(known)
-    placed = placement.join(table, on="range_id", how="left", maintain_order="left")
-    return placed.with_columns(pl.col("_owner").cast(placement.schema["range_id"]).alias("range_id")).drop("_owner")
+    placed = placement.join(table.select("range_id", "_owner"), on="range_id", how="left", maintain_order="left")
+    placed = placed.with_columns(pl.col("_owner").cast(placement.schema["range_id"]).alias("range_id")).drop("_owner")
+    parents = table.filter(pl.col("_c")).select("range_id", pl.col("_up").alias("parent_id"))
+    return placed, parents
