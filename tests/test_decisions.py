@@ -49,6 +49,9 @@ def calls_frame(times_us: dict[tuple[str, str], float], noise: float = 0.003, se
         pl.lit(5_000).alias("launch_overhead_ns"),
         *[pl.lit(0).alias(c) for c in ("queue_wait_ns", "stream_idle_before_ns")],
         *[pl.lit(None, pl.Int64).alias(c) for c in EVENT_COLUMNS],
+        pl.col("gpu_span_ns").alias("work_span_ns"),
+        pl.col("gpu_span_ns").alias("attention_span_ns"),
+        pl.lit(0).alias("nested_ns"),
     )
     return frame.select(CALL_COLUMNS)
 

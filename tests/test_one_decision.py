@@ -13,6 +13,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import traceattr
@@ -144,3 +145,74 @@ def test_fail_on_exits_with_its_own_status(case: tuple[str, Path, Decision]) -> 
         assert _run("compare", str(path), "--fail-on", f"loses:{winner_everywhere}").returncode == 3
     bad = _run("compare", str(path), "--fail-on", "sometimes")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a condition" in bad.stderr
+
+
+FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul>>(int, T2, T3)"
+
+
+def _flush_inside(path: Path) -> Path:
+    """q8 calls whose ranges hold a nested L2-flush range (a 79.8 µs fill kernel) before the attention: fa3 40.9 µs,
+    FlashMLA 60 µs of split + combine (a trace layout from another tool)."""
+    from tests.helpers import COMBINE, FA3, SPLIT
+    from tests.synth.builder import TraceBuilder
+
+    b = TraceBuilder()
+    t, us = 1_000_000, 1_000
+    rng = np.random.default_rng(3)
+    for shape in ("q8_ctx32k", "q8_ctx131k"):
+        scale = 1.0 if shape == "q8_ctx32k" else 3.0
+        for it in range(12):
+            for backend in ("fa3", "flashmla") if it % 2 == 0 else ("flashmla", "fa3"):
+                jitter = 1 + 0.002 * rng.standard_normal()
+                b.push_range(tid=1, start=t, end=t + 50 * us, message=f"backend={backend} shape={shape} iter={it}")
+                b.push_range(tid=1, start=t + 1 * us, end=t + 2 * us, message="l2_flush")
+                g = t + 100 * us
+                b.launch(tid=1, start=t + 1 * us, end=t + 1 * us + 500, kernel=FILL, gpu_start=g, gpu_end=g + 79_800)
+                g += 80_000
+                if backend == "fa3":
+                    d = int(40_900 * scale * jitter)
+                    b.launch(tid=1, start=t + 3 * us, end=t + 3 * us + 500, kernel=FA3, gpu_start=g, gpu_end=g + d)
+                else:
+                    d = int(48_000 * scale * jitter)
+                    b.launch(tid=1, start=t + 3 * us, end=t + 3 * us + 500, kernel=SPLIT, gpu_start=g, gpu_end=g + d)
+                    b.launch(tid=1, start=t + 4 * us, end=t + 4 * us + 500, kernel=COMBINE, gpu_start=g + d - 2_000,
+                             gpu_end=g + d + int(12_000 * scale * jitter))  # fmt: skip
+                t += 1_500 * us
+    return b.write(path)
+
+
+def test_a_flush_inside_the_calls_is_said_and_the_basis_is_chosen(tmp_path: Path) -> None:
+    path = _flush_inside(tmp_path / "flush.sqlite")
+    span = traceattr.open(path).decide()
+    assert span.provenance.basis == "span" and span.provenance.note is not None
+    assert "NVTX ranges nested inside them" in span.provenance.note and "--time attention" in span.provenance.note
+    done = _run("compare", str(path))
+    assert done.returncode == 0, done.stderr
+    shown = " ".join(done.stdout.split())  # the terminal wraps the line
+    assert f"note: {span.provenance.note}" in shown  # on screen, with the verdict
+    att = traceattr.open(path).decide(basis="attention")
+    for name in ("q8_ctx32k", "q8_ctx131k"):
+        s, a = span.shape(name), att.shape(name)
+        assert s is not None and a is not None and s.backend == a.backend == "fa3"
+        assert s.margin is not None and a.margin is not None and s.margin.value is not None
+        # span: (79.8 + 60) / (79.8 + 40.9) = 1.16 at 32k; attention alone: 60 / 40.9 = 1.47
+        expected = (48_000 + 12_000) / 40_900
+        assert a.margin.value == pytest.approx(expected, rel=0.01) and s.margin.value < a.margin.value - 0.1
+        assert a.margin.low is not None and a.margin.low <= expected * 1.01 and a.margin.high >= expected * 0.99
+    assert att.provenance.basis == "attention" and "attention and reduce kernels" in att.provenance.statistic
+    done = _run("compare", str(path), "--time", "attention", "--json", str(tmp_path / "a.json"))
+    assert done.returncode == 0 and "each call's attention time" in done.stdout
+    assert json.loads((tmp_path / "a.json").read_text(encoding="utf-8"))["basis"] == "attention"
+    bad = _run("compare", str(path), "--time", "events")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "needs CUDA-event times" in bad.stderr
+
+
+def test_a_nested_flush_marked_by_a_rule_leaves_the_work_basis(tmp_path: Path) -> None:
+    """--rules marks the nested range's kernels as flush; --time work then compares the calls without them."""
+    path = _flush_inside(tmp_path / "flush.sqlite")
+    rules = tmp_path / "rules.toml"
+    rules.write_text('version = 1\n\n[[rule]]\nrole = "flush"\nfamily = "their-flush"\nrange = \'l2_flush\'\n')
+    work = traceattr.open(path).decide(basis="work", rules=rules)
+    assert work.provenance.note is not None and "flush-role kernels" in work.provenance.note
+    v = work.shape("q8_ctx32k")
+    assert v is not None and v.margin is not None and v.margin.value == pytest.approx(60_000 / 40_900, rel=0.01)

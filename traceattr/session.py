@@ -56,9 +56,11 @@ class Session:
         rules: str | Path | RoleRules | None = None,
         domain: str | None = None,
         match: str | None = None,
+        basis: str = "span",
     ) -> Analysis:
         """Every analysis ``traceattr compare`` prints and writes (:func:`traceattr.analysis.pipeline.analyse`):
-        calls, summary, the decision, crossovers, fit; with a run folder's CUDA-event times where one is beside."""
+        calls, summary, the decision, crossovers, fit; with a run folder's CUDA-event times where one is beside;
+        *basis*: what a call's time is (``span``, ``work``, ``attention``, ``events``: ``--time``)."""
         from traceattr.analysis.pipeline import analyse
         from traceattr.backends.arms import same_program
         from traceattr.core.records import runner_events
@@ -67,7 +69,7 @@ class Session:
         peak = bandwidth_tb_s * 1e12 if bandwidth_tb_s else None
         events = runner_events(self.path)
         return analyse(att, peak_bytes_per_s=peak, events=events, group=group, same_program=same_program,
-                       source=str(self.path))  # fmt: skip
+                       source=str(self.path), basis=basis)  # fmt: skip
 
     def decide(self, group: str | None = None, **options: Any) -> Decision:
         """The decision ``compare`` prints, ``--json`` writes and ``report`` shows, as one record

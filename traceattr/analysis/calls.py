@@ -26,7 +26,7 @@ import contextlib
 
 import polars as pl
 
-from traceattr.attribution.calltime import EXPOSED_COLUMNS, QUEUE_COLUMNS, call_times
+from traceattr.attribution.calltime import BASIS_COLUMNS, EXPOSED_COLUMNS, QUEUE_COLUMNS, call_times
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution
 from traceattr.core.callnames import (
     AUTO,
@@ -48,7 +48,7 @@ UNNAMED = "[unnamed range]"
 CALL_COLUMNS = (
     "call_id", "name", "series", "backend", "shape", "arm", "iter",
     "gpu_start_ns", "gpu_span_ns", "busy_ns", "gap_ns", *EXPOSED_COLUMNS, "kernel_sum_ns", "gpu_sum_ns",
-    "launch_latency_ns", *QUEUE_COLUMNS, "kernels", "gpu_ops", *ROLE_COLUMNS,
+    "launch_latency_ns", *QUEUE_COLUMNS, "kernels", "gpu_ops", *ROLE_COLUMNS, *BASIS_COLUMNS,
 )  # fmt: skip
 
 

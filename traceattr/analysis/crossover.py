@@ -79,13 +79,14 @@ def all_crossings(summary: pl.DataFrame, calls: pl.DataFrame, same_program: Same
 
 
 def sample_crossings(
-    summary: pl.DataFrame, calls: pl.DataFrame, same_program: SameProgram = same_label
+    summary: pl.DataFrame, calls: pl.DataFrame, same_program: SameProgram = same_label, time: str = "gpu_span_ns"
 ) -> Callable[[str, str, str], list[dict]]:
     """(family, a, b) -> every crossing of arms *a* and *b* along the family's ctx, judged on per-call samples
     of *calls* (computed when first asked, then kept)."""
     fam = with_family(summary)
     samples = call_samples(
-        calls.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series")))
+        calls.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series"))),
+        time,
     )
     memo: dict[tuple[str, str, str], list[dict]] = {}
 

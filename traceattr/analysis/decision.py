@@ -195,6 +195,7 @@ class Provenance:
     same_within: float = SAME_WITHIN
     source: str = ""
     gates: str | None = None  # a round's receipt the decision was gated by (its path), where one was
+    note: str | None = None  # what the calls' time holds besides the call (analysis.pipeline.other_work)
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,7 @@ class Decision:
             "confidence": p.confidence,
             "same_within": p.same_within,
             "gates": p.gates,
+            "note": p.note,
             "families": [f.to_json() for f in self.families],
             "shapes": [s.to_json() for s in self.shapes],
             "refused": dict(self.refused),

@@ -23,6 +23,7 @@ from traceattr.analysis.roofline import ComputePeak, device_compute_peak, peak_b
 from traceattr.analysis.summary import summarize
 from traceattr.analysis.verdicts import SameProgram, same_label
 from traceattr.attribution.engine import Attribution
+from traceattr.core.errors import TraceattrError
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ def analyse(
     group: str | None = None,
     same_program: SameProgram = same_label,
     source: str = "",
+    basis: str = "span",
 ) -> Analysis:
     """Every per-trace analysis of *att*; *events* are a runner.json's CUDA-event times (optional);
     *group* a grouping preset or regex (:mod:`traceattr.core.callnames`; default: the presets tried in turn);
@@ -53,8 +55,18 @@ def analyse(
     peak, peak_source = peak_bandwidth(att.trace.devices, peak_bytes_per_s)
     return analyse_calls(
         call_table(att, group), peak, peak_source, events=events, same_program=same_program,
-        compute_peak=device_compute_peak(att.trace.devices), source=source or str(att.meta.path),
+        compute_peak=device_compute_peak(att.trace.devices), source=source or str(att.meta.path), basis=basis,
     )  # fmt: skip
+
+
+# --time: what a call's time is, the column of the call table it reads, and the words that say so
+BASES: dict[str, tuple[str, str]] = {
+    "span": ("gpu_span_ns", "GPU span per call (first op start to last op end)"),
+    "work": ("work_span_ns", "GPU span per call of its ops other than flush-role ones"),
+    "attention": ("attention_span_ns", "GPU span per call of its attention and reduce kernels"),
+    "events": ("event_ns", "CUDA-event time per call (start event to stop event)"),
+}
+OTHER_WORK = 0.01  # a share of the calls' span in flush-role ops or nested ranges above this is said
 
 
 def analyse_calls(
@@ -66,21 +78,25 @@ def analyse_calls(
     same_program: SameProgram = same_label,
     compute_peak: ComputePeak | None = None,
     source: str = "",
+    basis: str = "span",
 ) -> Analysis:
     """The analyses of a call table already made (calls pooled from many reports: :mod:`traceattr.jobs.many`);
     the roofline needs *compute_peak* besides the bandwidth (:func:`traceattr.analysis.roofline.compute_peak`)."""
-    summary = summarize(table, peak_bytes_per_s, same_program, compute_peak)
+    table = _with_basis(table, basis, events)
+    time, words = BASES[basis]
+    summary = summarize(table, peak_bytes_per_s, same_program, compute_peak, time)
     if events is not None:
         summary = with_events(summary, table, events)
     note = grouping_note(table)
     # nothing comparable (no names read as backend + shape): no verdict anywhere
     decided = summary.head(0) if note is not None else summary.filter(comparable())
-    decision = decide(decided, sample_crossings(decided, table, same_program), Provenance(source=source))
+    provenance = Provenance(f"median {words}, µs", basis, source=source, note=other_work(table, basis))
+    decision = decide(decided, sample_crossings(decided, table, same_program, time), provenance)
     return Analysis(
         table,
         summary,
         decision.crossings_frame(),
-        fit(table),
+        fit(table, time=time),
         peak_bytes_per_s,
         peak_source,
         note,
@@ -122,3 +138,53 @@ def with_events(summary: pl.DataFrame, calls: pl.DataFrame, events: Sequence[dic
     return summary.join(med, on=["shape", "backend"], how="left").with_columns(
         (pl.col("event_us") / pl.col("median_us") - 1).alias("event_vs_span")
     )
+
+
+def _with_basis(table: pl.DataFrame, basis: str, events: Sequence[dict[str, Any]] | None) -> pl.DataFrame:
+    """*table* ready for *basis*: with ``event_ns`` (the runner's CUDA-event time of each call) for ``events``;
+    a basis no compared call has a time for is refused (one line)."""
+    if basis not in BASES:
+        raise TraceattrError(f"--time {basis!r}: not a basis (one of {', '.join(BASES)})")
+    if basis == "events":
+        if not events:
+            raise TraceattrError("--time events needs CUDA-event times: a traceattr run folder (runner.json beside it)")
+        ev = pl.DataFrame(list(events)).select(
+            "backend",
+            "shape",
+            pl.col("iter").cast(pl.Int64),
+            (pl.col("event_us") * 1e3).round().cast(pl.Int64).alias("event_ns"),
+        )
+        table = table.join(ev, on=["backend", "shape", "iter"], how="left")
+    time = BASES[basis][0]
+    compared = table.filter(comparable())
+    if basis != "span" and compared.height and compared[time].null_count() == compared.height:
+        why = {"attention": "no call has a kernel of role attention or reduce (the role rules: --rules)",
+               "work": "every op of every call has role flush", "events": "no call has a CUDA-event time"}  # fmt: skip
+        raise TraceattrError(f"--time {basis}: {why[basis]}")
+    return table
+
+
+def other_work(table: pl.DataFrame, basis: str) -> str | None:
+    """What the calls' time holds besides the call, where it is more than :data:`OTHER_WORK` of their span:
+    flush-role ops (the L2 flush, a hold) and op time in ranges nested in the calls; None otherwise."""
+    if table.height == 0:
+        return None
+    span = float(table["gpu_span_ns"].sum() or 0)
+    if span <= 0:
+        return None
+    flush = float(table["flush_exposed_ns"].sum() or 0) / span
+    nested = float(table["nested_ns"].sum() or 0) / span if "nested_ns" in table.columns else 0.0
+    parts = []
+    if flush > OTHER_WORK:
+        parts.append(f"{100 * flush:.1f}% of the calls' GPU span is flush-role kernels")
+    if nested > OTHER_WORK:
+        parts.append(f"{100 * nested:.1f}% of their GPU time runs in NVTX ranges nested inside them")
+    if not parts:
+        return None
+    if basis == "span":
+        advice = ("the verdict compares spans, that work included: --time work leaves flush-role kernels out, "
+                  "--time attention keeps the attention and reduce kernels alone (a --rules range rule marks a "
+                  "nested range's kernels as flush)")  # fmt: skip
+    else:
+        advice = f"the verdict compares each call's {basis} time (--time {basis})"
+    return f"calls hold more than the call: {'; '.join(parts)}; {advice}"

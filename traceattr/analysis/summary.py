@@ -48,6 +48,7 @@ def summarize(
     peak_bytes_per_s: float | None,
     same_program: SameProgram = same_label,
     compute_peak: ComputePeak | None = None,
+    time: str = "gpu_span_ns",
 ) -> pl.DataFrame:
     """One row per (shape, backend) of *calls* (see :mod:`traceattr.analysis.calls`); the roofline needs both
     peaks, *peak_bytes_per_s* and *compute_peak*."""
@@ -55,12 +56,12 @@ def summarize(
     c = calls.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series")))
     agg = c.group_by("shape", "backend").agg(
         pl.len().alias("calls"),
-        (pl.col("gpu_span_ns").median() * us).alias("median_us"),
-        (pl.col("gpu_span_ns").quantile(0.1, "linear") * us).alias("p10_us"),
-        (pl.col("gpu_span_ns").quantile(0.9, "linear") * us).alias("p90_us"),
-        (pl.col("gpu_span_ns").min() * us).alias("min_us"),
-        (pl.col("gpu_span_ns").max() * us).alias("max_us"),
-        (pl.col("gpu_span_ns").std() / pl.col("gpu_span_ns").mean()).alias("cv"),
+        (pl.col(time).median() * us).alias("median_us"),
+        (pl.col(time).quantile(0.1, "linear") * us).alias("p10_us"),
+        (pl.col(time).quantile(0.9, "linear") * us).alias("p90_us"),
+        (pl.col(time).min() * us).alias("min_us"),
+        (pl.col(time).max() * us).alias("max_us"),
+        (pl.col(time).std() / pl.col(time).mean()).alias("cv"),
         (pl.col("busy_ns").median() * us).alias("busy_us"),
         (pl.col("kernel_sum_ns").median() * us).alias("kernel_sum_us"),
         *[(pl.col(c).median() * us).alias(f"{p}_us") for c, p in zip(PART_COLUMNS, PARTS, strict=True)],
@@ -79,15 +80,23 @@ def summarize(
     best = pl.col("median_us").filter(pl.col("verdict").fill_null("") != "same program").min().over("shape")
     agg = (
         agg.with_columns(*bound_columns(peak_bytes_per_s, compute_peak))
-        .join(shape_verdicts(agg, call_samples(c), same_program), on=["shape", "backend"], how="left")
+        .join(shape_verdicts(agg, call_samples(c, time), same_program), on=["shape", "backend"], how="left")
         .with_columns((pl.col("median_us") / best).alias("ratio_to_best"))
     )
-    return agg.join(_rounds(c), on=["shape", "backend"], how="left").select(SUMMARY_COLUMNS).sort("shape", "median_us")
+    return (
+        agg.join(_rounds(c, time), on=["shape", "backend"], how="left")
+        .select(SUMMARY_COLUMNS)
+        .sort("shape", "median_us")
+    )
 
 
-def _rounds(c: pl.DataFrame) -> pl.DataFrame:
+def _rounds(c: pl.DataFrame, time: str = "gpu_span_ns") -> pl.DataFrame:
     """Round wins and direction consistency, where calls carry arms and iterations."""
-    per = c.filter(pl.col("iter").is_not_null()).group_by("shape", "backend", "iter").agg(pl.col("gpu_span_ns").min())
+    per = (
+        c.filter(pl.col("iter").is_not_null())
+        .group_by("shape", "backend", "iter")
+        .agg(pl.col(time).min().alias("gpu_span_ns"))
+    )
     if per.height == 0:
         return pl.DataFrame(schema={"shape": pl.String, "backend": pl.String, "round_wins": pl.Int64,
                                     "rounds": pl.Int64, "consistent": pl.Boolean})  # fmt: skip

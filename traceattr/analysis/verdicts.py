@@ -45,14 +45,13 @@ VERDICT_SCHEMA = {
 }
 
 
-def call_samples(calls: pl.DataFrame) -> Samples:
-    """Per-call GPU spans (ns) of each (shape, backend) of *calls* (shape and backend filled).
+def call_samples(calls: pl.DataFrame, time: str = "gpu_span_ns") -> Samples:
+    """Per-call times (ns; column *time*, the chosen basis: :data:`traceattr.analysis.pipeline.BASES`) of each
+    (shape, backend) of *calls* (shape and backend filled).
 
     Only shapes measured with two or more backends: the others are never compared.
     """
-    per = (
-        calls.filter(comparable()).group_by("shape", "backend").agg(pl.col("gpu_span_ns").drop_nulls().cast(pl.Float64))
-    )
+    per = calls.filter(comparable()).group_by("shape", "backend").agg(pl.col(time).drop_nulls().cast(pl.Float64))
     return {(s, b): np.asarray(v, dtype=float) for s, b, v in per.iter_rows()}
 
 

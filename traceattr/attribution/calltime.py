@@ -33,6 +33,10 @@ import polars as pl
 from traceattr.attribution.roles import ROLES
 
 EXPOSED_COLUMNS = (*(f"{r}_exposed_ns" for r in ROLES), "overlap_ns")
+# what else a call's time can be (``--time``): the span of its ops other than flush-role ones (work), of its
+# attention and reduce ops (attention); and the op time inside ranges nested in it (what a note names)
+BASIS_COLUMNS = ("work_span_ns", "attention_span_ns", "nested_ns")
+ATTENTION_ROLES = ("attention", "reduce")
 LAUNCH_COLUMNS = ("launch_overhead_ns", "queue_wait_ns", "stream_idle_before_ns")
 EVENT_COLUMNS = ("event_lead_ns", "event_tail_ns")
 QUEUE_COLUMNS = (*LAUNCH_COLUMNS, *EVENT_COLUMNS)
@@ -126,7 +130,7 @@ def call_times(
         .join(owner, on="range_id", how="inner")
         .join(gpu_ops.select("op_id", "start", "end"), on="op_id", how="inner")
     )
-    parts = exposure(ops).drop("idle_ns")
+    parts = exposure(ops).drop("idle_ns").join(_bases(ops), on="call_id", how="left")
     first = (
         ops.sort("call_id", "start", "op_id")
         .unique("call_id", keep="first")
@@ -155,7 +159,27 @@ def call_times(
             ]
         )
     )
-    return timed.join(parts, on="call_id", how="left").select("call_id", *EXPOSED_COLUMNS, *QUEUE_COLUMNS)
+    return timed.join(parts, on="call_id", how="left").select(
+        "call_id", *EXPOSED_COLUMNS, *QUEUE_COLUMNS, *BASIS_COLUMNS
+    )
+
+
+def _bases(ops: pl.DataFrame) -> pl.DataFrame:
+    """Per call: the spans of its non-flush ops and of its attention/reduce ops, and its op time in nested ranges."""
+    role = pl.col("role").cast(pl.String)
+
+    def span(keep: pl.Expr) -> pl.Expr:
+        return pl.col("end").filter(keep).max() - pl.col("start").filter(keep).min()
+
+    return (
+        ops.group_by("call_id")
+        .agg(
+            span(role != "flush").alias("work_span_ns"),
+            span(role.is_in(ATTENTION_ROLES)).alias("attention_span_ns"),
+            (pl.col("end") - pl.col("start")).filter(pl.col("range_id") != pl.col("call_id")).sum().alias("nested_ns"),
+        )
+        .cast({c: pl.Int64 for c in BASIS_COLUMNS})
+    )
 
 
 def _event_records(calls: pl.DataFrame, ranges: pl.DataFrame, api: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:

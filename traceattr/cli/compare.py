@@ -20,7 +20,7 @@ from traceattr.analysis.pipeline import Analysis, analyse, analyse_calls
 from traceattr.attribution.roles import RoleRules
 from traceattr.backends.arms import same_program
 from traceattr.cli import app
-from traceattr.cli.fail_on import FailOnOpt, check_fail_on, gate
+from traceattr.cli.decide import Basis, FailOnOpt, TimeOpt, check_fail_on, gate
 from traceattr.cli.many import attribute_many, exit_status
 from traceattr.cli.options import (
     NOTHING_TO_COMPARE,
@@ -81,6 +81,7 @@ def compare_command(
             "--json", help="Write the decision rules per shape family as JSON a dispatcher can load (README: schema)."
         ),
     ] = None,
+    basis: TimeOpt = Basis.span,  # type: ignore[attr-defined]
     fail_on: FailOnOpt = [],  # noqa: B006  (typer reads the default; never mutated)
 ) -> None:
     """The verdict first (per shape family the dispatch rule, per shape the winner and its margin), then per shape each backend's per-call time and where it goes, and fixed vs per-token cost along ctx.
@@ -111,7 +112,7 @@ def compare_command(
     shown = Shown(fmt.value, wide)
     if len(paths) > 1:
         settings = Settings(domain=domain, match=match, rules=str(rules) if rules else None, calls=True, group=group)
-        _compare_many(paths, settings, out, json_out, peak, workers, dask, shown, fail_on)
+        _compare_many(paths, settings, out, json_out, peak, workers, dask, shown, fail_on, basis.value)
         return
     trace = paths[0]
     from traceattr.present.terminal import working  # a spinner on stderr (a terminal only): big traces take a while
@@ -122,7 +123,9 @@ def compare_command(
         step("comparing the calls")
         # a profile run folder: add the CUDA-event cross-check
         events = runner_events(trace)
-        analysis = analyse(att, peak_bytes_per_s=peak, events=events, group=group, same_program=same_program)
+        analysis = analyse(
+            att, peak_bytes_per_s=peak, events=events, group=group, same_program=same_program, basis=basis.value
+        )
     if analysis.calls.height == 0:
         raise NoDataError(trace, "has no NVTX ranges with GPU work to compare")
     _show_and_write(analysis, out, json_out, str(trace), inputs=paths, notes=att.notes, shown=shown)
@@ -149,6 +152,7 @@ def _compare_many(
     dask: str | None,
     shown: Shown,
     fail_on: list[str],
+    basis: str,
 ) -> None:
     with attribute_many(paths, settings, workers=workers, dask=dask, out=None) as combined:
         table = combined.calls if combined.calls is not None else pl.DataFrame()
@@ -159,7 +163,7 @@ def _compare_many(
             peak = known["peak_bytes_per_s"][0] if known.height else None
         analysis = analyse_calls(
             rounds_per_report(table), peak, "given" if peak else "unknown device", same_program=same_program,
-            source=", ".join(map(str, paths)),
+            source=", ".join(map(str, paths)), basis=basis,
         )  # fmt: skip
         extra = ((combined.reports, runfolder.REPORTS), (across_reports(table, "series"), runfolder.ACROSS_REPORTS))
         _show_and_write(analysis, out, json_out, ", ".join(map(str, paths)), *extra, inputs=paths, shown=shown)

@@ -12,6 +12,7 @@ from traceattr.attribution.engine import RangeFilter, attribute
 from traceattr.attribution.roles import RoleRules
 from traceattr.backends.arms import same_program
 from traceattr.cli import app
+from traceattr.cli.decide import Basis, TimeOpt
 from traceattr.cli.options import (
     DomainOpt,
     GroupOpt,
@@ -48,6 +49,7 @@ def report_command(
     group: GroupOpt = None,
     rules: RulesOpt = None,
     title: Annotated[Optional[str], typer.Option(help="Page title (default: the trace's file name).")] = None,
+    basis: TimeOpt = Basis.span,  # type: ignore[attr-defined]
 ) -> None:
     """Write one self-contained HTML report: numbers, role bars, distributions, timeline, time vs context.
 
@@ -56,7 +58,7 @@ def report_command(
     (traceattr sweep) or its search.json gives its answer, the bisection on the decision chart and the
     regret of its dispatch table.
     """
-    chosen = (domain, match, group, rules, mode != ModeChoice.nsys)  # type: ignore[attr-defined]
+    chosen = (domain, match, group, rules, mode != ModeChoice.nsys, basis != Basis.span)  # type: ignore[attr-defined]
     if trace.is_dir() and (trace / f"{runfolder.RECEIPT}.json").is_file():
         _round_report(trace, out, title, chosen=chosen)
         return
@@ -75,8 +77,9 @@ def report_command(
     check_file_target(target, (trace, path), ours=_is_report)
     att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
     info = write_report(
-        att, target, title=title, run=_run_info(trace), group=group, events=events, same_program=same_program
-    )
+        att, target, title=title, run=_run_info(trace), group=group, events=events, same_program=same_program,
+        basis=basis.value,
+    )  # fmt: skip
     for note in info.notes:
         print(f"note: {printable(note)}", file=sys.stderr)
     print(f"wrote {info.path} ({size(info.size_bytes, 1)})")
@@ -87,7 +90,7 @@ def _round_report(folder: Path, out: Path | None, title: str | None, chosen: tup
 
     if any(chosen):
         raise TraceattrError(f"{folder}: a round folder's report uses its captures as they ran; drop "
-                             "--mode/--domain/--match/--group/--rules (or report one capture's run folder)")  # fmt: skip
+                             "--mode/--domain/--match/--group/--rules/--time (or report one capture's run folder)")  # fmt: skip
     receipt = read_receipt(folder)
     target = _target(folder, out)
     traces = [c / runfolder.TRACE for c in capture_folders(receipt, folder)]
@@ -102,7 +105,7 @@ def _round_report(folder: Path, out: Path | None, title: str | None, chosen: tup
 def _sweep_report(given: Path, search: Path, out: Path | None, title: str | None, chosen: tuple[Any, ...]) -> None:
     if any(chosen):
         raise TraceattrError(f"{given}: a sweep's report reads its search.json; drop "
-                             "--mode/--domain/--match/--group/--rules")  # fmt: skip
+                             "--mode/--domain/--match/--group/--rules/--time")  # fmt: skip
     record = SearchRecord.read(search)
     target = _target(given, out)
     check_file_target(target, (search,), ours=_is_report)

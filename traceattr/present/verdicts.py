@@ -93,7 +93,7 @@ def family_lines(f: FamilyVerdict) -> list[str]:
 def verdict_lines(decision: Decision, shapes: Sequence[str] | None = None) -> list[str]:
     """Every line of the verdict: per family measured at two or more ctx its lines (continuations indented
     under the name), then per shape its answer; *shapes* limits the shape lines (default: every shape)."""
-    lines: list[str] = []
+    lines: list[str] = [f"note: {decision.provenance.note}"] if decision.provenance.note else []
     for f in decision.families:
         if len(f.ctx) < 2:
             continue  # one ctx: its shape's line says it all

@@ -72,11 +72,12 @@ def build_report(
     group: str | None = None,
     events: list[dict[str, Any]] | None = None,
     same_program: SameProgram = same_label,
+    basis: str = "span",
 ) -> str:
     """The report of *att* as one HTML document (see the module doc); *group*: how call names group
     (:mod:`traceattr.core.callnames`); *events*: a runner.json's CUDA-event times (the cross-check column);
     *same_program*: which arms run one program (the commands pass the backends' declarations)."""
-    return _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program)).html
+    return _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis)).html
 
 
 def write_report(
@@ -91,12 +92,13 @@ def write_report(
     group: str | None = None,
     events: list[dict[str, Any]] | None = None,
     same_program: SameProgram = same_label,
+    basis: str = "span",
 ) -> ReportInfo:
     """Write the report of *att* to *path* atomically (temp file, then rename).
 
     *run* is a run folder's run.json, *events* a runner.json's CUDA-event times (the cross-check column).
     """
-    built = _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program))
+    built = _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis))
     path = write_text(Path(path), built.html)
     return ReportInfo(path=path, size_bytes=path.stat().st_size, figures=built.sections, notes=built.notes)
 
@@ -113,10 +115,12 @@ class _Options:
     group: str | None
     events: list[dict[str, Any]] | None
     same_program: SameProgram
+    basis: str = "span"  # what a call's time is (analysis.pipeline.BASES)
 
 
 def _build(att: Attribution, o: _Options) -> _Built:
-    d = collect(att, o.peak_bytes_per_s, o.limits, group=o.group, events=o.events, same_program=o.same_program)
+    d = collect(att, o.peak_bytes_per_s, o.limits, group=o.group, events=o.events, same_program=o.same_program,
+                basis=o.basis)  # fmt: skip
     rule_notes: list[str] = []
     if o.receipt is not None:  # a round's page draws only the rules its receipt supports
         d, rule_notes = gated_rules(d, o.receipt)

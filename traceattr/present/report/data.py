@@ -104,13 +104,16 @@ def collect(
     group: str | None = None,
     events: list[dict[str, Any]] | None = None,
     same_program: SameProgram = same_label,
+    basis: str = "span",
 ) -> ReportData:
     """Every frame of the report for *att*; raises :class:`NoDataError` when no range launched GPU work.
 
     *events*: a runner.json's CUDA-event times, for the table's cross-check columns.
     """
     limits = limits or Limits()
-    analysis = analyse(att, peak_bytes_per_s=peak_bytes_per_s, group=group, events=events, same_program=same_program)
+    analysis = analyse(
+        att, peak_bytes_per_s=peak_bytes_per_s, group=group, events=events, same_program=same_program, basis=basis
+    )
     c = analysis.calls
     if c.height == 0:
         why = "the --domain/--match filter chose no range that" if att.selected else "no NVTX range"

@@ -52,6 +52,8 @@ def decision_html(d: ReportData) -> str:
     winner, the undecided ones folded under them (trusted HTML, text escaped). It renders the decision record
     (:mod:`traceattr.analysis.decision`) in the words the terminal prints (:mod:`traceattr.present.verdicts`)."""
     parts = []
+    if d.decision is not None and d.decision.provenance.note:  # the time compared holds more than the call
+        parts.append(f'<p class="note">{html.escape(d.decision.provenance.note)}</p>')
     rules = []
     for f in d.decision.families if d.decision is not None else ():
         if len(f.ctx) < 2:

@@ -1,7 +1,9 @@
-"""``--fail-on``: the CI gate's option and its exit status, shared by the commands that decide."""
+"""The options of the commands that decide: ``--time`` (what a call's time is) and ``--fail-on`` (a CI gate,
+with its exit status), each defined once."""
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Annotated
 
 import typer
@@ -10,10 +12,11 @@ from rich.text import Text
 
 from traceattr.analysis.decision import Decision
 from traceattr.analysis.fail_on import CONDITIONS, failures, parse_conditions
+from traceattr.analysis.pipeline import BASES
 from traceattr.present.names import printable
 
 # The answer was written, and the decision meets a --fail-on condition: a status of its own, so CI tells it from
-# a bug (1) and from refused input (2). README: exit status.
+# a bug (1) and from refused input (2). docs/files.md: exit status.
 DECISION_FAILS = 3
 
 FailOnOpt = Annotated[
@@ -23,6 +26,17 @@ FailOnOpt = Annotated[
         help="Exit with status 3 (after printing the answer) when the decision meets this condition; repeatable. "
         + "; ".join(f"{k}: {v}" for k, v in CONDITIONS.items())
         + ".",
+    ),
+]
+
+Basis = Enum("Basis", {b: b for b in BASES}, type=str)  # type: ignore[misc]
+TimeOpt = Annotated[
+    Basis,  # type: ignore[valid-type]
+    typer.Option(
+        "--time",
+        help="What a call's time is, for every verdict, rule, fit and roofline: "
+        + "; ".join(f"{k}: {words[1]}" for k, words in BASES.items())
+        + " (a traceattr run folder). A note says when calls hold flush-role kernels or nested ranges.",
     ),
 ]
 
