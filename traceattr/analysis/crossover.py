@@ -28,7 +28,8 @@ from collections.abc import Callable
 
 import polars as pl
 
-from traceattr.analysis.verdicts import SameProgram, Samples, call_samples, compare_arms, same_label
+from traceattr.analysis.stats import Comparison
+from traceattr.analysis.verdicts import SameProgram, call_samples, compare_arms, same_label
 from traceattr.core.shapes import ShapeError, parse_shape
 
 CROSSOVER_SCHEMA = {
@@ -78,16 +79,28 @@ def all_crossings(summary: pl.DataFrame, calls: pl.DataFrame, same_program: Same
     return frame.sort("family", "crossover_ctx")
 
 
+# (shape, below, above) -> t(above) / t(below) there, with its interval and verdict
+Judge = Callable[[str, str, str], Comparison]
+
+
 def sample_crossings(
     summary: pl.DataFrame, calls: pl.DataFrame, same_program: SameProgram = same_label, time: str = "gpu_span_ns"
 ) -> Callable[[str, str, str], list[dict]]:
     """(family, a, b) -> every crossing of arms *a* and *b* along the family's ctx, judged on per-call samples
     of *calls* (computed when first asked, then kept)."""
-    fam = with_family(summary)
     samples = call_samples(
         calls.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series"))),
         time,
     )
+    return judged_crossings(summary, lambda shape, a, b: compare_arms(samples, shape, a, b), same_program)
+
+
+def judged_crossings(
+    summary: pl.DataFrame, judge: Judge, same_program: SameProgram = same_label
+) -> Callable[[str, str, str], list[dict]]:
+    """(family, a, b) -> every crossing of *a* and *b* along the family's ctx of *summary*'s medians, each side
+    judged by *judge* (per-call samples, or a round's receipt rows); computed when first asked, then kept."""
+    fam = with_family(summary)
     memo: dict[tuple[str, str, str], list[dict]] = {}
 
     def found(family: str, a: str, b: str) -> list[dict]:
@@ -95,14 +108,14 @@ def sample_crossings(
         key = (family, a, b)
         if key not in memo:
             part = fam.filter(pl.col("family") == family)
-            memo[key] = _pair_crossings(samples, part, family, a, b, same_program)
+            memo[key] = _pair_crossings(judge, part, family, a, b, same_program)
         return memo[key]
 
     return found
 
 
 def _pair_crossings(
-    samples: Samples, part: pl.DataFrame, family: str, a: str, b: str, same_program: SameProgram
+    judge: Judge, part: pl.DataFrame, family: str, a: str, b: str, same_program: SameProgram
 ) -> list[dict]:
     """Each sign change of log(t_a / t_b) along *part*'s ctx, interpolated, judged and (where the points next to
     it tie) widened to the nearest decided points; one row per bracket (medians flip-flopping inside one tie
@@ -118,12 +131,12 @@ def _pair_crossings(
         below, above = (a, b) if d0 < 0 else (b, a)
         frac = d0 / (d0 - d1)  # interpolate in log(ctx) where log(ta/tb) crosses zero
         cross = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
-        judged, lo, hi = _judge(samples, s0, s1, below, above), k, k + 1
+        judged, lo, hi = _judge(judge, s0, s1, below, above), k, k + 1
         if not judged[0]:  # tied next to the crossing: are both sides decided further out?
-            wide = _widen(samples, pts, k, below, above, lambda _i, _who: True)
+            wide = _widen(judge, pts, k, below, above, lambda _i, _who: True)
             if wide is not None:
                 lo, hi = wide
-                judged = _judge(samples, pts[lo][1], pts[hi][1], below, above)
+                judged = _judge(judge, pts[lo][1], pts[hi][1], below, above)
         key = (below, above, pts[lo][0], pts[hi][0])
         if key not in seen:
             seen.add(key)
@@ -135,7 +148,7 @@ def _pair_crossings(
 
 
 def _widen(
-    samples: Samples, pts: list[tuple[int, str, float]], k: int, below: str, above: str, ok: Callable[[int, str], bool]
+    judge: Judge, pts: list[tuple[int, str, float]], k: int, below: str, above: str, ok: Callable[[int, str], bool]
 ) -> tuple[int, int] | None:
     """The nearest measured points around the crossing between ``pts[k]`` and ``pts[k + 1]`` where *below*
     is really faster (left) and *above* really faster (right), with only undecided points between, or None.
@@ -148,7 +161,7 @@ def _widen(
 
     def nearest(indices: range, who: str, verdict: str) -> int | None:
         for idx in indices:
-            got = compare_arms(samples, pts[idx][1], below, above).verdict
+            got = judge(pts[idx][1], below, above).verdict
             if got == opposite[verdict]:
                 return None  # decided the other way first: not this crossing's bracket
             if got == verdict and ok(idx, who):
@@ -160,10 +173,10 @@ def _widen(
     return (i, j) if i is not None and j is not None else None
 
 
-def _judge(samples: Samples, s0: str, s1: str, below: str, above: str) -> tuple:
+def _judge(judge: Judge, s0: str, s1: str, below: str, above: str) -> tuple:
     """(decided, the two ratios above/below with their intervals, noise %) of one crossing."""
-    lo = compare_arms(samples, s0, below, above)  # above vs below where below should win: "slower"
-    hi = compare_arms(samples, s1, below, above)  # ... and where above should win: "faster"
+    lo = judge(s0, below, above)  # above vs below where below should win: "slower"
+    hi = judge(s1, below, above)  # ... and where above should win: "faster"
     decided = lo.verdict == "slower" and hi.verdict == "faster"
     undecided = [c.noise for c, want in ((lo, "slower"), (hi, "faster")) if c.verdict != want]
     noise = None if decided else 100 * max(undecided)

@@ -19,6 +19,7 @@ CONDITIONS = {
     "undecided": "a compared shape without a winner (a tie, or one backend), or a family switch within noise",
     "tie": "a compared shape whose fastest backends tie within noise",
     "loses": "loses:ARM: ARM is really slower than the winner at some shape where it was measured",
+    "refused": "a round's gates refused a row (a round folder, or one of its captures)",
 }
 
 
@@ -57,6 +58,9 @@ def failures(decision: Decision, conditions: Sequence[Condition]) -> list[str]:
                 what = [f"{len(shapes)} shape(s) without a winner ({', '.join(shapes)})"] if shapes else []
                 what += [f"a switch within noise in {', '.join(switches)}"] if switches else []
                 out.append(f"--fail-on {c}: {'; '.join(what)}")
+        elif c.word == "refused":
+            if decision.refused:
+                out.append(f"--fail-on refused: the round refused {', '.join(sorted(decision.refused))}")
         elif c.word == "loses":
             mine = [v for v in decision.shapes if c.arm in v.medians_us and c.arm not in dict(v.same_program)]
             lost = [v.shape for v in mine if v.outcome == "winner" and v.backend != c.arm]

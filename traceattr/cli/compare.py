@@ -15,7 +15,7 @@ import typer
 from rich.text import Text
 
 from traceattr import __version__
-from traceattr.analysis.calls import comparable_shapes
+from traceattr.analysis.calls import comparable, comparable_shapes
 from traceattr.analysis.pipeline import Analysis, analyse, analyse_calls
 from traceattr.attribution.roles import RoleRules
 from traceattr.backends.arms import same_program
@@ -38,9 +38,10 @@ from traceattr.cli.options import (
     check_selected,
 )
 from traceattr.core import runfolder
-from traceattr.core.errors import NoDataError
+from traceattr.core.errors import NoDataError, TraceattrError
 from traceattr.core.output import ResultSet, check_file_target, check_out_folder, write_text
 from traceattr.core.records import runner_events
+from traceattr.core.runfolder import round_folder_of
 from traceattr.jobs.many import Settings, across_reports, expand_inputs, rounds_per_report
 from traceattr.present.dispatch import decision_doc
 from traceattr.present.names import printable
@@ -102,6 +103,12 @@ def compare_command(
     role_rules = RoleRules.load(rules)
     check_bandwidth(bandwidth)
     check_fail_on(fail_on)
+    rounds = [r for r in map(round_folder_of, traces) if r is not None]
+    if rounds:  # a round folder, or one of its captures: its receipt speaks
+        if len(traces) > 1:
+            raise TraceattrError(f"{rounds[0]}: a round folder is compared alone (its receipt is its answer)")
+        _compare_round(traces[0], rounds[0], json_out, Shown(fmt.value, wide), fail_on)
+        return
     paths = expand_inputs(traces)
     # refused before the work, not after it
     if out is not None:
@@ -171,6 +178,46 @@ def _compare_many(
         if status == 0:
             gate(analysis.decision, fail_on)
         raise typer.Exit(status)
+
+
+def _compare_round(given: Path, folder: Path, json_out: Path | None, shown: Shown, fail_on: list[str]) -> None:
+    """A round folder (or one of its captures): the receipt, the decision it states, then a capture's tables with
+    the rows the round refused left out, never a verdict the receipt does not give."""
+    from traceattr.analysis.round_decision import receipt_decision
+    from traceattr.jobs.round import read_receipt
+    from traceattr.present.comparison import render_summary
+    from traceattr.present.console import console
+    from traceattr.present.receipt_view import render_round
+
+    receipt = read_receipt(folder)
+    decision = receipt_decision(receipt, str(folder))
+    if json_out is not None:
+        check_file_target(json_out, [folder / f"{runfolder.RECEIPT}.json"], ours=_is_dispatch)
+    con = console(shown.wide)
+    if shown.fmt == "json":
+        sys.stdout.write(json.dumps(decision.to_json(), indent=1, ensure_ascii=False) + "\n")
+    elif shown.fmt == "csv":
+        sys.stdout.write(receipt.final.select("row", "shape", "status", "verdict", "ratio", "low", "high",
+                                              "baseline_us", "candidate_us", "refused_by").write_csv())  # fmt: skip
+    else:
+        render_round(receipt, decision, con)
+        capture = given if given != folder else None
+        if capture is not None:
+            att = Session(capture).attribute()
+            analysis = analyse(att, events=runner_events(capture), same_program=same_program)
+            kept = analysis.summary.filter(~pl.col("shape").is_in(list(decision.refused)) & comparable())
+            # the capture's numbers, not its verdicts: the receipt judged the rows over every capture
+            quiet = kept.with_columns(pl.lit(None, pl.String).alias("verdict"), pl.lit(False).alias("winner"))
+            con.print(Text(printable(f"{capture}: this capture's calls (the verdicts above are the round's)"), "bold"))
+            render_summary(quiet, con, [])
+            if decision.refused:
+                con.print(Text(printable(f"not shown (refused by the round): {', '.join(sorted(decision.refused))}")))
+        else:
+            con.print(Text(printable(f"each capture's calls: traceattr compare {folder}/<capture>"), "dim"))
+    if json_out is not None:
+        write_text(json_out, json.dumps(decision_doc(decision), indent=1, ensure_ascii=False) + "\n")
+        print(f"wrote {json_out}", file=sys.stderr)
+    gate(decision, fail_on)
 
 
 def _is_dispatch(head: bytes) -> bool:

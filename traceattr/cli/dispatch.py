@@ -20,6 +20,7 @@ from traceattr.backends.arms import same_program
 from traceattr.cli import app
 from traceattr.cli.many import attribute_many, exit_status
 from traceattr.cli.options import DaskOpt, GroupOpt, MatchOpt, TracesArg, WorkersOpt, check_group, check_regex
+from traceattr.core import runfolder
 from traceattr.core.errors import NoDataError, TraceattrError
 from traceattr.core.output import check_file_target, write_text
 from traceattr.core.records import SEARCH, SearchRecord, read_runner
@@ -92,6 +93,18 @@ def dispatch_command(
         except (OSError, UnicodeDecodeError) as err:
             raise TraceattrError(f"{ctx_dist}: unreadable ({err})") from None
         bins, distribution = parse_histogram(text, str(ctx_dist)), f"request lengths of {ctx_dist}"
+    rounds = [folder for folder in map(runfolder.round_folder_of, traces) if folder is not None]
+    if rounds:  # a round folder, or one of its captures: the table of what its receipt states
+        from traceattr.analysis.round_decision import receipt_decision
+        from traceattr.jobs.round import read_receipt
+
+        if len(traces) > 1:
+            raise TraceattrError(f"{rounds[0]}: a round folder's table is its receipt's: give it alone")
+        if out is not None:
+            check_file_target(out, [rounds[0] / f"{runfolder.RECEIPT}.json"], ours=_is_dispatch)
+        decision = receipt_decision(read_receipt(rounds[0]), str(rounds[0]))
+        _show_and_write(decision, out, bins, distribution, rounds[0])
+        raise typer.Exit(0)
     found = [(arg, search_record(arg)) for arg in traces]
     records = [(arg, r) for arg, r in found if r is not None]
     paths = expand_inputs([arg for arg, r in found if r is None]) if len(records) < len(found) else []

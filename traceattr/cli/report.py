@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -33,6 +34,8 @@ from traceattr.present.names import printable
 from traceattr.trace.inputs import resolve_trace
 from traceattr.trace.loader import load_trace
 
+ReportFormat = Enum("ReportFormat", {f: f for f in ("html", "text")}, type=str)  # type: ignore[misc]
+
 
 @app.command("report")
 def report_command(
@@ -50,6 +53,15 @@ def report_command(
     rules: RulesOpt = None,
     title: Annotated[Optional[str], typer.Option(help="Page title (default: the trace's file name).")] = None,
     basis: TimeOpt = Basis.span,  # type: ignore[attr-defined]
+    fmt: Annotated[
+        ReportFormat,
+        typer.Option(
+            "--format",
+            "-f",
+            help="html (the page), or text: the decision on the terminal, nothing written (a round folder: its "
+            "receipt, then the decision it states).",
+        ),
+    ] = ReportFormat.html,  # type: ignore[attr-defined]
 ) -> None:
     """Write one self-contained HTML report: numbers, role bars, distributions, timeline, time vs context.
 
@@ -59,6 +71,9 @@ def report_command(
     regret of its dispatch table.
     """
     chosen = (domain, match, group, rules, mode != ModeChoice.nsys, basis != Basis.span)  # type: ignore[attr-defined]
+    if fmt.value == "text":
+        _text_report(trace, chosen, mode.value, RangeFilter(domain, match), group, rules, basis.value)
+        return
     if trace.is_dir() and (trace / f"{runfolder.RECEIPT}.json").is_file():
         _round_report(trace, out, title, chosen=chosen)
         return
@@ -83,6 +98,34 @@ def report_command(
     for note in info.notes:
         print(f"note: {printable(note)}", file=sys.stderr)
     print(f"wrote {info.path} ({size(info.size_bytes, 1)})")
+
+
+def _text_report(trace: Path, chosen: tuple[Any, ...], mode: str, select: RangeFilter, group: str | None,
+                 rules: Path | None, basis: str) -> None:  # fmt: skip
+    """The decision on the terminal: a round folder's receipt and what it states, or a trace's verdict."""
+    from traceattr.present.console import console
+
+    con = console()
+    folder = runfolder.round_folder_of(trace)
+    if folder is not None and trace == folder:
+        from traceattr.analysis.round_decision import receipt_decision
+        from traceattr.jobs.round import read_receipt
+        from traceattr.present.receipt_view import render_round
+
+        if any(chosen):
+            raise TraceattrError(f"{folder}: a round folder's receipt is as the round judged it; drop "
+                                 "--mode/--domain/--match/--group/--rules/--time")  # fmt: skip
+        receipt = read_receipt(folder)
+        render_round(receipt, receipt_decision(receipt, str(folder)), con)
+        return
+    from traceattr.analysis.pipeline import analyse
+    from traceattr.present.comparison import render_verdicts
+
+    att = attribute(load_trace(resolve_trace(trace)), mode=mode, rules=RoleRules.load(rules), select=select)  # type: ignore[arg-type]
+    analysis = analyse(att, group=group, events=runner_events(trace), same_program=same_program, basis=basis)
+    if analysis.note is not None or analysis.decision is None:
+        raise TraceattrError(f"{trace}: {analysis.note or 'nothing to decide'}")
+    render_verdicts(analysis.decision, con)
 
 
 def _round_report(folder: Path, out: Path | None, title: str | None, chosen: tuple[Any, ...]) -> None:

@@ -8,6 +8,8 @@ JSON files' contents are records of :mod:`traceattr.core.records`.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 TRACE_STEM = "trace"  # nsys --output: trace.nsys-rep, exported to trace.sqlite
 TRACE = f"{TRACE_STEM}.sqlite"
 TRACE_REPORT = f"{TRACE_STEM}.nsys-rep"
@@ -35,3 +37,12 @@ def round_capture(index: int) -> str:
 # many reports at once (traceattr.jobs.many, the nsys recipe): one row per report; per range/series across reports
 REPORTS = "reports"
 ACROSS_REPORTS = "across_reports"
+
+
+def round_folder_of(path: Path) -> Path | None:
+    """The round folder *path* is, or lies in (one of its capture folders, or a capture's trace), else None:
+    a round folder holds receipt.json, and whatever of it a command is given speaks as its receipt."""
+    for folder in (path, path.parent, path.parent.parent):
+        if folder.is_dir() and (folder / f"{RECEIPT}.json").is_file():
+            return folder
+    return None
