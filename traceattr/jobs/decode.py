@@ -1,0 +1,259 @@
+"""``traceattr decode``: fixed arms and a dispatcher replayed as CUDA graphs along a decode trajectory.
+
+One call of :func:`run_decode` on a GPU: static inputs for the longest ctx, one graph per (arm,
+batch) for every fixed arm and for the dispatcher's table, optionally a quick grid first that
+derives the table (its points are not the trajectory's), then the trajectory timed (ABBA rounds,
+flush before each call, CUDA events, NVTX ranges), every contender's output at every step compared
+bitwise to the chosen arm's eager call (batch 1), the dispatcher's host time split per step with N
+layers per plan, serialized and pipelined; the receipt (JSON + markdown) written.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from traceattr.core.errors import TraceattrError
+from traceattr.jobs.decode_summary import TrajectorySummary, derive_family, summarize
+from traceattr.runtime.table import FamilyKey, FamilyTable, Mode, parse_table, read_table, table_doc
+from traceattr.runtime.trajectory import grow, key_ctx_of
+
+SCHEMA = "traceattr.decode/1"
+DISPATCHER = "dispatch"
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    q: int
+    heads: int = 16
+    batch: int = 1
+    start: int = 8192
+    stop: int = 900_000
+    steps: int = 40
+    rounds: int = 10
+    arms: tuple[str, ...] = ("fa3", "flashmla")
+    table: str | None = None  # a traceattr.dispatch/2 file; None: derive one from a grid first
+    table_mode: Mode | None = None  # what the table's mode is, when the document does not say
+    allow_other_mode: bool = False
+    grid: int = 10  # grid points (log-spaced over [start, stop], offset from the trajectory's) when deriving
+    capture_ctx: int = 8192
+    layers: tuple[int, ...] = (1, 61)  # replays per plan in the host profile (61: DeepSeek-V3's layers)
+    flush_bytes: int = 256 << 20
+    verify: bool = True
+    seed: int = 0
+
+    @property
+    def key(self) -> FamilyKey:
+        return FamilyKey(self.q, self.heads, self.batch)
+
+    @property
+    def family(self) -> str:
+        return (
+            f"q{self.q}_ctx*"
+            + (f"_h{self.heads}" if self.heads != 16 else "")
+            + (f"_b{self.batch}" if self.batch != 1 else "")
+        )
+
+
+@dataclass
+class DecodeResult:
+    config: DecodeConfig
+    table_source: str
+    table_doc: dict[str, Any]
+    summary: TrajectorySummary
+    graphs: dict[str, int]  # contender -> graphs it holds
+    memory: dict[str, dict[str, dict[str, int]]]  # contender -> arm -> footprint bytes
+    host: list[dict[str, float]]
+    equal: dict[str, list[bool]]
+    grid: dict[str, Any] | None
+    times_us: dict[str, list[list[float]]]
+    wall_s: float
+    device: dict[str, Any] = field(default_factory=dict)
+
+
+def _load_table(cfg: DecodeConfig) -> tuple[FamilyTable, dict[str, Any], str]:
+    from traceattr.runtime.dispatcher import family_for
+
+    if cfg.table is None:
+        raise TraceattrError("no table given and no grid derived")
+    table = read_table(cfg.table, mode=cfg.table_mode)
+    fam = family_for(table, cfg.key, mode="graphs", allow_other_mode=cfg.allow_other_mode)
+    doc = table_doc(table.source, table.mode, [fam])
+    return fam, doc, f"{cfg.table} ({table.mode}; family {fam.family})"
+
+
+def run_decode(cfg: DecodeConfig, log: Any = print) -> DecodeResult:
+    """Everything in the module doc, on the current CUDA device."""
+    from traceattr.runner.flush import Flush
+    from traceattr.runtime.build import build_dispatcher, fixed_table
+    from traceattr.runtime.graphs import StaticInputs
+    from traceattr.runtime.measure import bitwise_equal, device_record, eager_output, host_profile, time_trajectory
+    from traceattr.runtime.metadata import SlotLayout
+
+    t0 = time.perf_counter()
+    layout = SlotLayout.for_max_ctx(cfg.batch, cfg.q, 64, cfg.stop)
+    inputs = StaticInputs.random(layout, cfg.heads, seed=cfg.seed)
+    flush = Flush(cfg.flush_bytes)
+    capture = [cfg.capture_ctx] * cfg.batch
+    fixed = {}
+    memory: dict[str, dict[str, dict[str, int]]] = {}
+    base = FamilyTable(cfg.family, cfg.key, (), ())
+    for arm in cfg.arms:
+        d, fp = build_dispatcher(fixed_table(base, arm), inputs, capture)
+        fixed[arm] = d
+        memory[arm] = {k: asdict(v) for k, v in fp.items()}
+        log(f"captured {arm}: {fp[arm]}")
+    grid_record = None
+    if cfg.table is None:
+        steps = grow(cfg.start, cfg.stop, cfg.grid * 2 + 1, batch=cfg.batch)[1::2]  # between the trajectory's ends
+        log(f"grid for the table: {[s[0] for s in steps]}")
+        g = time_trajectory(fixed, steps, rounds=cfg.rounds, flush=flush.run)
+        med = {a: [sorted(r)[len(r) // 2] for r in g.times_us[a]] for a in cfg.arms}
+        fam = derive_family(cfg.family, cfg.key, key_ctx_of(steps), med)
+        doc = table_doc(f"quick grid of {len(steps)} ctx in this run (graphs, {cfg.rounds} rounds)", "graphs", [fam])
+        fam = parse_table(doc).get(cfg.key)  # the derived table goes through the reader like any other
+        source = doc["source"]
+        grid_record = {"ctx": key_ctx_of(steps), "median_us": med}
+    else:
+        fam, doc, source = _load_table(cfg)
+    log(f"table: {source}: " + ", ".join(f"{s.arm} [{s.ctx_from}, {s.ctx_to})" for s in fam.segments))
+    disp, fp = build_dispatcher(fam, inputs, capture)
+    memory[DISPATCHER] = {k: asdict(v) for k, v in fp.items()}
+    contenders = {**fixed, DISPATCHER: disp}
+    traj = grow(cfg.start, cfg.stop, cfg.steps, batch=cfg.batch)
+
+    def check(arm: str, step: tuple[int, ...], out: Any) -> bool:
+        return bitwise_equal(out, eager_output(arm, inputs, step))
+
+    run = time_trajectory(contenders, traj, rounds=cfg.rounds, flush=flush.run,
+                          check=check if cfg.verify and cfg.batch == 1 else None)  # fmt: skip
+    summary = summarize(run.times_us, tuple(cfg.arms), DISPATCHER, run.chosen[DISPATCHER], key_ctx_of(traj),
+                        seed=cfg.seed)  # fmt: skip
+    host = []
+    for layers in cfg.layers:
+        hp = host_profile(disp, traj, layers=layers)
+        host.append(asdict(hp))
+        log(f"host, {layers} layer(s)/plan: {hp}")
+    device = device_record()
+    return DecodeResult(
+        config=cfg, table_source=source, table_doc=doc, summary=summary,
+        graphs={label: d.graphs for label, d in contenders.items()}, memory=memory, host=host,
+        equal=run.equal, grid=grid_record, times_us=run.times_us, wall_s=time.perf_counter() - t0, device=device,
+    )  # fmt: skip
+
+
+# -- receipts -------------------------------------------------------------------------------------
+
+
+def result_json(r: DecodeResult) -> dict[str, Any]:
+    s = r.summary
+    return {
+        "schema": SCHEMA,
+        "config": asdict(r.config),
+        "device": r.device,
+        "table": {"source": r.table_source, "doc": r.table_doc},
+        "grid": r.grid,
+        "summary": {
+            "totals_us": {k: asdict(v) for k, v in s.totals.items()},
+            "oracle_us": asdict(s.oracle),
+            "best_fixed": s.best_fixed,
+            "gain_over_best_fixed": asdict(s.gain),
+            "regret_vs_oracle": asdict(s.regret),
+            "modelled_regret": s.modelled_regret,
+            "switches": s.switches,
+            "right_steps": s.right,
+            "steps": len(s.ctx),
+        },
+        "per_step": [
+            {
+                "ctx": c,
+                "chosen": s.chosen[i],
+                "fastest": s.fastest[i],
+                **{f"{k}_us": v[i] for k, v in s.medians.items()},
+            }
+            for i, c in enumerate(s.ctx)
+        ],
+        "bitwise_equal_to_eager": {k: {"equal": sum(v), "steps": len(v)} for k, v in r.equal.items()},
+        "graphs": r.graphs,
+        "memory_bytes": r.memory,
+        "host": r.host,
+        "times_us": r.times_us,
+        "wall_s": r.wall_s,
+    }
+
+
+def _iv(v: Any, scale: float = 1.0, unit: str = "") -> str:
+    return f"{v.value * scale:,.1f}{unit} [{v.lo * scale:,.1f}, {v.hi * scale:,.1f}]"
+
+
+def _pct(v: Any) -> str:
+    return f"{v.value:+.2%} [{v.lo:+.2%}, {v.hi:+.2%}]"
+
+
+def result_markdown(r: DecodeResult) -> str:
+    s, c = r.summary, r.config
+    disp_total = s.totals[DISPATCHER]
+    lines = [
+        f"# Decode trajectory: q{c.q} h{c.heads} b{c.batch}, ctx {c.start:,} → {c.stop:,}, {len(s.ctx)} log-spaced steps",
+        "",
+        f"**Dispatcher {disp_total.value / 1e3:,.3f} ms** per pass; best fixed arm **{s.best_fixed}** "
+        f"{s.totals[s.best_fixed].value / 1e3:,.3f} ms; **gain {_pct(s.gain)}**; regret vs the per-step oracle "
+        f"**{_pct(s.regret)}** (its choices alone, from the fixed arms' medians: {s.modelled_regret:+.2%}); "
+        f"{s.switches} switch(es); chose the oracle's arm at {s.right}/{len(s.ctx)} steps.",
+        "",
+        f"- device: {r.device.get('name')}, torch {r.device.get('torch')}, CUDA {r.device.get('cuda')}, "
+        f"flashinfer {r.device.get('flashinfer')}, sgl-flash-mla {r.device.get('flash_mla')}",
+        f"- table: {r.table_source}",
+        f"- protocol: every contender graph-replayed, {c.rounds} rounds per step (order reversed every other "
+        f"round), {c.flush_bytes >> 20} MiB fill + evict flush before each call, CUDA events around the replay; "
+        f"graphs captured at ctx {c.capture_ctx:,}; totals = Σ over steps of the median over rounds; "
+        "intervals: 95% percentile bootstrap over rounds (scipy), contenders paired",
+        "",
+        "| contender | total GPU µs per pass [95%] | graphs | memory (MiB, reserved + driver) |",
+        "|---|---|---|---|",
+    ]
+    for label, tot in s.totals.items():
+        mem = sum(fp["reserved_bytes"] + max(fp["driver_bytes"], 0) for fp in r.memory[label].values()) / 2**20
+        lines.append(f"| {label} | {_iv(tot)} | {r.graphs[label]} | {mem:,.0f} |")
+    lines.append(f"| oracle (fastest fixed arm per step) | {_iv(s.oracle)} | | |")
+    lines += [
+        "",
+        "Bitwise equality of each contender's replayed output with the chosen arm's eager call, per step:",
+        "",
+    ]
+    for label, eq in r.equal.items():
+        if eq:
+            lines.append(f"- {label}: {sum(eq)}/{len(eq)} steps equal")
+    if r.grid is not None:
+        lines += ["", "The table was derived in this run from a quick grid (fixed arms only, same protocol) at ctx "
+                  + ", ".join(f"{x:,}" for x in r.grid["ctx"]) + "; the trajectory's steps are other ctx."]  # fmt: skip
+    lines += ["", "Host time per step of the dispatcher (medians, µs):", "",
+              "| layers per plan | choose | re-plan | launch (all replays) | GPU | serialized wall | pipelined wall | choose() alone, ns |",
+              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for h in r.host:
+        lines.append(f"| {h['layers']} | {h['choose_us']:.2f} | {h['replan_us']:.1f} | {h['launch_us']:.1f} | "
+                     f"{h['gpu_us']:.1f} | {h['serial_wall_us']:.1f} | {h['pipelined_wall_us']:.1f} | {h['choose_loop_ns']:.0f} |")  # fmt: skip
+    lines += ["", "Per step (medians over rounds, µs):", "",
+              "| ctx | " + " | ".join(s.medians) + " | chosen | fastest |", "|---" * (len(s.medians) + 3) + "|"]  # fmt: skip
+    for i, ctx in enumerate(s.ctx):
+        cells = " | ".join(f"{s.medians[k][i]:.1f}" for k in s.medians)
+        lines.append(f"| {ctx:,} | {cells} | {s.chosen[i]} | {s.fastest[i]} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_receipts(r: DecodeResult, out: Path, name: str) -> tuple[Path, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    jpath, mpath = out / f"{name}.json", out / f"{name}.md"
+    jpath.write_text(json.dumps(result_json(r), indent=1) + "\n", encoding="utf-8")
+    mpath.write_text(result_markdown(r), encoding="utf-8")
+    return jpath, mpath
+
+
+def parse_arms_text(arms: Sequence[str]) -> tuple[str, ...]:
+    from traceattr.backends.arms import parse_arms
+
+    return tuple(a.label for a in parse_arms(arms))
