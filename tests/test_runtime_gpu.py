@@ -44,6 +44,7 @@ def test_replay_is_bitwise_the_eager_call(inputs: StaticInputs, label: str) -> N
     assert not bitwise_equal(seen[0], seen[1])
     assert not bitwise_equal(seen[1], eager_output(label, inputs, (REPLAYED_AT[0],)))
     assert arm.footprint.capture_bytes >= 0 and arm.footprint.buffers_bytes > 0
+    assert getattr(arm, "plan_changes", 0) == 0  # the re-plans kept the captured plan layout
 
 
 def test_the_dispatcher_switches_along_a_trajectory(inputs: StaticInputs) -> None:

@@ -79,9 +79,9 @@ def summarize(times: Mapping[str, Sequence[Sequence[float]]], fixed: Sequence[st
     point = stats(cube)
     rounds = cube.shape[1]
     if rounds > 1:
+        seeded = {_rng_name(bootstrap): np.random.default_rng(seed)}
         res = bootstrap((np.arange(rounds),), lambda idx: stats(cube[:, idx.astype(int), :]), vectorized=False,
-                        n_resamples=RESAMPLES, confidence_level=CONFIDENCE, method="percentile",
-                        random_state=np.random.default_rng(seed))  # fmt: skip
+                        n_resamples=RESAMPLES, confidence_level=CONFIDENCE, method="percentile", **seeded)  # fmt: skip
         lo, hi = np.asarray(res.confidence_interval.low), np.asarray(res.confidence_interval.high)
     else:
         lo = hi = np.full_like(point, math.nan)
@@ -103,6 +103,13 @@ def summarize(times: Mapping[str, Sequence[Sequence[float]]], fixed: Sequence[st
         fastest=fastest, medians={label: tuple(float(x) for x in med[i]) for i, label in enumerate(labels)},
         right=sum(a == b for a, b in zip(chosen, fastest, strict=True)),
     )  # fmt: skip
+
+
+def _rng_name(fn: object) -> str:
+    """scipy ≥ 1.15 calls the generator ``rng``; older releases ``random_state``."""
+    import inspect
+
+    return "rng" if "rng" in inspect.signature(fn).parameters else "random_state"  # type: ignore[arg-type]
 
 
 def derive_family(
