@@ -25,6 +25,7 @@ def test_a_dispatcher_that_chose_right_matches_the_oracle() -> None:
     assert s.totals["dispatch"].value == pytest.approx(60.0)
     assert s.gain.value == pytest.approx(1 - 60 / 67)
     assert s.regret.value == pytest.approx(0.0)
+    assert s.gain_vs["fa3"].value == pytest.approx(1 - 60 / 70) and s.gain_vs["flashmla"] == s.gain
     assert s.modelled_regret == pytest.approx(0.0)
     assert s.switches == 1 and s.right == 3 and s.fastest == ("fa3", "fa3", "flashmla")
     for iv in (s.totals["fa3"], s.gain, s.oracle):

@@ -162,6 +162,7 @@ def result_json(r: DecodeResult) -> dict[str, Any]:
             "oracle_us": asdict(s.oracle),
             "best_fixed": s.best_fixed,
             "gain_over_best_fixed": asdict(s.gain),
+            "gain_over": {a: asdict(v) for a, v in s.gain_vs.items()},
             "regret_vs_oracle": asdict(s.regret),
             "modelled_regret": s.modelled_regret,
             "switches": s.switches,
@@ -205,6 +206,9 @@ def result_markdown(r: DecodeResult) -> str:
         f"**{_pct(s.regret)}** (its choices alone, from the fixed arms' medians: {s.modelled_regret:+.2%}); "
         f"{s.switches} switch(es); chose the oracle's arm at {s.right}/{len(s.ctx)} steps.",
         "",
+        "Gain over each fixed arm (1 − dispatcher / arm, 95%): "
+        + "; ".join(f"{a} {_pct(v)}" for a, v in s.gain_vs.items()),
+        "",
         f"- device: {r.device.get('name')}, torch {r.device.get('torch')}, CUDA {r.device.get('cuda')}, "
         f"flashinfer {r.device.get('flashinfer')}, sgl-flash-mla {r.device.get('flash_mla')}",
         f"- table: {r.table_source}",
@@ -231,12 +235,16 @@ def result_markdown(r: DecodeResult) -> str:
     if r.grid is not None:
         lines += ["", "The table was derived in this run from a quick grid (fixed arms only, same protocol) at ctx "
                   + ", ".join(f"{x:,}" for x in r.grid["ctx"]) + "; the trajectory's steps are other ctx."]  # fmt: skip
-    lines += ["", "Host time per step of the dispatcher (medians, µs):", "",
-              "| layers per plan | choose | re-plan | launch (all replays) | GPU | serialized wall | pipelined wall | choose() alone, ns |",
-              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines += ["", "Host time per step of the dispatcher (µs; choose, re-plan and launch are medians, the rest means "
+              "per step; pipelined = prepare of step k+1 while the GPU runs step k, one sync at the end):", "",
+              "| layers per plan | choose | re-plan (per arm) | launch (all replays) | host total | GPU | serialized wall "
+              "| pipelined wall | choose() alone, ns |",
+              "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for h in r.host:
-        lines.append(f"| {h['layers']} | {h['choose_us']:.2f} | {h['replan_us']:.1f} | {h['launch_us']:.1f} | "
-                     f"{h['gpu_us']:.1f} | {h['serial_wall_us']:.1f} | {h['pipelined_wall_us']:.1f} | {h['choose_loop_ns']:.0f} |")  # fmt: skip
+        replan = ", ".join(f"{a} {v:.0f}" for a, v in h["replan_us"].items())
+        lines.append(f"| {h['layers']} | {h['choose_us']:.2f} | {replan} | {h['launch_us']:.1f} | {h['host_mean_us']:.0f} | "
+                     f"{h['gpu_mean_us']:.0f} | {h['serial_wall_mean_us']:.0f} | {h['pipelined_wall_mean_us']:.0f} | "
+                     f"{h['choose_loop_ns']:.0f} |")  # fmt: skip
     lines += ["", "Per step (medians over rounds, µs):", "",
               "| ctx | " + " | ".join(s.medians) + " | chosen | fastest |", "|---" * (len(s.medians) + 3) + "|"]  # fmt: skip
     for i, ctx in enumerate(s.ctx):

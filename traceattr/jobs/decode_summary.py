@@ -44,6 +44,7 @@ class TrajectorySummary:
     oracle: Interval  # µs
     best_fixed: str
     gain: Interval  # 1 - dispatcher / best fixed
+    gain_vs: Mapping[str, Interval]  # 1 - dispatcher / that fixed arm, per fixed arm
     regret: Interval  # dispatcher / oracle - 1
     modelled_regret: float  # Σ median of the fixed arm the dispatcher chose / oracle − 1 (its choices alone)
     switches: int
@@ -74,7 +75,9 @@ def summarize(times: Mapping[str, Sequence[Sequence[float]]], fixed: Sequence[st
         totals = med.sum(axis=1)
         oracle = med[:nf].min(axis=0).sum()
         best = totals[:nf].min()
-        return np.array([*totals, oracle, 1 - totals[nf] / best, totals[nf] / oracle - 1])
+        return np.array(
+            [*totals, oracle, 1 - totals[nf] / best, totals[nf] / oracle - 1, *(1 - totals[nf] / totals[:nf])]
+        )
 
     point = stats(cube)
     rounds = cube.shape[1]
@@ -98,7 +101,7 @@ def summarize(times: Mapping[str, Sequence[Sequence[float]]], fixed: Sequence[st
     best_fixed = min(fixed, key=lambda label: totals[label].value)
     return TrajectorySummary(
         fixed=tuple(fixed), dispatcher=dispatcher, ctx=tuple(ctx), totals=totals, oracle=iv[nf + 1],
-        best_fixed=best_fixed, gain=iv[nf + 2], regret=iv[nf + 3], modelled_regret=float(modelled / point[nf + 1] - 1),
+        best_fixed=best_fixed, gain=iv[nf + 2], regret=iv[nf + 3], gain_vs={a: iv[nf + 4 + i] for i, a in enumerate(fixed)}, modelled_regret=float(modelled / point[nf + 1] - 1),
         switches=sum(a != b for a, b in itertools.pairwise(chosen)), chosen=tuple(chosen),
         fastest=fastest, medians={label: tuple(float(x) for x in med[i]) for i, label in enumerate(labels)},
         right=sum(a == b for a, b in zip(chosen, fastest, strict=True)),

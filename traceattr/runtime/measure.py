@@ -81,16 +81,22 @@ def time_trajectory(contenders: Mapping[str, Dispatcher], steps: Sequence[Step],
 
 @dataclass(frozen=True)
 class HostProfile:
-    """A dispatcher's host time per step with *layers* replays per plan, serialized and pipelined."""
+    """A dispatcher's host time per step with *layers* replays per plan, against the GPU time it serves.
+
+    Medians per step for the host parts (re-plan per arm: flashinfer's ``plan()`` for fa3 arms, a
+    ``cache_seqlens`` copy for flashmla); means per step for GPU and wall time, so that the pipelined
+    wall (total / steps) compares with them: pipelined ≈ GPU mean means the host work is hidden.
+    """
 
     layers: int
     steps: int
-    choose_us: float  # median per step
-    replan_us: float
+    choose_us: float
+    replan_us: dict[str, float]  # median per arm
     launch_us: float  # all the step's replays
-    gpu_us: float  # median GPU time of the step's replays (events around them)
-    serial_wall_us: float  # per step, prepare → launches → synchronize each step
-    pipelined_wall_us: float  # per step, prepare of step k+1 while the GPU runs step k; one sync at the end
+    host_mean_us: float  # choose + re-plan + launch, mean per step
+    gpu_mean_us: float  # the step's replays, CUDA events, mean per step
+    serial_wall_mean_us: float  # prepare → launches → synchronize, every step
+    pipelined_wall_mean_us: float  # prepare of step k+1 while the GPU runs step k; one sync at the end
     choose_loop_ns: float  # one choose() in a tight loop of 100k calls (the selection alone)
 
 
@@ -118,6 +124,8 @@ def host_profile(d: Dispatcher, steps: Sequence[Step], *, layers: int, repeat: i
     choose = [x / 1e3 for x in d.times.choose_ns[n0:]]
     replan = [x / 1e3 for x in d.times.replan_ns[n0:]]
     launch = [x / 1e3 for x in d.times.launch_ns[n0:]]
+    arms = d.chosen[n0:]
+    by_arm = {a: _median([r for r, b in zip(replan, arms, strict=True) if b == a]) for a in dict.fromkeys(arms)}
     torch.cuda.synchronize()
     t0 = time.perf_counter_ns()
     for step in seq:
@@ -130,8 +138,10 @@ def host_profile(d: Dispatcher, steps: Sequence[Step], *, layers: int, repeat: i
     for _ in range(100_000):
         d.choose(probe)
     loop_ns = (time.perf_counter_ns() - t0) / 100_000
-    return HostProfile(layers, len(seq), _median(choose), _median(replan), _median(launch), _median(gpu),
-                       _median(serial), pipelined, loop_ns)  # fmt: skip
+    n = len(seq)
+    host = (sum(choose) + sum(replan) + sum(launch)) / n
+    return HostProfile(layers, n, _median(choose), by_arm, _median(launch), host, sum(gpu) / n, sum(serial) / n,
+                       pipelined, loop_ns)  # fmt: skip
 
 
 def eager_output(arm_label: str, inputs: StaticInputs, step: Step) -> Any:
