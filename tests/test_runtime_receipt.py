@@ -1,0 +1,49 @@
+"""The decode receipt (JSON and markdown) renders what the summary decided, from hand-made timings."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from traceattr.jobs.decode import DISPATCHER, DecodeConfig, DecodeResult, result_json, result_markdown, write_receipts
+from traceattr.jobs.decode_summary import summarize
+
+pytest.importorskip("scipy")
+
+FA3 = [[10.0, 10.2, 9.8, 10.0], [20.0, 20.0, 20.0, 20.0], [40.0, 41.0, 39.0, 40.0]]
+FMLA = [[12.0, 12.0, 12.0, 12.0], [25.0, 25.0, 25.0, 25.0], [30.0, 30.0, 30.0, 30.0]]
+
+
+def _result() -> DecodeResult:
+    times = {"fa3": FA3, "flashmla": FMLA, DISPATCHER: [FA3[0], FA3[1], FMLA[2]]}
+    s = summarize(times, ("fa3", "flashmla"), DISPATCHER, ["fa3", "fa3", "flashmla"], [8192, 90_000, 900_000])
+    fp = {"buffers_bytes": 1 << 20, "capture_bytes": 0, "reserved_bytes": 2 << 20, "driver_bytes": -5}
+    host = {"layers": 1, "steps": 3, "choose_us": 1.5, "replan_us": {"fa3": 700.0, "flashmla": 9.0}, "launch_us": 4.0,
+            "host_mean_us": 500.0, "gpu_mean_us": 80.0, "serial_wall_mean_us": 600.0, "pipelined_wall_mean_us": 520.0,
+            "choose_loop_ns": 200.0}  # fmt: skip
+    return DecodeResult(
+        config=DecodeConfig(q=8, steps=3, rounds=4), table_source="t.json (graphs; family q8_ctx*)", table_doc={},
+        summary=s, graphs={"fa3": 1, "flashmla": 1, DISPATCHER: 2},
+        memory={"fa3": {"fa3": fp}, "flashmla": {"flashmla": fp}, DISPATCHER: {"fa3": fp, "flashmla": fp}},
+        host=[host], equal={"fa3": [True] * 3, "flashmla": [True] * 3, DISPATCHER: [True, True, False]},
+        grid=None, times_us=times, wall_s=1.0,
+    )  # fmt: skip
+
+
+def test_the_receipt_leads_with_the_answer(tmp_path) -> None:
+    r = _result()
+    md = result_markdown(r)
+    first = md.splitlines()[2]
+    assert first.startswith("**Dispatcher 0.060 ms** per pass; best fixed arm **flashmla** 0.067 ms; **gain +10.45%")
+    assert "regret vs the per-step oracle **+0.00%" in first and "1 switch(es)" in first
+    assert "Gain over each fixed arm (1 − dispatcher / arm, 95%): fa3 +14.29%" in md
+    assert "| dispatch | 60.0 [" in md and "| 2 | 4 |" in md  # graphs, MiB (driver's negative share ignored)
+    assert "- dispatch: 2/3 steps equal" in md
+    assert "| 1 | 1.50 | fa3 700, flashmla 9 | 4.0 | 500 | 80 | 600 | 520 | 200 |" in md
+    assert "| 900,000 | 40.0 | 30.0 | 30.0 | flashmla | flashmla |" in md
+    doc = result_json(r)
+    assert doc["summary"]["switches"] == 1 and doc["bitwise_equal_to_eager"][DISPATCHER] == {"equal": 2, "steps": 3}
+    jpath, mpath = write_receipts(r, tmp_path, "q8")
+    assert json.loads(jpath.read_text(encoding="utf-8"))["schema"] == "traceattr.decode/1"
+    assert mpath.read_text(encoding="utf-8") == md
