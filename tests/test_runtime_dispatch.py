@@ -17,7 +17,7 @@ from traceattr.runtime.dispatcher import Dispatcher
 from traceattr.runtime.metadata import SlotLayout, StepShapeError, block_table, fa_launches
 from traceattr.runtime.select import key_ctx
 from traceattr.runtime.table import FamilyKey, FamilyTable, Segment
-from traceattr.runtime.trajectory import grow
+from traceattr.runtime.trajectory import grow, mix
 
 TABLE = FamilyTable(
     "q8_ctx*",
@@ -146,3 +146,14 @@ def test_grow() -> None:
     assert len(grow(1, 3, 10)) == 3  # repeated ctx dropped
     with pytest.raises(ValueError, match="start < stop"):
         grow(5, 5, 3)
+
+
+def test_mix_is_ragged_seeded_and_in_range() -> None:
+    steps = mix(8192, 900_000, 50, batch=4, seed=1)
+    assert steps == mix(8192, 900_000, 50, batch=4, seed=1) != mix(8192, 900_000, 50, batch=4, seed=2)
+    assert all(len(s) == 4 and all(8192 <= c <= 900_000 for c in s) for s in steps)
+    d, _ = _dispatcher()
+    by_mean = Dispatcher(TABLE, d.arms, rule="mean")
+    assert any(d.choose(s) != by_mean.choose(s) for s in steps)  # where the rules disagree, a measurement decides
+    with pytest.raises(ValueError, match="low < high"):
+        mix(10, 10, 3, batch=1)

@@ -26,7 +26,7 @@ def _result() -> DecodeResult:
         config=DecodeConfig(q=8, steps=3, rounds=4), table_source="t.json (graphs; family q8_ctx*)", table_doc={},
         summary=s, graphs={"fa3": 1, "flashmla": 1, DISPATCHER: 2},
         memory={"fa3": {"fa3": fp}, "flashmla": {"flashmla": fp}, DISPATCHER: {"fa3": fp, "flashmla": fp}},
-        host=[host], equal={"fa3": [True] * 3, "flashmla": [True] * 3, DISPATCHER: [True, True, False]},
+        others={}, steps=[(8192,), (90_000,), (900_000,)], host=[host], equal={"fa3": [True] * 3, "flashmla": [True] * 3, DISPATCHER: [True, True, False]},
         grid=None, times_us=times, wall_s=1.0,
     )  # fmt: skip
 
@@ -34,6 +34,7 @@ def _result() -> DecodeResult:
 def test_the_receipt_leads_with_the_answer(tmp_path) -> None:
     r = _result()
     md = result_markdown(r)
+    assert md.startswith("# Decode trajectory `grow`: q8 h16 b1, ctx 8,192 → 900,000, 3 steps (log-spaced")
     first = md.splitlines()[2]
     assert first.startswith("**Dispatcher 0.060 ms** per pass; best fixed arm **flashmla** 0.067 ms; **gain +10.45%")
     assert "regret vs the per-step oracle **+0.00%" in first and "1 switch(es)" in first

@@ -39,6 +39,12 @@ def decode_command(
     rounds: Annotated[int, typer.Option("--rounds", help="Timed replays per contender and step (ABBA order).")] = 10,
     grid: Annotated[int, typer.Option("--grid", help="Grid points for a derived table (no --table).")] = 10,
     name: Annotated[str, typer.Option("--name", help="Receipt file name stem.")] = "decode",
+    trajectory: Annotated[
+        str, typer.Option("--trajectory", help="grow (every request at the step's ctx) or mix (ragged, log-uniform).")
+    ] = "grow",
+    rule: Annotated[
+        Optional[list[str]], typer.Option("--rule", help="Batch key rule, max or mean (repeat: one dispatcher each).")
+    ] = None,
     no_verify: Annotated[
         bool, typer.Option("--no-verify", help="Skip the per-step bitwise check against eager calls.")
     ] = False,
@@ -61,6 +67,7 @@ def decode_command(
         q=q, heads=heads, batch=batch, start=start, stop=stop, steps=steps, rounds=rounds,
         arms=parse_arms_text(arm or ["fa3", "flashmla"]), table=str(table) if table else None,
         table_mode=table_mode, allow_other_mode=allow_other_mode, grid=grid, verify=not no_verify,  # type: ignore[arg-type]
+        trajectory=trajectory, rules=tuple(rule or ["max"]),  # type: ignore[arg-type]
     )  # fmt: skip
     result = run_decode(cfg, log=lambda m: typer.echo(f"[decode] {m}"))
     jpath, mpath = write_receipts(result, out, name)

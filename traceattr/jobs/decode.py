@@ -19,8 +19,9 @@ from typing import Any
 
 from traceattr.core.errors import TraceattrError
 from traceattr.jobs.decode_summary import TrajectorySummary, derive_family, summarize
+from traceattr.runtime.select import RULES, Rule
 from traceattr.runtime.table import FamilyKey, FamilyTable, Mode, parse_table, read_table, table_doc
-from traceattr.runtime.trajectory import grow, key_ctx_of
+from traceattr.runtime.trajectory import grow, key_ctx_of, mix
 
 SCHEMA = "traceattr.decode/1"
 DISPATCHER = "dispatch"
@@ -45,6 +46,15 @@ class DecodeConfig:
     flush_bytes: int = 256 << 20
     verify: bool = True
     seed: int = 0
+    trajectory: str = "grow"  # grow: every request at the step's ctx, log-spaced; mix: ragged, log-uniform per request
+    rules: tuple[Rule, ...] = ("max",)  # one dispatcher per rule; the first is the receipt's "dispatch"
+
+    def __post_init__(self) -> None:
+        if self.trajectory not in ("grow", "mix"):
+            raise TraceattrError(f"trajectory must be grow or mix, got {self.trajectory!r}")
+        bad = [r for r in self.rules if r not in RULES]
+        if bad or not self.rules:
+            raise TraceattrError(f"rules must be among {', '.join(RULES)}, got {', '.join(self.rules) or 'none'}")
 
     @property
     def key(self) -> FamilyKey:
@@ -65,14 +75,21 @@ class DecodeResult:
     table_source: str
     table_doc: dict[str, Any]
     summary: TrajectorySummary
+    others: dict[str, TrajectorySummary]  # the dispatchers of the other rules, by label
     graphs: dict[str, int]  # contender -> graphs it holds
     memory: dict[str, dict[str, dict[str, int]]]  # contender -> arm -> footprint bytes
     host: list[dict[str, float]]
     equal: dict[str, list[bool]]
+    steps: list[tuple[int, ...]]
     grid: dict[str, Any] | None
     times_us: dict[str, list[list[float]]]
     wall_s: float
     device: dict[str, Any] = field(default_factory=dict)
+
+
+def dispatcher_label(rule: Rule, rules: Sequence[Rule]) -> str:
+    """``dispatch`` for the first rule, ``dispatch-<rule>`` for the others."""
+    return DISPATCHER if rule == rules[0] else f"{DISPATCHER}-{rule}"
 
 
 def _load_table(cfg: DecodeConfig) -> tuple[FamilyTable, dict[str, Any], str]:
@@ -121,18 +138,26 @@ def run_decode(cfg: DecodeConfig, log: Any = print) -> DecodeResult:
     else:
         fam, doc, source = _load_table(cfg)
     log(f"table: {source}: " + ", ".join(f"{s.arm} [{s.ctx_from}, {s.ctx_to})" for s in fam.segments))
-    disp, fp = build_dispatcher(fam, inputs, capture)
-    memory[DISPATCHER] = {k: asdict(v) for k, v in fp.items()}
-    contenders = {**fixed, DISPATCHER: disp}
-    traj = grow(cfg.start, cfg.stop, cfg.steps, batch=cfg.batch)
+    dispatchers = {}
+    for rule in cfg.rules:
+        label = dispatcher_label(rule, cfg.rules)
+        dispatchers[label], fp = build_dispatcher(fam, inputs, capture, rule=rule)
+        memory[label] = {k: asdict(v) for k, v in fp.items()}
+    disp = dispatchers[DISPATCHER]
+    contenders = {**fixed, **dispatchers}
+    if cfg.trajectory == "grow":
+        traj = grow(cfg.start, cfg.stop, cfg.steps, batch=cfg.batch)
+    else:
+        traj = mix(cfg.start, cfg.stop, cfg.steps, batch=cfg.batch, seed=cfg.seed)
 
     def check(arm: str, step: tuple[int, ...], out: Any) -> bool:
         return bitwise_equal(out, eager_output(arm, inputs, step))
 
     run = time_trajectory(contenders, traj, rounds=cfg.rounds, flush=flush.run,
                           check=check if cfg.verify and cfg.batch == 1 else None)  # fmt: skip
-    summary = summarize(run.times_us, tuple(cfg.arms), DISPATCHER, run.chosen[DISPATCHER], key_ctx_of(traj),
-                        seed=cfg.seed)  # fmt: skip
+    summary, *rest = (summarize(run.times_us, tuple(cfg.arms), label, run.chosen[label], key_ctx_of(traj), seed=cfg.seed)
+                      for label in dispatchers)  # fmt: skip
+    others = dict(zip(list(dispatchers)[1:], rest, strict=True))
     host = []
     for layers in cfg.layers:
         hp = host_profile(disp, traj, layers=layers)
@@ -140,9 +165,9 @@ def run_decode(cfg: DecodeConfig, log: Any = print) -> DecodeResult:
         log(f"host, {layers} layer(s)/plan: {hp}")
     device = device_record()
     return DecodeResult(
-        config=cfg, table_source=source, table_doc=doc, summary=summary,
+        config=cfg, table_source=source, table_doc=doc, summary=summary, others=others,
         graphs={label: d.graphs for label, d in contenders.items()}, memory=memory, host=host,
-        equal=run.equal, grid=grid_record, times_us=run.times_us, wall_s=time.perf_counter() - t0, device=device,
+        equal=run.equal, steps=list(traj), grid=grid_record, times_us=run.times_us, wall_s=time.perf_counter() - t0, device=device,
     )  # fmt: skip
 
 
@@ -169,6 +194,17 @@ def result_json(r: DecodeResult) -> dict[str, Any]:
             "right_steps": s.right,
             "steps": len(s.ctx),
         },
+        "other_rules": {
+            label: {
+                "total_us": asdict(o.totals[label]),
+                "gain_over_best_fixed": asdict(o.gain),
+                "regret_vs_oracle": asdict(o.regret),
+                "switches": o.switches,
+                "right_steps": o.right,
+            }
+            for label, o in r.others.items()
+        },
+        "steps": [list(step) for step in r.steps],
         "per_step": [
             {
                 "ctx": c,
@@ -199,7 +235,12 @@ def result_markdown(r: DecodeResult) -> str:
     s, c = r.summary, r.config
     disp_total = s.totals[DISPATCHER]
     lines = [
-        f"# Decode trajectory: q{c.q} h{c.heads} b{c.batch}, ctx {c.start:,} → {c.stop:,}, {len(s.ctx)} log-spaced steps",
+        f"# Decode trajectory `{c.trajectory}`: q{c.q} h{c.heads} b{c.batch}, ctx {c.start:,} → {c.stop:,}, {len(s.ctx)} steps "
+        + (
+            "(log-spaced, every request at the step's ctx)"
+            if c.trajectory == "grow"
+            else f"(each request's ctx log-uniform in the range, seed {c.seed}; the ctx column is the longest request)"
+        ),
         "",
         f"**Dispatcher {disp_total.value / 1e3:,.3f} ms** per pass; best fixed arm **{s.best_fixed}** "
         f"{s.totals[s.best_fixed].value / 1e3:,.3f} ms; **gain {_pct(s.gain)}**; regret vs the per-step oracle "

@@ -8,6 +8,7 @@ kernels' time is smooth between the sampled points except where the table says i
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Sequence
 
 Step = tuple[int, ...]
@@ -27,6 +28,16 @@ def grow(start: int, stop: int, steps: int, *, batch: int = 1) -> tuple[Step, ..
         if not out or c > out[-1][0]:
             out.append((c,) * batch)
     return tuple(out)
+
+
+def mix(low: int, high: int, steps: int, *, batch: int, seed: int = 0) -> tuple[Step, ...]:
+    """*steps* batches of *batch* requests, each request's ctx drawn log-uniform in [low, high] (seeded):
+    ragged batches, where the rules (``max``, ``mean``) that key a batch on one ctx disagree."""
+    if not 1 <= low < high:
+        raise ValueError(f"mix needs 1 ≤ low < high, got {low}, {high}")
+    rng = random.Random(seed)
+    span = math.log(high / low)
+    return tuple(tuple(round(low * math.exp(rng.random() * span)) for _ in range(batch)) for _ in range(steps))
 
 
 def key_ctx_of(steps: Sequence[Step]) -> list[int]:
