@@ -49,6 +49,8 @@ def time_trajectory(contenders: Mapping[str, Dispatcher], steps: Sequence[Step],
         for _ in range(rounds * len(labels))
     ]
     t_start = time.perf_counter()
+    # nsys --capture-range=cudaProfilerApi records from here to the stop below (a no-op without a profiler)
+    torch.cuda.profiler.start()
     for i, step in enumerate(steps):
         for d in contenders.values():
             d.prepare(step)
@@ -72,6 +74,7 @@ def time_trajectory(contenders: Mapping[str, Dispatcher], steps: Sequence[Step],
             if check is not None:
                 d = contenders[label]
                 run.equal[label].append(check(d.current or "", step, d.arms[d.current or ""].replay()))
+    torch.cuda.profiler.stop()
     run.wall_s = time.perf_counter() - t_start
     for label, d in contenders.items():
         run.chosen[label] = d.chosen[-len(steps) :]
