@@ -31,6 +31,23 @@ def _result() -> DecodeResult:
     )  # fmt: skip
 
 
+def test_other_rules_and_unchecked_batches_are_said() -> None:
+    r = _result()
+    mean = summarize(r.times_us, ("fa3", "flashmla"), DISPATCHER, ["fa3", "flashmla", "flashmla"], [1, 2, 3])
+    r.others = {"dispatch-mean": _renamed(mean, "dispatch-mean")}
+    r.equal = {k: [] for k in r.equal}
+    md = result_markdown(r)
+    assert "Rule `mean` (`dispatch-mean`, the same table): 0.060 ms, gain +10.45%" in md
+    assert "No bitwise check in this run (--no-verify)." in md and "steps equal" not in md
+
+
+def _renamed(s, label):  # the summary with its dispatcher under another label, as run_decode keys them
+    import dataclasses
+
+    totals = {**s.totals, label: s.totals[DISPATCHER]}
+    return dataclasses.replace(s, dispatcher=label, totals=totals)
+
+
 def test_the_receipt_leads_with_the_answer(tmp_path) -> None:
     r = _result()
     md = result_markdown(r)
@@ -48,3 +65,20 @@ def test_the_receipt_leads_with_the_answer(tmp_path) -> None:
     jpath, mpath = write_receipts(r, tmp_path, "q8")
     assert json.loads(jpath.read_text(encoding="utf-8"))["schema"] == "traceattr.decode/1"
     assert mpath.read_text(encoding="utf-8") == md
+
+
+def test_a_receipt_reads_back_and_renders_the_same(tmp_path) -> None:
+    from traceattr.jobs.decode import result_from_json
+    from traceattr.runtime.table import FamilyKey, FamilyTable, Segment, table_doc
+
+    r = _result()
+    fam = FamilyTable(
+        "q8_ctx*", FamilyKey(8, 16, 1), (Segment(None, 100_000, "fa3"), Segment(100_000, None, "flashmla"))
+    )
+    r.table_doc = table_doc("t", "graphs", [fam])
+    doc = json.loads(json.dumps(result_json(r)))
+    back = result_from_json(doc)
+    assert result_markdown(back) == result_markdown(r)
+    doc["summary"]["totals_us"][DISPATCHER]["value"] += 1
+    with pytest.raises(Exception, match="differs from the stored"):
+        result_from_json(doc)

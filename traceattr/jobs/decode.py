@@ -265,11 +265,21 @@ def result_markdown(r: DecodeResult) -> str:
         mem = sum(fp["reserved_bytes"] + max(fp["driver_bytes"], 0) for fp in r.memory[label].values()) / 2**20
         lines.append(f"| {label} | {_iv(tot)} | {r.graphs[label]} | {mem:,.0f} |")
     lines.append(f"| oracle (fastest fixed arm per step) | {_iv(s.oracle)} | | |")
-    lines += [
-        "",
-        "Bitwise equality of each contender's replayed output with the chosen arm's eager call, per step:",
-        "",
-    ]
+    for label, o in r.others.items():
+        lines += ["", f"Rule `{label.split('-', 1)[1]}` (`{label}`, the same table): {o.totals[label].value / 1e3:,.3f} ms, "
+                  f"gain {_pct(o.gain)}, regret {_pct(o.regret)}, {o.switches} switch(es), the oracle's arm at "
+                  f"{o.right}/{len(o.ctx)} steps."]  # fmt: skip
+    if any(r.equal.values()):
+        lines += [
+            "",
+            "Bitwise equality of each contender's replayed output with the chosen arm's eager call, per step:",
+            "",
+        ]
+    else:
+        why = (
+            "--no-verify" if c.batch == 1 else f"batch {c.batch}: the eager layout places pages unlike the slot layout"
+        )
+        lines += ["", f"No bitwise check in this run ({why})."]
     for label, eq in r.equal.items():
         if eq:
             lines.append(f"- {label}: {sum(eq)}/{len(eq)} steps equal")
@@ -292,6 +302,39 @@ def result_markdown(r: DecodeResult) -> str:
         cells = " | ".join(f"{s.medians[k][i]:.1f}" for k in s.medians)
         lines.append(f"| {ctx:,} | {cells} | {s.chosen[i]} | {s.fastest[i]} |")
     return "\n".join(lines) + "\n"
+
+
+def result_from_json(doc: dict[str, Any]) -> DecodeResult:
+    """A receipt's :class:`DecodeResult` again, from its JSON: the summaries recomputed from the raw times
+    (the same seed gives the same intervals) and checked against the stored ones, the other rules' choices
+    replayed from the stored table and steps. Re-renders a receipt with a newer markdown writer."""
+    if doc.get("schema") != SCHEMA:
+        raise TraceattrError(f"not a {SCHEMA} receipt: schema {doc.get('schema')!r}")
+    from traceattr.runtime.select import key_ctx
+
+    raw = dict(doc["config"])
+    cfg = DecodeConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+    fam = parse_table(doc["table"]["doc"]).get(cfg.key)
+    steps = [tuple(s) for s in doc["steps"]]
+    ctx = key_ctx_of(steps)
+    times = doc["times_us"]
+    chosen = {dispatcher_label(rule, cfg.rules): [fam.arm_for(key_ctx(s, rule)) for s in steps] for rule in cfg.rules}
+    stored = [p["chosen"] for p in doc["per_step"]]
+    if chosen[DISPATCHER] != stored:
+        raise TraceattrError("the stored table and steps do not give the receipt's choices")
+    sums = {label: summarize(times, cfg.arms, label, picks, ctx, seed=cfg.seed) for label, picks in chosen.items()}
+    summary = sums.pop(DISPATCHER)
+    want = doc["summary"]["totals_us"][DISPATCHER]["value"]
+    if abs(summary.totals[DISPATCHER].value - want) > 1e-6 * want:
+        raise TraceattrError(f"recomputed total {summary.totals[DISPATCHER].value} differs from the stored {want}")
+    equal = {
+        k: [True] * v["equal"] + [False] * (v["steps"] - v["equal"]) for k, v in doc["bitwise_equal_to_eager"].items()
+    }
+    return DecodeResult(
+        config=cfg, table_source=doc["table"]["source"], table_doc=doc["table"]["doc"], summary=summary, others=sums,
+        graphs=doc["graphs"], memory=doc["memory_bytes"], host=doc["host"], equal=equal, steps=steps, grid=doc["grid"],
+        times_us=times, wall_s=doc["wall_s"], device=doc["device"],
+    )  # fmt: skip
 
 
 def write_receipts(r: DecodeResult, out: Path, name: str) -> tuple[Path, Path]:
