@@ -82,6 +82,15 @@ def test_a_step_updates_and_replays_only_the_chosen_arm() -> None:
     assert len(d.times.choose_ns) == len(d.times.replan_ns) == len(d.times.launch_ns) == 4
 
 
+def test_a_serving_dispatcher_keeps_no_history() -> None:
+    arms = {a: FakeArm(a) for a in ("fa3", "flashmla")}
+    d = Dispatcher(TABLE, arms, record=False)  # type: ignore[arg-type]
+    for ctx in (10_000, 160_000, 170_000, 200_000, 500_000):
+        d.step([ctx])
+    assert d.chosen == [] and d.times.choose_ns == [] and d.times.launch_ns == []
+    assert d.switches == 3 and d.current == "flashmla"
+
+
 def test_launch_before_prepare_and_missing_arms_are_refused() -> None:
     d, _ = _dispatcher()
     with pytest.raises(TraceattrError, match="before prepare"):

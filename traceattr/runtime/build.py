@@ -16,7 +16,7 @@ def fixed_table(table: FamilyTable, arm: str) -> FamilyTable:
 
 
 def build_dispatcher(table: FamilyTable, inputs: StaticInputs, capture_lens: Sequence[int], *,
-                     rule: Rule = "max") -> tuple[Dispatcher, dict[str, Footprint]]:  # fmt: skip
+                     rule: Rule = "max", record: bool = True) -> tuple[Dispatcher, dict[str, Footprint]]:  # fmt: skip
     """Capture one graph per arm *table* can pick (at *capture_lens*), and the dispatcher over them."""
     arms = {label: build_arm(label, inputs, capture_lens) for label in table.arms}
-    return Dispatcher(table, arms, rule=rule), {label: arm.footprint for label, arm in arms.items()}
+    return Dispatcher(table, arms, rule=rule, record=record), {label: arm.footprint for label, arm in arms.items()}

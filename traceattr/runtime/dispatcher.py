@@ -14,7 +14,6 @@ table's boundaries); nothing here imports torch, so it is tested with fake arms 
 from __future__ import annotations
 
 import bisect
-import itertools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,7 +55,11 @@ class HostTimes:
 class Dispatcher:
     """Arms by label (each one captured graph for this batch size) and the family table that picks among them."""
 
-    def __init__(self, table: FamilyTable, arms: Mapping[str, GraphArm], *, rule: Rule = "max") -> None:
+    def __init__(self, table: FamilyTable, arms: Mapping[str, GraphArm], *, rule: Rule = "max",
+                 record: bool = True) -> None:  # fmt: skip
+        """*record*: keep each step's choice and host times (``chosen``, ``times``; one entry per step, for
+        measuring). A serving loop passes ``record=False``: nothing then grows with the steps served, and
+        ``switches`` still counts."""
         missing = [a for a in table.arms if a not in arms]
         if missing:
             raise TraceattrError(f"table {table.family} picks {', '.join(missing)}, which the dispatcher was not given")
@@ -66,8 +69,10 @@ class Dispatcher:
         self._bounds = table.bounds
         self._labels = tuple(s.arm for s in table.segments)
         self.current: str | None = None
+        self.record = record
         self.chosen: list[str] = []
         self.times = HostTimes()
+        self.switches = 0
 
     @property
     def graphs(self) -> int:
@@ -75,7 +80,6 @@ class Dispatcher:
 
     def choose(self, seq_lens: Sequence[int]) -> str:
         """The arm for this batch: the table's segment holding the rule's ctx."""
-
         return self._labels[bisect.bisect_right(self._bounds, key_ctx(seq_lens, self.rule))]
 
     def prepare(self, seq_lens: Sequence[int]) -> str:
@@ -85,10 +89,13 @@ class Dispatcher:
         t1 = time.perf_counter_ns()
         self.arms[label].update(seq_lens)
         t2 = time.perf_counter_ns()
-        self.times.choose_ns.append(t1 - t0)
-        self.times.replan_ns.append(t2 - t1)
+        if self.current is not None and label != self.current:
+            self.switches += 1
         self.current = label
-        self.chosen.append(label)
+        if self.record:
+            self.times.choose_ns.append(t1 - t0)
+            self.times.replan_ns.append(t2 - t1)
+            self.chosen.append(label)
         return label
 
     def launch(self, layers: int = 1) -> Any:
@@ -100,17 +107,14 @@ class Dispatcher:
         out = None
         for _ in range(layers):
             out = arm.replay()
-        self.times.launch_ns.append(time.perf_counter_ns() - t0)
+        if self.record:
+            self.times.launch_ns.append(time.perf_counter_ns() - t0)
         return out
 
     def step(self, seq_lens: Sequence[int], layers: int = 1) -> Any:
         """One decode step: prepare, then launch; the chosen arm's output (written asynchronously)."""
         self.prepare(seq_lens)
         return self.launch(layers)
-
-    @property
-    def switches(self) -> int:
-        return sum(a != b for a, b in itertools.pairwise(self.chosen))
 
 
 def family_for(
