@@ -13,11 +13,11 @@ from traceattr.backends.flashinfer_wrapper import FlashinferMLA
 from traceattr.backends.layout import KvLayout, Requests
 from traceattr.core.errors import TraceattrError
 from traceattr.core.shapes import Shape
-from traceattr.runtime.dispatcher import Dispatcher
+from traceattr.runtime.dispatcher import ByQuery, Dispatcher
 from traceattr.runtime.metadata import SlotLayout, StepShapeError, block_table, fa_launches
 from traceattr.runtime.select import key_ctx
 from traceattr.runtime.table import FamilyKey, FamilyTable, Segment
-from traceattr.runtime.trajectory import grow, mix
+from traceattr.runtime.trajectory import grow, mix, mixed_q
 
 TABLE = FamilyTable(
     "q8_ctx*",
@@ -166,3 +166,27 @@ def test_mix_is_ragged_seeded_and_in_range() -> None:
     assert any(d.choose(s) != by_mean.choose(s) for s in steps)  # where the rules disagree, a measurement decides
     with pytest.raises(ValueError, match="low < high"):
         mix(10, 10, 3, batch=1)
+
+
+def test_by_query_routes_each_step_to_its_q() -> None:
+    q1 = FamilyTable("q1_ctx*", FamilyKey(1, 16, 1), (Segment(None, None, "fa3"),))
+    arms1 = {"fa3": FakeArm("fa3 q1")}
+    d8, arms8 = _dispatcher()
+    both = ByQuery({1: Dispatcher(q1, arms1), 8: d8})  # type: ignore[arg-type]
+    assert both.graphs == 3
+    assert both.choose((8, 500_000)) == "flashmla" and both.choose((1, 500_000)) == "fa3"
+    for step in ((8, 160_000), (1, 160_000), (8, 500_000)):
+        both.prepare(step)
+        both.launch(layers=2)
+    assert both.chosen == ["flashmla", "fa3", "flashmla"] and both.current == "flashmla"
+    assert arms1["fa3"].updates == [(160_000,)] and arms8["flashmla"].updates == [(160_000,), (500_000,)]
+    assert arms8["flashmla"].replays == 4 and len(both.times.launch_ns) == 3
+    assert both.arms is d8.arms
+    with pytest.raises(TraceattrError, match=r"q=4: this dispatcher serves q in \[1, 8\]"):
+        both.prepare((4, 10_000))
+
+
+def test_mixed_q_steps() -> None:
+    steps = mixed_q((1, 4, 8), 8192, 900_000, 60, seed=3)
+    assert steps == mixed_q((1, 4, 8), 8192, 900_000, 60, seed=3)
+    assert {s[0] for s in steps} == {1, 4, 8} and all(8192 <= s[1] <= 900_000 and len(s) == 2 for s in steps)

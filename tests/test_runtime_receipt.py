@@ -82,3 +82,21 @@ def test_a_receipt_reads_back_and_renders_the_same(tmp_path) -> None:
     doc["summary"]["totals_us"][DISPATCHER]["value"] += 1
     with pytest.raises(Exception, match="differs from the stored"):
         result_from_json(doc)
+
+
+def test_a_mixed_q_receipt_labels_its_steps_and_reads_back() -> None:
+    from traceattr.jobs.decode import result_from_json
+    from traceattr.runtime.table import FamilyKey, FamilyTable, Segment, table_doc
+
+    r = _result()
+    r.config = DecodeConfig(q=8, steps=3, rounds=4, trajectory="mixq", mix_q=(1, 8), table="t.json")
+    r.steps = [(8, 8192), (1, 90_000), (8, 900_000)]
+    fams = [FamilyTable("q1_ctx*", FamilyKey(1, 16, 1), (Segment(None, None, "fa3"),)),
+            FamilyTable("q8_ctx*", FamilyKey(8, 16, 1), (Segment(None, 100_000, "fa3"), Segment(100_000, None, "flashmla")))]  # fmt: skip
+    r.table_doc = table_doc("t", "graphs", fams)
+    md = result_markdown(r)
+    assert "(one request a step, q drawn from 1, 8 with equal weights" in md
+    assert "| q1 90,000 | 20.0 | 25.0 | 20.0 | fa3 | fa3 |" in md
+    assert result_markdown(result_from_json(json.loads(json.dumps(result_json(r))))) == md
+    with pytest.raises(Exception, match="go together"):
+        DecodeConfig(q=8, trajectory="mixq")

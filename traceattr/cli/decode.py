@@ -12,8 +12,14 @@ from traceattr.cli import app
 
 @app.command("decode")
 def decode_command(
-    q: Annotated[int, typer.Option("--q", help="Query tokens per request (1 = plain decode, >1 = MTP verify).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the receipt (NAME.json and NAME.md).")],
+    q: Annotated[
+        Optional[int], typer.Option("--q", help="Query tokens per request (1 = plain decode, >1 = MTP verify).")
+    ] = None,
+    mix_q: Annotated[
+        Optional[list[int]],
+        typer.Option("--mix-q", help="The mixq trajectory's q values (repeat), drawn with equal weights."),
+    ] = None,
     arm: Annotated[
         Optional[list[str]], typer.Option("--arm", "-a", help="A fixed arm (repeat): fa3, flashmla, fa3\\[splits=4].")
     ] = None,
@@ -40,7 +46,10 @@ def decode_command(
     grid: Annotated[int, typer.Option("--grid", help="Grid points for a derived table (no --table).")] = 10,
     name: Annotated[str, typer.Option("--name", help="Receipt file name stem.")] = "decode",
     trajectory: Annotated[
-        str, typer.Option("--trajectory", help="grow (every request at the step's ctx) or mix (ragged, log-uniform).")
+        str,
+        typer.Option(
+            "--trajectory", help="grow (every request at the step's ctx), mix (ragged, log-uniform) or mixq (--mix-q)."
+        ),
     ] = "grow",
     rule: Annotated[
         Optional[list[str]], typer.Option("--rule", help="Batch key rule, max or mean (repeat: one dispatcher each).")
@@ -61,13 +70,15 @@ def decode_command(
     from traceattr.core.errors import TraceattrError
     from traceattr.jobs.decode import DecodeConfig, parse_arms_text, run_decode, write_receipts
 
+    if q is None and not mix_q:
+        raise TraceattrError("give --q, or --mix-q with --trajectory mixq")
     if table_mode not in (None, "eager", "graphs"):
         raise TraceattrError(f"--table-mode must be eager or graphs, got {table_mode!r}")
     cfg = DecodeConfig(
-        q=q, heads=heads, batch=batch, start=start, stop=stop, steps=steps, rounds=rounds,
+        q=q if q is not None else max(mix_q or [1]), heads=heads, batch=batch, start=start, stop=stop, steps=steps, rounds=rounds,
         arms=parse_arms_text(arm or ["fa3", "flashmla"]), table=str(table) if table else None,
         table_mode=table_mode, allow_other_mode=allow_other_mode, grid=grid, verify=not no_verify,  # type: ignore[arg-type]
-        trajectory=trajectory, rules=tuple(rule or ["max"]),  # type: ignore[arg-type]
+        trajectory=trajectory, rules=tuple(rule or ["max"]), mix_q=tuple(mix_q or ()),  # type: ignore[arg-type]
     )  # fmt: skip
     result = run_decode(cfg, log=lambda m: typer.echo(f"[decode] {m}"))
     jpath, mpath = write_receipts(result, out, name)

@@ -21,7 +21,7 @@ from traceattr.core.errors import TraceattrError
 from traceattr.jobs.decode_summary import TrajectorySummary, derive_family, summarize
 from traceattr.runtime.select import RULES, Rule
 from traceattr.runtime.table import FamilyKey, FamilyTable, Mode, parse_table, read_table, table_doc
-from traceattr.runtime.trajectory import grow, key_ctx_of, mix
+from traceattr.runtime.trajectory import grow, key_ctx_of, mix, mixed_q
 
 SCHEMA = "traceattr.decode/1"
 DISPATCHER = "dispatch"
@@ -48,10 +48,15 @@ class DecodeConfig:
     seed: int = 0
     trajectory: str = "grow"  # grow: every request at the step's ctx, log-spaced; mix: ragged, log-uniform per request
     rules: tuple[Rule, ...] = ("max",)  # one dispatcher per rule; the first is the receipt's "dispatch"
+    mix_q: tuple[int, ...] = ()  # trajectory mixq: the q of each step drawn from these (equal weights), batch 1
 
     def __post_init__(self) -> None:
-        if self.trajectory not in ("grow", "mix"):
-            raise TraceattrError(f"trajectory must be grow or mix, got {self.trajectory!r}")
+        if self.trajectory not in ("grow", "mix", "mixq"):
+            raise TraceattrError(f"trajectory must be grow, mix or mixq, got {self.trajectory!r}")
+        if (self.trajectory == "mixq") != bool(self.mix_q):
+            raise TraceattrError("the mixq trajectory and mix_q (its q values) go together")
+        if self.mix_q and (self.batch != 1 or self.table is None or len(self.rules) != 1):
+            raise TraceattrError("mixq runs batch 1, one rule, and needs a table holding every q's family")
         bad = [r for r in self.rules if r not in RULES]
         if bad or not self.rules:
             raise TraceattrError(f"rules must be among {', '.join(RULES)}, got {', '.join(self.rules) or 'none'}")
@@ -105,6 +110,8 @@ def _load_table(cfg: DecodeConfig) -> tuple[FamilyTable, dict[str, Any], str]:
 
 def run_decode(cfg: DecodeConfig, log: Any = print) -> DecodeResult:
     """Everything in the module doc, on the current CUDA device."""
+    if cfg.mix_q:
+        return _run_mixed_q(cfg, log)
     from traceattr.runner.flush import Flush
     from traceattr.runtime.build import build_dispatcher, fixed_table
     from traceattr.runtime.graphs import StaticInputs
@@ -168,6 +175,58 @@ def run_decode(cfg: DecodeConfig, log: Any = print) -> DecodeResult:
         config=cfg, table_source=source, table_doc=doc, summary=summary, others=others,
         graphs={label: d.graphs for label, d in contenders.items()}, memory=memory, host=host,
         equal=run.equal, steps=list(traj), grid=grid_record, times_us=run.times_us, wall_s=time.perf_counter() - t0, device=device,
+    )  # fmt: skip
+
+
+def _run_mixed_q(cfg: DecodeConfig, log: Any) -> DecodeResult:
+    """The mixq trajectory: per q its own inputs, fixed arms and dispatcher (graphs), the table's family for
+    each q; the contenders route each step ``(q, ctx)`` to their q (:class:`traceattr.runtime.dispatcher.ByQuery`)."""
+    from traceattr.runner.flush import Flush
+    from traceattr.runtime.build import build_dispatcher, fixed_table
+    from traceattr.runtime.dispatcher import ByQuery, family_for
+    from traceattr.runtime.graphs import StaticInputs
+    from traceattr.runtime.measure import bitwise_equal, device_record, eager_output, host_profile, time_trajectory
+    from traceattr.runtime.metadata import SlotLayout
+
+    t0 = time.perf_counter()
+    assert cfg.table is not None  # __post_init__
+    table = read_table(cfg.table, mode=cfg.table_mode)
+    flush = Flush(cfg.flush_bytes)
+    inputs, fams, fixed, disp = {}, {}, {a: {} for a in cfg.arms}, {}
+    memory: dict[str, dict[str, dict[str, int]]] = {a: {} for a in (*cfg.arms, DISPATCHER)}
+    for q in cfg.mix_q:
+        key = FamilyKey(q, cfg.heads, 1)
+        fams[q] = family_for(table, key, mode="graphs", allow_other_mode=cfg.allow_other_mode)
+        inputs[q] = StaticInputs.random(SlotLayout.for_max_ctx(1, q, 64, cfg.stop), cfg.heads, seed=cfg.seed)
+        for arm in cfg.arms:
+            fixed[arm][q], fp = build_dispatcher(fixed_table(fams[q], arm), inputs[q], [cfg.capture_ctx])
+            memory[arm].update({f"q{q} {k}": asdict(v) for k, v in fp.items()})
+        disp[q], fp = build_dispatcher(fams[q], inputs[q], [cfg.capture_ctx])
+        memory[DISPATCHER].update({f"q{q} {k}": asdict(v) for k, v in fp.items()})
+        log(
+            f"q{q}: table {fams[q].family}: "
+            + ", ".join(f"{s.arm} [{s.ctx_from}, {s.ctx_to})" for s in fams[q].segments)
+        )
+    contenders = {**{a: ByQuery(fixed[a]) for a in cfg.arms}, DISPATCHER: ByQuery(disp)}
+    traj = mixed_q(cfg.mix_q, cfg.start, cfg.stop, cfg.steps, seed=cfg.seed)
+
+    def check(arm: str, step: tuple[int, ...], out: Any) -> bool:
+        return bitwise_equal(out, eager_output(arm, inputs[step[0]], step[1:]))
+
+    run = time_trajectory(contenders, traj, rounds=cfg.rounds, flush=flush.run, check=check if cfg.verify else None)
+    ctx = [s[1] for s in traj]
+    summary = summarize(run.times_us, tuple(cfg.arms), DISPATCHER, run.chosen[DISPATCHER], ctx, seed=cfg.seed)
+    host = []
+    for layers in cfg.layers:
+        hp = host_profile(contenders[DISPATCHER], traj, layers=layers)
+        host.append(asdict(hp))
+        log(f"host, {layers} layer(s)/plan: {hp}")
+    doc = table_doc(table.source, table.mode, [fams[q] for q in cfg.mix_q])
+    source = f"{cfg.table} ({table.mode}; families " + ", ".join(fams[q].family for q in cfg.mix_q) + ")"
+    return DecodeResult(
+        config=cfg, table_source=source, table_doc=doc, summary=summary, others={},
+        graphs={label: d.graphs for label, d in contenders.items()}, memory=memory, host=host, equal=run.equal,
+        steps=list(traj), grid=None, times_us=run.times_us, wall_s=time.perf_counter() - t0, device=device_record(),
     )  # fmt: skip
 
 
@@ -239,6 +298,9 @@ def result_markdown(r: DecodeResult) -> str:
         + (
             "(log-spaced, every request at the step's ctx)"
             if c.trajectory == "grow"
+            else f"(one request a step, q drawn from {', '.join(map(str, c.mix_q))} with equal weights, ctx "
+            f"log-uniform, seed {c.seed}; the title's q is not used)"
+            if c.trajectory == "mixq"
             else f"(each request's ctx log-uniform in the range, seed {c.seed}; the ctx column is the longest request)"
         ),
         "",
@@ -300,7 +362,8 @@ def result_markdown(r: DecodeResult) -> str:
               "| ctx | " + " | ".join(s.medians) + " | chosen | fastest |", "|---" * (len(s.medians) + 3) + "|"]  # fmt: skip
     for i, ctx in enumerate(s.ctx):
         cells = " | ".join(f"{s.medians[k][i]:.1f}" for k in s.medians)
-        lines.append(f"| {ctx:,} | {cells} | {s.chosen[i]} | {s.fastest[i]} |")
+        where = f"q{r.steps[i][0]} {ctx:,}" if c.mix_q else f"{ctx:,}"
+        lines.append(f"| {where} | {cells} | {s.chosen[i]} | {s.fastest[i]} |")
     return "\n".join(lines) + "\n"
 
 
@@ -314,11 +377,19 @@ def result_from_json(doc: dict[str, Any]) -> DecodeResult:
 
     raw = dict(doc["config"])
     cfg = DecodeConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
-    fam = parse_table(doc["table"]["doc"]).get(cfg.key)
+    table = parse_table(doc["table"]["doc"])
     steps = [tuple(s) for s in doc["steps"]]
-    ctx = key_ctx_of(steps)
     times = doc["times_us"]
-    chosen = {dispatcher_label(rule, cfg.rules): [fam.arm_for(key_ctx(s, rule)) for s in steps] for rule in cfg.rules}
+    if cfg.mix_q:  # steps (q, ctx): each looked up in its q's family
+        ctx = [s[1] for s in steps]
+        fams = {q: table.get(FamilyKey(q, cfg.heads, 1)) for q in cfg.mix_q}
+        chosen = {DISPATCHER: [fams[s[0]].arm_for(s[1]) for s in steps]}
+    else:
+        ctx = key_ctx_of(steps)
+        fam = table.get(cfg.key)
+        chosen = {
+            dispatcher_label(rule, cfg.rules): [fam.arm_for(key_ctx(s, rule)) for s in steps] for rule in cfg.rules
+        }
     stored = [p["chosen"] for p in doc["per_step"]]
     if chosen[DISPATCHER] != stored:
         raise TraceattrError("the stored table and steps do not give the receipt's choices")

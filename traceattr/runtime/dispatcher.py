@@ -117,6 +117,57 @@ class Dispatcher:
         return self.launch(layers)
 
 
+class ByQuery:
+    """One dispatcher per query length, for steps whose q varies (each q has its own graphs: q fixes the
+    captured launch shape). A step is ``(q, seq_len, ...)``; the interface is :class:`Dispatcher`'s."""
+
+    def __init__(self, by_q: Mapping[int, Dispatcher]) -> None:
+        self.by_q = dict(by_q)
+        self._last: Dispatcher | None = None
+        self.current: str | None = None
+        self.chosen: list[str] = []
+        self.times = HostTimes()
+
+    @property
+    def graphs(self) -> int:
+        return sum(d.graphs for d in self.by_q.values())
+
+    @property
+    def arms(self) -> Mapping[str, GraphArm]:
+        """The arms of the q last prepared (what :meth:`launch` replays)."""
+        if self._last is None:
+            raise TraceattrError("no step prepared yet")
+        return self._last.arms
+
+    def _for(self, step: Sequence[int]) -> tuple[Dispatcher, Sequence[int]]:
+        q, lens = step[0], step[1:]
+        if q not in self.by_q:
+            raise TraceattrError(f"a step with q={q}: this dispatcher serves q in {sorted(self.by_q)}")
+        return self.by_q[q], lens
+
+    def choose(self, step: Sequence[int]) -> str:
+        d, lens = self._for(step)
+        return d.choose(lens)
+
+    def prepare(self, step: Sequence[int]) -> str:
+        d, lens = self._for(step)
+        label = d.prepare(lens)
+        self._last, self.current = d, label
+        self.chosen.append(label)
+        if d.record:
+            self.times.choose_ns.append(d.times.choose_ns[-1])
+            self.times.replan_ns.append(d.times.replan_ns[-1])
+        return label
+
+    def launch(self, layers: int = 1) -> Any:
+        if self._last is None:
+            raise TraceattrError("launch() before prepare(): no step's metadata has been written")
+        out = self._last.launch(layers)
+        if self._last.record:
+            self.times.launch_ns.append(self._last.times.launch_ns[-1])
+        return out
+
+
 def family_for(
     table: DispatchTable, key: FamilyKey, *, mode: Mode = "graphs", allow_other_mode: bool = False
 ) -> FamilyTable:

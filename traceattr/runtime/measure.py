@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from traceattr.runtime.dispatcher import Dispatcher
+from traceattr.runtime.dispatcher import ByQuery, Dispatcher
 from traceattr.runtime.graphs import StaticInputs
 from traceattr.runtime.trajectory import Step
 
@@ -36,7 +36,7 @@ class TrajectoryTimes:
     wall_s: float = 0.0
 
 
-def time_trajectory(contenders: Mapping[str, Dispatcher], steps: Sequence[Step], *, rounds: int,
+def time_trajectory(contenders: Mapping[str, Dispatcher | ByQuery], steps: Sequence[Step], *, rounds: int,
                     flush: Callable[[], None], check: Callable[[str, Step, Any], bool] | None = None) -> TrajectoryTimes:  # fmt: skip
     """Time every contender at every step (see the module doc); *check(arm, step, out)* compares outputs."""
     labels = tuple(contenders)
@@ -109,7 +109,7 @@ def _median(values: Sequence[float]) -> float:
     return (s[n // 2] + s[(n - 1) // 2]) / 2 if n else float("nan")
 
 
-def host_profile(d: Dispatcher, steps: Sequence[Step], *, layers: int, repeat: int = 3) -> HostProfile:
+def host_profile(d: Dispatcher | ByQuery, steps: Sequence[Step], *, layers: int, repeat: int = 3) -> HostProfile:
     """Host split per step (choose / re-plan / launch) against the GPU time it serves; see :class:`HostProfile`."""
     seq = [s for _ in range(repeat) for s in steps]
     n0 = len(d.times.choose_ns)

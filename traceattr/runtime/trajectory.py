@@ -40,6 +40,16 @@ def mix(low: int, high: int, steps: int, *, batch: int, seed: int = 0) -> tuple[
     return tuple(tuple(round(low * math.exp(rng.random() * span)) for _ in range(batch)) for _ in range(steps))
 
 
+def mixed_q(qs: Sequence[int], low: int, high: int, steps: int, *, seed: int = 0) -> tuple[Step, ...]:
+    """*steps* one-request steps ``(q, ctx)``: q drawn from *qs* with equal weights, ctx log-uniform in
+    [low, high] (seeded): a server whose decode steps alternate plain decode and MTP verify widths."""
+    if not qs or not 1 <= low < high:
+        raise ValueError(f"mixed_q needs q values and 1 ≤ low < high, got {list(qs)}, {low}, {high}")
+    rng = random.Random(seed)
+    span = math.log(high / low)
+    return tuple((rng.choice(list(qs)), round(low * math.exp(rng.random() * span))) for _ in range(steps))
+
+
 def key_ctx_of(steps: Sequence[Step]) -> list[int]:
     """The longest request per step (what a uniform trajectory's steps are labelled with)."""
     return [max(s) for s in steps]
