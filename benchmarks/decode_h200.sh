@@ -4,6 +4,7 @@
 # Usage (on the device, after `source .device/setup.sh` and `pip install -e .`):
 #   PARTS="tests q8 q1 levers mix" bash benchmarks/decode_h200.sh OUT_DIR      (the default PARTS)
 #   PARTS="mix_narrow nsys" bash benchmarks/decode_h200.sh OUT_DIR             (the second call)
+#   PARTS="mixq" bash benchmarks/decode_h200.sh OUT_DIR                        (the fourth)
 # Receipts land in OUT_DIR/receipts/ and are packed into receipts.tar.gz (the device returns at most 8 files).
 set -u
 OUT="${1:?output folder}"
@@ -33,6 +34,9 @@ has mix && python3 -m traceattr decode --q 8 --batch 4 -a fa3 -a flashmla --traj
 # the same around the b4 breakpoint (~54k), where the two rules disagree on many batches
 has mix_narrow && python3 -m traceattr decode --q 8 --batch 4 -a fa3 -a flashmla --trajectory mix --rule max --rule mean \
   --from 16384 --to 200000 --steps 60 --rounds 10 --grid 10 --name q8_b4_mix_narrow -o "$R"
+# steps of q 1, 4 or 8 (equal weights), ctx log-uniform: each q its own graphs, the table's family per q
+has mixq && python3 -m traceattr decode --trajectory mixq --mix-q 1 --mix-q 4 --mix-q 8 -a fa3 -a flashmla \
+  --table "$TABLE" --table-mode graphs --from 8192 --to 900000 --steps 60 --rounds 10 --name mixq_1_4_8 -o "$R"
 if has nsys && command -v nsys >/dev/null; then
   # as traceattr's own capture (jobs/capture.py): no CPU sampling, the range the trajectory opens with
   # cudaProfilerStart/Stop, every graph node traced
