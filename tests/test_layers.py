@@ -1,7 +1,7 @@
 """The package's layers, as folders, import only downwards: checked on every import, function-local ones included.
 
 The flow (README's Layout): core ← trace ← attribution ← analysis ← present ← jobs ← cli, with the GPU
-side (backends ← runner) beside it, which jobs may drive and nothing below jobs may import.
+side (backends ← runner, backends ← runtime) beside it, which jobs may drive and nothing below jobs may import.
 """
 
 from __future__ import annotations
@@ -23,11 +23,13 @@ ALLOWED: dict[str, set[str]] = {
     "present": {"core", "trace", "attribution", "analysis"},
     "backends": {"core"},
     "runner": {"core", "backends"},
-    "jobs": {"core", "trace", "attribution", "analysis", "present", "backends", "runner"},
+    # the dispatcher a decode loop loads (tables, static buffers, graphs): GPU side, beside the runner
+    "runtime": {"core", "backends"},
+    "jobs": {"core", "trace", "attribution", "analysis", "present", "backends", "runner", "runtime"},
     # the public facade (traceattr.open / Session): reading, attribution, analysis, and the backends'
     # declarations of which arms run one program (pure data: no GPU package), so it decides as compare does
     "facade": {"core", "trace", "attribution", "analysis", "backends"},
-    "cli": {"core", "trace", "attribution", "analysis", "present", "backends", "runner", "jobs", "facade"},
+    "cli": {"core", "trace", "attribution", "analysis", "present", "backends", "runner", "runtime", "jobs", "facade"},
     "main": {"cli"},
 }
 TOP_MODULES = {"__init__.py": "facade", "session.py": "facade", "__main__.py": "main"}
@@ -96,8 +98,8 @@ def test_imports_follow_the_layer_order(path: Path) -> None:
     wrong = []
     for line, name in _imports(path):
         root = name.split(".")[0]
-        if root in GPU_PACKAGES and mine not in ("backends", "runner"):
-            wrong.append(f"line {line}: {name} (GPU packages belong to backends/runner)")
+        if root in GPU_PACKAGES and mine not in ("backends", "runner", "runtime"):
+            wrong.append(f"line {line}: {name} (GPU packages belong to backends/runner/runtime)")
         if root != "traceattr" or name == "traceattr":
             continue
         theirs = _layer(name)

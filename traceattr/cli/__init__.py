@@ -112,6 +112,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "bisect in log ctx."),
     "dispatch": ("dispatch", "A dispatch table per shape family (traceattr.dispatch/2): ctx breakpoints, regret, "
                  "leave-one-out, graph-safe choice."),
+    "decode": ("decode", "A dispatcher against fixed arms along a grow decode trajectory, every contender replayed "
+               "as a CUDA graph."),
 }  # fmt: skip
 
 
