@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 import traceattr
+from tests.helpers import run
 from tests.synth.builder import TraceBuilder
 from traceattr.analysis.diff import TOTAL, diff
 from traceattr.cli import main
@@ -135,6 +136,17 @@ def test_several_captures_give_an_interval(tmp_path: Path) -> None:
     call = _row(d, "range", "backend=fa3 shape=q1_ctx8k")
     assert (call["before_n"], call["after_n"]) == (5, 4)
     assert not d["name"].str.contains("arm=").any()
+    # a CI gate on it: slower per call after, so --fail-on slower exits 3 after printing the diff
+    args = ["diff", *map(str, before), "vs", *map(str, after)]
+    gate = run(*args, "--fail-on", "slower")
+    assert gate.returncode == 3 and "fail: --fail-on slower: slower per call after: " in gate.stderr
+    assert "kernel attn (+20.0%)" in gate.stderr
+    assert "attn" in gate.stdout  # the answer first
+    assert run(*args).returncode == 0
+    one = run("diff", str(before[0]), str(after[0]), "--fail-on", "slower")
+    assert one.returncode == 2 and "two or more captures a side" in one.stderr and one.stderr.count("\n") == 1
+    bad = run(*args, "--fail-on", "faster")
+    assert bad.returncode == 2 and "not a diff condition" in bad.stderr
 
 
 @pytest.mark.slow

@@ -69,3 +69,11 @@ def test_report_text_dispatch_and_the_gate_on_a_round(round_folder: Path, tmp_pa
     gate = run("compare", str(round_folder), "--fail-on", "refused")
     assert gate.returncode == 3 and f"the round refused {ROWS3[1].shape}" in gate.stderr
     assert run("compare", str(round_folder), "--fail-on", f"loses:{BASE}").returncode == 3  # it loses at 8k
+
+
+def test_diff_of_a_round_leads_with_its_receipt(round_folder: Path) -> None:
+    captures = sorted(str(p) for p in round_folder.iterdir() if p.is_dir())
+    done = run("diff", captures[0], captures[1])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.index("Round receipt") < done.stdout.index("GPU kernel time")
+    assert "2 / 3 rows pass" in done.stdout

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import polars as pl
+
 from traceattr.analysis.decision import Decision
 from traceattr.core.errors import TraceattrError
 
@@ -44,6 +46,28 @@ class Condition:
 
 def parse_conditions(texts: Iterable[str]) -> tuple[Condition, ...]:
     return tuple(Condition.parse(t) for t in texts)
+
+
+DIFF_CONDITIONS = {
+    "slower": "a kernel, role or range name whose time per call is really slower after (several captures a side)",
+}
+
+
+def diff_failures(diff: pl.DataFrame, conditions: Sequence[str]) -> list[str]:
+    """One sentence per ``diff --fail-on`` condition met by *diff* (:func:`traceattr.analysis.diff.diff_tallies`)."""
+    out = []
+    for c in conditions:
+        if c not in DIFF_CONDITIONS:
+            raise TraceattrError(f"--fail-on {c!r}: not a diff condition (one of {', '.join(sorted(DIFF_CONDITIONS))})")
+        if diff.height and diff["per_call_verdict"].null_count() == diff.height:
+            raise TraceattrError("--fail-on slower needs two or more captures a side: one capture a side has no "
+                                 "interval (diff a1 a2 vs b1 b2)")  # fmt: skip
+        slow = diff.filter(pl.col("per_call_verdict") == "slower")
+        if slow.height:
+            names = ", ".join(f"{r['level']} {r['name']} ({r['per_call_pct']:+.1f}%)" for r in slow.head(5).to_dicts())
+            more = f" and {slow.height - 5} more" if slow.height > 5 else ""
+            out.append(f"--fail-on slower: slower per call after: {names}{more}")
+    return out
 
 
 def failures(decision: Decision, conditions: Sequence[Condition]) -> list[str]:

@@ -9,12 +9,16 @@ from typing import Annotated, Optional
 import typer
 
 from traceattr.analysis.diff import diff_tallies, tally
+from traceattr.analysis.fail_on import DIFF_CONDITIONS, diff_failures
 from traceattr.cli import app
+from traceattr.cli.decide import DECISION_FAILS
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import ResultSet, check_out_folder
+from traceattr.core.runfolder import round_folder_of
 from traceattr.jobs.many import expand_inputs
 from traceattr.present.console import console
 from traceattr.present.difftable import render_diff
+from traceattr.present.names import printable
 from traceattr.session import Session
 
 MANIFEST = "diff_run.json"  # names the set in --out DIR; see traceattr.core.output.ResultSet
@@ -53,6 +57,15 @@ def diff_command(
     ],
     top: Annotated[int, typer.Option(help="Kernels and range names shown per table (0: all).")] = 15,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write diff.csv and diff.json here.")] = None,
+    fail_on: Annotated[
+        list[str],
+        typer.Option(
+            "--fail-on",
+            help="Exit with status 3 (after printing the diff) when met; repeatable. "
+            + "; ".join(f"{k}: {v}" for k, v in DIFF_CONDITIONS.items())
+            + ".",
+        ),
+    ] = [],  # noqa: B006  (typer reads the default; never mutated)
 ) -> None:
     """Per kernel, role and NVTX range name: calls, GPU time and time per call before → after, the change split into count and per call.
 
@@ -63,16 +76,33 @@ def diff_command(
     Examples: traceattr diff before.sqlite after.sqlite · traceattr diff before/ after/ · traceattr diff a1.sqlite
     a2.sqlite vs b1.sqlite b2.sqlite
     """
+    wrong = [c for c in fail_on if c not in DIFF_CONDITIONS]
+    if wrong:  # refused before the work
+        raise TraceattrError(
+            f"--fail-on {wrong[0]!r}: not a diff condition (one of {', '.join(sorted(DIFF_CONDITIONS))})"
+        )
+    rounds = list(dict.fromkeys(r for r in map(round_folder_of, map(Path, paths)) if r is not None))
     before, after = sides(paths)
     inputs = (*before, *after)
     if out is not None:  # refused before the work, not after it
         check_out_folder(out, command="diff", manifest=MANIFEST, inputs=inputs)
     # one capture attributed at a time: only its tally is kept
     d = diff_tallies([tally(Session(p).attribute()) for p in before], [tally(Session(p).attribute()) for p in after])
-    render_diff(d, console(), top, captures=(len(before), len(after)))
+    con = console()
+    for folder in rounds:  # a round folder is its receipt, here too: its verdicts and gates lead
+        from traceattr.jobs.round import read_receipt
+        from traceattr.present.receipt_view import render_receipt
+
+        render_receipt(read_receipt(folder), con)
+    render_diff(d, con, top, captures=(len(before), len(after)))
     if out is not None:
         with ResultSet(out, command="diff", manifest=MANIFEST, inputs=inputs) as result:
             files = [result.table(d, "diff", "csv"), result.table(d, "diff", "json")]
             result.write_manifest({"inputs": [str(p) for p in inputs], "before": [str(p) for p in before],
                                    "after": [str(p) for p in after]})  # fmt: skip
         print(f"wrote {', '.join(map(str, files))}", file=sys.stderr)
+    met = diff_failures(d, fail_on)
+    for line in met:
+        print(f"fail: {printable(line)}", file=sys.stderr)
+    if met:
+        raise typer.Exit(DECISION_FAILS)
