@@ -216,3 +216,21 @@ def test_a_nested_flush_marked_by_a_rule_leaves_the_work_basis(tmp_path: Path) -
     assert work.provenance.note is not None and "flush-role kernels" in work.provenance.note
     v = work.shape("q8_ctx32k")
     assert v is not None and v.margin is not None and v.margin.value == pytest.approx(60_000 / 40_900, rel=0.01)
+
+
+def test_no_printed_win_has_an_interval_touching_1() -> None:
+    """Every 'wins by R× [L–H]' the shipped examples print has L visibly above 1 (enough digits to show it)."""
+    import re
+
+    from traceattr.present.formats import times_with_interval
+
+    assert times_with_interval(1.02, 1.004, 1.136) == "1.020× [1.004–1.136]"  # 2 digits would read [1.00–1.14]
+    assert times_with_interval(1.07, 1.06, 1.08) == "1.07× [1.06–1.08]"
+    examples = Path(__file__).parents[1] / "examples" / "traces"
+    seen = 0
+    for trace in sorted(examples.glob("*.sqlite")):
+        out = _run("compare", str(trace)).stdout
+        for low in re.findall(r"wins by [0-9.]+× \[([0-9.]+)–", out):
+            seen += 1
+            assert float(low) > 1 and low.rstrip("0") != "1.", (trace.name, low)
+    assert seen >= 5
