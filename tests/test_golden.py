@@ -55,6 +55,7 @@ def test_projection_equals_nsys(exports: dict[str, Path], name: str) -> None:
     assert mine.sort("range_id").equals(g.sort("range_id")), _first_difference(mine, g)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FIXTURES)
 def test_a_match_filters_rows_not_facts(exports: dict[str, Path], name: str) -> None:
     """``--match`` chooses rows; each row's numbers, level, parent and children stay nsys's (a filtered nested

@@ -79,6 +79,7 @@ def test_the_decision_is_what_each_case_needs(case: tuple[str, Path, Decision]) 
         assert arms == ["fa3-per-token", "flashmla", "fa3"] and fam.outcome == "rule" and len(fam.rules) == 2
 
 
+@pytest.mark.slow
 def test_every_surface_says_the_decision(case: tuple[str, Path, Decision], tmp_path: Path) -> None:
     _, path, decision = case
     (fam,) = decision.families
@@ -126,6 +127,7 @@ def test_the_decision_as_data(case: tuple[str, Path, Decision]) -> None:
     assert {s["shape"]: s["backend"] for s in doc["shapes"]} == {v.shape: v.backend for v in decision.shapes}
 
 
+@pytest.mark.slow
 def test_fail_on_exits_with_its_own_status(case: tuple[str, Path, Decision]) -> None:
     """A CI gate: the answer is printed, then each condition met is named and the status is 3 (not 1, a bug)."""
     name, path, decision = case
@@ -181,6 +183,7 @@ def _flush_inside(path: Path) -> Path:
     return b.write(path)
 
 
+@pytest.mark.slow
 def test_a_flush_inside_the_calls_is_said_and_the_basis_is_chosen(tmp_path: Path) -> None:
     path = _flush_inside(tmp_path / "flush.sqlite")
     span = traceattr.open(path).decide()
@@ -218,6 +221,7 @@ def test_a_nested_flush_marked_by_a_rule_leaves_the_work_basis(tmp_path: Path) -
     assert v is not None and v.margin is not None and v.margin.value == pytest.approx(60_000 / 40_900, rel=0.01)
 
 
+@pytest.mark.slow
 def test_no_printed_win_has_an_interval_touching_1() -> None:
     """Every 'wins by R× [L–H]' the shipped examples print has L visibly above 1 (enough digits to show it)."""
     import re

@@ -37,6 +37,7 @@ def round_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return plan.folder
 
 
+@pytest.mark.slow
 def test_compare_on_a_round_folder_leads_with_its_receipt(round_folder: Path, tmp_path: Path) -> None:
     refused = ROWS3[1].shape
     done = run("compare", str(round_folder), "--json", str(tmp_path / "d.json"))
@@ -58,6 +59,7 @@ def test_compare_on_a_round_folder_leads_with_its_receipt(round_folder: Path, tm
     assert "★" not in done.stdout
 
 
+@pytest.mark.slow
 def test_report_text_dispatch_and_the_gate_on_a_round(round_folder: Path, tmp_path: Path) -> None:
     text = run("report", str(round_folder), "--format", "text")
     assert text.returncode == 0, text.stderr
@@ -71,6 +73,7 @@ def test_report_text_dispatch_and_the_gate_on_a_round(round_folder: Path, tmp_pa
     assert run("compare", str(round_folder), "--fail-on", f"loses:{BASE}").returncode == 3  # it loses at 8k
 
 
+@pytest.mark.slow
 def test_diff_of_a_round_leads_with_its_receipt(round_folder: Path) -> None:
     captures = sorted(str(p) for p in round_folder.iterdir() if p.is_dir())
     done = run("diff", captures[0], captures[1])
