@@ -3,15 +3,16 @@ with its exit status), each defined once."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
 from traceattr.analysis.decision import Decision
-from traceattr.analysis.fail_on import CONDITIONS, failures, parse_conditions
+from traceattr.analysis.fail_on import CONDITIONS, DIFF_CONDITIONS, failures, parse_conditions
 from traceattr.analysis.pipeline import BASES
 from traceattr.present.names import printable
 
@@ -19,15 +20,16 @@ from traceattr.present.names import printable
 # a bug (1) and from refused input (2). docs/files.md: exit status.
 DECISION_FAILS = 3
 
-FailOnOpt = Annotated[
-    list[str],
-    typer.Option(
-        "--fail-on",
-        help="Exit with status 3 (after printing the answer) when the decision meets this condition; repeatable. "
-        + "; ".join(f"{k}: {v}" for k, v in CONDITIONS.items())
-        + ".",
-    ),
-]
+
+def fail_on_option(conditions: Mapping[str, str]) -> Any:
+    """The ``--fail-on`` option of a command whose conditions are *conditions* (word -> what it fails on)."""
+    words = "; ".join(f"{k}: {v}" for k, v in conditions.items())
+    help_text = f"Exit with status 3 (after printing the answer) when this condition is met; repeatable. {words}."
+    return Annotated[list[str], typer.Option("--fail-on", help=help_text)]
+
+
+FailOnOpt = fail_on_option(CONDITIONS)
+DiffFailOnOpt = fail_on_option(DIFF_CONDITIONS)
 
 Basis = Enum("Basis", {b: b for b in BASES}, type=str)  # type: ignore[misc]
 TimeOpt = Annotated[

@@ -11,7 +11,7 @@ import typer
 from traceattr.analysis.diff import diff_tallies, tally
 from traceattr.analysis.fail_on import DIFF_CONDITIONS, diff_failures
 from traceattr.cli import app
-from traceattr.cli.decide import DECISION_FAILS
+from traceattr.cli.decide import DECISION_FAILS, DiffFailOnOpt
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import ResultSet, check_out_folder
 from traceattr.core.runfolder import round_folder_of
@@ -57,15 +57,7 @@ def diff_command(
     ],
     top: Annotated[int, typer.Option(help="Kernels and range names shown per table (0: all).")] = 15,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write diff.csv and diff.json here.")] = None,
-    fail_on: Annotated[
-        list[str],
-        typer.Option(
-            "--fail-on",
-            help="Exit with status 3 (after printing the diff) when met; repeatable. "
-            + "; ".join(f"{k}: {v}" for k, v in DIFF_CONDITIONS.items())
-            + ".",
-        ),
-    ] = [],  # noqa: B006  (typer reads the default; never mutated)
+    fail_on: DiffFailOnOpt = [],  # noqa: B006  (typer reads the default; never mutated)
 ) -> None:
     """Per kernel, role and NVTX range name: calls, GPU time and time per call before → after, the change split into count and per call.
 
