@@ -73,10 +73,11 @@ def peak_bandwidth(devices: pl.DataFrame, override: float | None = None) -> tupl
     if override:
         return override, "given"
     if devices.height:
-        row = devices.row(0, named=True)
-        if row.get("memory_bandwidth"):
-            return float(row["memory_bandwidth"]), "nsys TARGET_INFO_GPU"
-        name = row.get("name") or ""
+        first = devices.head(1)
+        measured = first["memory_bandwidth"][0] if "memory_bandwidth" in first.columns else None
+        if measured:
+            return float(measured), "nsys TARGET_INFO_GPU"
+        name = str(first["name"][0]) if "name" in first.columns and first["name"][0] is not None else ""
         for key, value in PEAK_BANDWIDTH:
             if key in name:
                 return value, f"datasheet ({key})"

@@ -55,7 +55,7 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
     rows = {
         shape: [
             [
-                _MARKS.get(row.get("verdict") or "", "  ") + printable(row["backend"]), str(row["calls"]),
+                _MARKS.get(row["verdict"], "  ") + printable(row["backend"]), str(row["calls"]),
                 us(row["median_us"]), f"{us(row['p10_us'])}–{us(row['p90_us'])}", *[us(row[c]) for c in parts],
                 decimals(row["kernels"], 0), roofline_share(row["roofline"]), times(row["ratio_to_best"]),
             ]
