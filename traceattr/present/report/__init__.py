@@ -217,9 +217,11 @@ def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
         Section(
             "decision",
             "The decision",
-            "Per family of shapes measured at several context lengths, the rule (bracket: the two measured "
-            "contexts around the change; ratios with 95% intervals), then per shape the fastest backend with its "
-            "margin over the next (95% interval of the ratio of medians) and its roofline share.",
+            "Per family of shapes measured at several context lengths, its dispatch along ctx: each switch with "
+            "its bracket (the measured contexts around it) and the ratios at both ends (95% intervals), and the "
+            "arms left out of the line; then per shape the fastest backend with its margin over the next "
+            "competitor (95% interval of the ratio of medians) and its roofline share. The same decision "
+            "traceattr compare prints and writes with --json.",
             decision_html(d),
             tuple(d.notes.get("decision", ())),
         ),
