@@ -92,3 +92,53 @@ def test_skip_arch_check_lets_a_blackwell_arm_through_on_hopper(monkeypatch: pyt
     monkeypatch.setenv(SKIP_ARCH_CHECK_ENV, "0")
     with pytest.raises(BackendUnsupported, match="needs sm_10"):
         check_arm(parse_arm("trtllm-gen"), shape, H200, packages=False)
+
+
+# The seeds' B200 rows: TP8 (H = 12 of the model's 96 heads) and TP1+DCP8 (all 96 heads, the context over 8
+# ranks), ctx ~125k, bf16 and fp8, q 1/2/4/8. Their table: DCP "ERR" for trtllm-gen ("DCP: cute-dsl only"),
+# cute-dsl timed (129.3 / 170.3 µs at q1 / q8 on the DCP row).
+SEED_ROWS = [f"q{q}_ctx125k_{rest}{kv}" for rest in ("h12", "h96_dcp8") for kv in ("", "_fp8") for q in (1, 2, 4, 8)]
+
+
+def test_dry_run_plans_the_seeds_b200_rows_anywhere(tmp_path: Path) -> None:
+    from traceattr.jobs.profile import make_plan
+
+    plan = make_plan([parse_shape(s) for s in SEED_ROWS], ["trtllm-gen", "cute-dsl"], out_root=tmp_path, arch="sm_100")
+    assert plan.device is not None and plan.device.cc == (10, 0) and plan.device_problem is None
+    assert plan.run.flush_bytes == 2 * (126 << 20)  # 2× the B200's L2
+    got = {(a.shape, a.backend): a.reason for a in plan.availability}
+    assert len(got) == 2 * len(SEED_ROWS)
+    for name in SEED_ROWS:
+        full = parse_shape(name).name
+        if "dcp8" in name:  # the table's ERR cell, with its reason; cute-dsl is the DCP path
+            assert got[(full, "trtllm-gen")] == "DCP: cute-dsl only — trtllm's decode kernel doesn't implement DCP"
+        else:
+            assert got[(full, "trtllm-gen")] is None, got[(full, "trtllm-gen")]
+        assert got[(full, "cute-dsl")] is None, got[(full, "cute-dsl")]
+    assert not any(tmp_path.iterdir())  # planning creates nothing
+
+
+def test_arch_names_a_planning_gpu_or_says_which_are_known() -> None:
+    from traceattr.backends import planning_device
+    from traceattr.core.errors import TraceattrError
+
+    assert planning_device("sm_100") == planning_device("sm100") == planning_device("100")
+    assert planning_device("SM_90").cc == (9, 0)
+    with pytest.raises(TraceattrError, match=r"--arch 'sm_120': plans are known for sm_90, sm_100"):
+        planning_device("sm_120")
+
+
+@pytest.mark.slow
+def test_profile_dry_run_arch_on_the_command_line(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    args = [sys.executable, "-m", "traceattr", "profile", "--shape", "q8_ctx125k_h96_dcp8", "-b", "trtllm-gen",
+            "-b", "cute-dsl", "--out-root", str(tmp_path)]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "250"}
+    out = subprocess.run([*args, "--dry-run", "--arch", "sm_100"], capture_output=True, text=True, check=False, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "NVIDIA B200 (planned) (sm_100, 148 SMs)" in out.stdout
+    assert "trtllm's decode kernel doesn't implement DCP" in out.stdout
+    bad = subprocess.run([*args, "--arch", "sm_100"], capture_output=True, text=True, check=False, env=env)
+    assert bad.returncode == 2 and "--arch plans for a GPU" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
