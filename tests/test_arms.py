@@ -29,6 +29,7 @@ from traceattr.runner.plan import (
 )
 
 H200 = Device("NVIDIA H200", (9, 0), 132, 141 << 30, "13.0", 60 << 20)
+B200 = Device("NVIDIA B200", (10, 0), 148, 180 << 30, "13.0", 126 << 20)
 PLUGIN_ROOT = Path(__file__).parent.parent / "examples" / "mla_plugin"
 PLUGIN = "mla_plugin.torch_mla:TorchMLA"
 
@@ -126,8 +127,10 @@ def test_dcp_rows_run_the_rank_share_and_need_an_lse() -> None:
     dcp = parse_shape("q8_ctx900k_dcp8")
     plan = check_arm(parse_arm("fa3"), dcp, H200, packages=False)
     assert plan.shape == parse_shape("q8_ctx112500") and plan.tensors["kv_indices"].shape == (1758,)
-    with pytest.raises(BackendUnsupported, match="DCP row merges each rank's output by its LSE; trtllm-gen does not"):
-        check_arm(parse_arm("trtllm-gen"), dcp, H200, packages=False)
+    # trtllm-gen could return an LSE, but the seeds' tables refuse it DCP (flashinfer's enable_dcp is cute-dsl only)
+    with pytest.raises(BackendUnsupported, match="DCP: cute-dsl only — trtllm's decode kernel doesn't implement DCP"):
+        check_arm(parse_arm("trtllm-gen"), dcp, B200, packages=False)
+    assert check_arm(parse_arm("cute-dsl"), dcp, B200, packages=False).shape == parse_shape("q8_ctx112500")
     assert check_arm(parse_arm("flashmla"), dcp, H200, packages=False).shape == parse_shape("q8_ctx112500")
     assert parse_arm("fa3[page=32]").call_shape(dcp) == parse_shape("q8_ctx112500_p32")
 
@@ -237,7 +240,7 @@ def test_profile_dry_run_with_arms(tmp_path: Path) -> None:
         capture_output=True, text=True, check=False, env=env,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    for needle in ("fa3[splits=4]", "cand", "trtllm-gen does not return one",
+    for needle in ("fa3[splits=4]", "cand", "trtllm's decode kernel doesn't implement DCP",
                    "each arm back to back", "then fa3's call before every call"):  # fmt: skip
         assert needle in out.stdout, needle
     bad = subprocess.run(

@@ -110,6 +110,14 @@ class RoleRules:
 
     def classify_names(self, names: Sequence[str], kind: str = "kernel", range_name: str | None = None) -> list[str]:
         """Role of each kernel name (for tests, docs and quick checks)."""
+        return self._classify_names(names, kind, range_name)["role"].cast(pl.String).to_list()
+
+    def classify_names_families(self, names: Sequence[str], kind: str = "kernel") -> list[tuple[str, str | None]]:
+        """(role, family) of each kernel name; family None for ``other`` names no rule matched."""
+        out = self._classify_names(names, kind, None)
+        return list(zip(out["role"].cast(pl.String).to_list(), out["family"].to_list(), strict=True))
+
+    def _classify_names(self, names: Sequence[str], kind: str, range_name: str | None) -> pl.DataFrame:
         keys = list(range(len(names)))
         table = pl.DataFrame(
             {
@@ -122,7 +130,7 @@ class RoleRules:
         )
         ops = pl.DataFrame({"name_key": keys, "range_id": [0] * len(names)})
         ranges = pl.DataFrame({"range_id": [0], "range_name": pl.Series([range_name], dtype=pl.String)})
-        return self.classify(ops, table, ranges)["role"].cast(pl.String).to_list()
+        return self.classify(ops, table, ranges)
 
 
 @functools.cache

@@ -117,6 +117,23 @@ def current_device() -> tuple[Device | None, str | None]:
     )
 
 
+# The GPUs ``profile --dry-run --arch`` can plan for on any machine: what eligibility and the plan read
+# (compute capability, SM count, L2 for the flush size). Only facts the plan uses; memory is not checked.
+PLANNING_DEVICES: Mapping[str, Device] = {
+    "sm_90": Device("NVIDIA H200 (planned)", (9, 0), 132, 141 << 30, None, 60 << 20),
+    "sm_100": Device("NVIDIA B200 (planned)", (10, 0), 148, 180 << 30, None, 126 << 20),
+}
+
+
+def planning_device(arch: str) -> Device:
+    """The GPU *arch* names (``sm_100``), to plan for without it; one-line TraceattrError for an unknown one."""
+    key = arch.strip().lower()
+    key = key if key.startswith("sm_") else "sm_" + key.removeprefix("sm")  # sm100 and 100 name sm_100 too
+    if key not in PLANNING_DEVICES:
+        raise TraceattrError(f"--arch {arch!r}: plans are known for {', '.join(PLANNING_DEVICES)}")
+    return PLANNING_DEVICES[key]
+
+
 def gpu_count() -> int:
     """How many CUDA GPUs torch sees (0 without torch or CUDA): a real DCP run needs one per rank."""
     try:
@@ -127,6 +144,6 @@ def gpu_count() -> int:
 
 
 __all__ = [
-    "BACKENDS", "SPLITS", "CallPlan", "Capabilities", "Device", "OptionSpec", "check", "current_device", "get_backend", "gpu_count",
-    "registry",
+    "BACKENDS", "PLANNING_DEVICES", "SPLITS", "CallPlan", "Capabilities", "Device", "OptionSpec", "check", "current_device",
+    "get_backend", "gpu_count", "planning_device", "registry",
 ]  # fmt: skip

@@ -209,6 +209,8 @@ def arm_backend(arm: Arm) -> Backend:
 def check_arm(arm: Arm, shape: Shape, device: Device | None, *, packages: bool = True) -> CallPlan:
     """The plan of *arm*'s call on *shape*, or :class:`BackendUnsupported` saying why it cannot run."""
     backend = arm_backend(arm)
+    if shape.dcp > 1 and backend.caps.dcp_refusal:
+        raise BackendUnsupported(f"{arm.label}: {backend.caps.dcp_refusal}")
     if shape.dcp > 1 and not backend.caps.lse:
         raise BackendUnsupported(
             f"{arm.label}: a DCP row merges each rank's output by its LSE; {backend.caps.name} does not return one"

@@ -18,6 +18,7 @@ the API zero-fills a fresh one on every call, an extra kernel in the trace.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,8 @@ TRTLLM_GEN = Capabilities(
     patterns=frozenset({"uniform", "ragged"}),
     packages=("flashinfer",),
     structure="fmhaSm100f kernel per row tile; + fmhaReductionKernel when KeepsAbForGen splits KV",
+    # the seeds' tables; flashinfer 0.7.2 agrees: enable_dcp=True "is only supported by backend='cute-dsl'"
+    dcp_refusal="DCP: cute-dsl only — trtllm's decode kernel doesn't implement DCP",
 )
 CUTE_DSL = Capabilities(
     name="cute-dsl",
@@ -52,6 +55,7 @@ CUTE_DSL = Capabilities(
     patterns=frozenset({"uniform", "ragged"}),
     packages=("flashinfer",),
     structure="mla_decode fold_sq split-KV kernel + reduction kernel when split_kv > 1",
+    lse=True,  # return_lse with return_lse_base="base2" (its own default is natural-log)
 )
 CAKE = Capabilities(
     name="cake",
@@ -64,6 +68,9 @@ CAKE = Capabilities(
     patterns=frozenset({"uniform"}),
     packages=("flashinfer",),
     structure="generated main kernel + reducer kernel (or one kernel)",
+    # the TRT-LLM-style route (H in {64, 128}) returns an LSE; flashinfer refuses LSE on the Kimi-K3 fp8
+    # route ("backend='cake' does not support return_lse / lse"), and that refusal is the arm's reason
+    lse=True,
 )
 
 
@@ -129,17 +136,11 @@ class TrtllmDecode:
         query = inputs.q if shape.kv_dtype == "bf16" else inputs.q.to(inputs.kv.dtype)
         if uniform is not None:
             query = query.view(req.batch, uniform, shape.heads, HEAD_DIM)
-        kwargs: dict[str, Any] = dict(plan.scalars)
-        if shape.kv_dtype == "fp8":
-            kwargs["bmm1_scale"] = SM_SCALE * inputs.kv_scale
-            kwargs["bmm2_scale"] = inputs.kv_scale
-        if uniform is None:
-            kwargs["cum_seq_lens_q"] = inputs.ints(req.qo_indptr)
+        counter = None
         if self.api_backend == "trtllm-gen":
             sms = torch.cuda.get_device_properties(inputs.device).multi_processor_count
             count = -(-max(req.batch * shape.heads, sms) // 8) * 8
-            kwargs["multi_ctas_kv_counter_buffer"] = torch.zeros(count * 4, dtype=torch.uint8, device=inputs.device)
-        out = torch.empty(*query.shape[:-1], LATENT_DIM, dtype=torch.bfloat16, device=inputs.device)
+            counter = torch.zeros(count * 4, dtype=torch.uint8, device=inputs.device)
         tensors = {
             "query": query,
             "kv_cache": inputs.kv,
@@ -147,9 +148,32 @@ class TrtllmDecode:
             "workspace_buffer": torch.zeros(WORKSPACE_BYTES, dtype=torch.uint8, device=inputs.device),
             "block_tables": inputs.ints(req.block_table(self.block_table_width(req, shape.page))),
             "seq_lens": inputs.ints(list(req.kv_lens)),
-            "out": out,
+            "out": torch.empty(*query.shape[:-1], LATENT_DIM, dtype=torch.bfloat16, device=inputs.device),
         }
-        return _TrtllmCall(plan, flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla, {**tensors, **kwargs})
+        if uniform is None:
+            tensors["cum_seq_lens_q"] = inputs.ints(req.qo_indptr)
+        kwargs = self.call_kwargs(plan, tensors, kv_scale=inputs.kv_scale, counter=counter, lse=lse)
+        return _TrtllmCall(plan, flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla, kwargs)
+
+    def call_kwargs(self, plan: CallPlan, tensors: Mapping[str, Any], *, kv_scale: float = 1.0, counter: Any = None,
+                    lse: bool = False) -> dict[str, Any]:  # fmt: skip
+        """``trtllm_batch_decode_with_kv_cache_mla(**these)``: *plan*'s tensors (one per name) and scalars.
+
+        ``prepare`` and the API contract test (tests/test_contract.py) both build the call here, so every
+        keyword is checked against the installed flashinfer's signature. *counter*: trtllm-gen's
+        multi-CTA counter buffer; *lse*: return the base-2 LSE too (a DCP rank's partial).
+        """
+        if set(tensors) != set(plan.tensors):
+            raise ValueError(f"{self.caps.name}: tensors {sorted(tensors)} are not the plan's {sorted(plan.tensors)}")
+        kwargs: dict[str, Any] = {**tensors, **plan.scalars}
+        if plan.shape.kv_dtype == "fp8":
+            kwargs["bmm1_scale"] = SM_SCALE * kv_scale
+            kwargs["bmm2_scale"] = kv_scale
+        if self.api_backend == "trtllm-gen":
+            kwargs["multi_ctas_kv_counter_buffer"] = counter
+        if lse:
+            kwargs.update(return_lse=True, return_lse_base="base2")
+        return kwargs
 
 
 @dataclass
@@ -162,4 +186,4 @@ class _TrtllmCall:
         return self.fn(**self.kwargs)
 
     def output_rows(self, out: Any) -> Any:
-        return out.reshape(-1, out.shape[-2], out.shape[-1])
+        return out.reshape(-1, out.shape[-2], out.shape[-1])  # LSE (lse=True) is already [rows, H], base 2

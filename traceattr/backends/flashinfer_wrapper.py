@@ -24,6 +24,7 @@ by keyword and ``run(query=…, kv_cache=…)`` with packed rank-3 tensors.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,7 +102,7 @@ class FlashinferMLA:
 
         plan = self.plan(shape)
         req = self.requests(inputs.layout)
-        scales = {"ckv_scale": inputs.kv_scale, "kpe_scale": inputs.kv_scale} if shape.kv_dtype == "fp8" else {}
+        scales = scale_kwargs(shape.kv_dtype, inputs.kv_scale)
         if self.splits == 1:
             wrapper, keep = self._planned(flashinfer, torch, shape, inputs, req, plan.scalars["causal"], lse)
             return _WrapperCall(plan, wrapper, inputs.q, inputs.kv, scales, keep, lse)
@@ -127,22 +128,70 @@ class FlashinferMLA:
 
         meta = metadata(inputs, req)
         workspace = torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=inputs.device)
-        wrapper = flashinfer.mla.BatchMLAPagedAttentionWrapper(workspace, backend=self.wrapper_backend)
+        wrapper = flashinfer.mla.BatchMLAPagedAttentionWrapper(workspace, **wrapper_kwargs(self.wrapper_backend))
+        csr = csr_args(meta["qo_indptr"], meta["kv_indptr"], meta["kv_indices"], meta["kv_lens"])
         wrapper.plan(
-            metadata=flashinfer.mla.MLAPlanMetadata.csr(
-                meta["qo_indptr"], meta["kv_indptr"], meta["kv_indices"], meta["kv_lens"]
-            ),
-            num_heads=shape.heads,
-            head_dim_ckv=LATENT_DIM,
-            head_dim_kpe=ROPE_DIM,
-            page_size=shape.page,
-            causal=causal,
-            sm_scale=SM_SCALE,
-            q_data_type=torch.bfloat16,
-            kv_data_type=inputs.kv.dtype,
-            lse_mode="base2" if lse else "none",
-        )
+            **plan_kwargs(
+                flashinfer.mla.MLAPlanMetadata.csr(*csr), heads=shape.heads, page=shape.page, causal=causal,
+                q_dtype=torch.bfloat16, kv_dtype=inputs.kv.dtype, lse=lse,
+            )
+        )  # fmt: skip
         return wrapper, (workspace, meta)
+
+
+# The keyword sets of every flashinfer wrapper call, built in one place: the eager backend, the CUDA-graph
+# runtime (traceattr.runtime.graphs) and the API contract test (tests/test_contract.py) all use these,
+# so a keyword that the installed flashinfer does not take fails the contract test, not a B200 user's run.
+
+
+def wrapper_kwargs(backend: str, graph_buffers: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``BatchMLAPagedAttentionWrapper(workspace, **these)``; *graph_buffers*: the CUDA-graph CSR buffers."""
+    if graph_buffers is None:
+        return {"backend": backend}
+    return {"use_cuda_graph": True, "backend": backend, **graph_buffers}
+
+
+def scale_kwargs(kv_dtype: str, kv_scale: float) -> dict[str, float]:
+    """The fp8 cache's dequantisation scales ``wrapper.run`` takes (none for bf16)."""
+    return {"ckv_scale": kv_scale, "kpe_scale": kv_scale} if kv_dtype == "fp8" else {}
+
+
+def csr_args(qo_indptr: Any, kv_indptr: Any, kv_indices: Any, kv_lens: Any) -> tuple[Any, ...]:
+    """``MLAPlanMetadata.csr(*these)``: positional, in flashinfer's order."""
+    return (qo_indptr, kv_indptr, kv_indices, kv_lens)
+
+
+def plan_kwargs(metadata: Any, *, heads: int, page: int, causal: bool, q_dtype: Any, kv_dtype: Any,
+                lse: bool) -> dict[str, Any]:  # fmt: skip
+    """``wrapper.plan(**these)``: keyword-only in flashinfer 0.7 (positional forms are deprecated)."""
+    return {
+        "metadata": metadata,
+        "num_heads": heads,
+        "head_dim_ckv": LATENT_DIM,
+        "head_dim_kpe": ROPE_DIM,
+        "page_size": page,
+        "causal": causal,
+        "sm_scale": SM_SCALE,
+        "q_data_type": q_dtype,
+        "kv_data_type": kv_dtype,
+        "lse_mode": "base2" if lse else "none",
+    }
+
+
+def run_kwargs(query: Any, kv_cache: Any, scales: Mapping[str, float], *, lse: bool = False, out: Any = None,
+               out_lse: Any = None) -> dict[str, Any]:  # fmt: skip
+    """``wrapper.run(**these)``; *out*/*out_lse*: caller-owned outputs (split partials), which imply LSE."""
+    kwargs: dict[str, Any] = {"query": query, "kv_cache": kv_cache, **scales}
+    if out is not None:
+        kwargs.update(out=out, lse=out_lse)
+    if lse or out is not None:
+        kwargs["return_lse"] = True
+    return kwargs
+
+
+def merge_args(v: Any, s: Any) -> tuple[Any, ...]:
+    """``flashinfer.merge_states(*these)``: values ``[seq, states, heads, dim]``, LSEs ``[seq, states, heads]``."""
+    return (v, s)
 
 
 @dataclass
@@ -156,9 +205,7 @@ class _WrapperCall:
     lse: bool = False
 
     def run(self) -> Any:
-        if self.lse:
-            return self.wrapper.run(query=self.query, kv_cache=self.kv_cache, return_lse=True, **self.scales)
-        return self.wrapper.run(query=self.query, kv_cache=self.kv_cache, **self.scales)
+        return self.wrapper.run(**run_kwargs(self.query, self.kv_cache, self.scales, lse=self.lse))
 
     def output_rows(self, out: Any) -> Any:
         return out  # already [total_q, H, 512] in request order (per-token rows too)
@@ -180,9 +227,10 @@ class _SplitCall:
 
     def run(self) -> Any:
         for wrapper, query, out, out_lse in self.runs:
-            wrapper.run(query=query, kv_cache=self.kv_cache, out=out, lse=out_lse, return_lse=True, **self.scales)
+            wrapper.run(**run_kwargs(query, self.kv_cache, self.scales, out=out, out_lse=out_lse))
         n, rows, heads, dim = self.partials.shape
-        merged, merged_lse = self.merge(self.partials.view(1, n, rows * heads, dim), self.partial_lse.view(1, n, -1))
+        merged, merged_lse = self.merge(*merge_args(self.partials.view(1, n, rows * heads, dim),
+                                                    self.partial_lse.view(1, n, -1)))  # fmt: skip
         out = merged.view(rows, heads, dim)
         return (out, merged_lse.view(rows, heads)) if self.lse else out
 

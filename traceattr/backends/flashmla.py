@@ -82,18 +82,9 @@ class _FlashMLACall:
     lse: bool = False
 
     def run(self) -> Any:
-        out, lse = self.fn(
-            self.q,
-            self.k_cache,
-            self.block_table,
-            self.seqlens,
-            head_dim_v=LATENT_DIM,
-            tile_scheduler_metadata=self.sched,
-            num_splits=None,
-            softmax_scale=SM_SCALE,
-            causal=self.plan.scalars["causal"],
-            use_legacy=True,
-        )
+        args, kwargs = flashmla_call(self.q, self.k_cache, self.block_table, self.seqlens, self.sched,
+                                     causal=self.plan.scalars["causal"])  # fmt: skip
+        out, lse = self.fn(*args, **kwargs)
         if not self.lse:
             return out
         # [B, H, s_q] natural log → [B·s_q, H] base 2, rows as output_rows orders them
@@ -101,3 +92,18 @@ class _FlashMLACall:
 
     def output_rows(self, out: Any) -> Any:
         return out.reshape(-1, out.shape[-2], out.shape[-1])  # [B, s_q, H, 512] → request order rows
+
+
+def flashmla_call(q: Any, k_cache: Any, block_table: Any, cache_seqlens: Any, sched: Any, *,
+                  causal: bool) -> tuple[tuple[Any, ...], dict[str, Any]]:  # fmt: skip
+    """``flash_mla_with_kvcache(*args, **kwargs)`` of the legacy dense decode: the eager backend, the
+    CUDA-graph runtime and the API contract test (tests/test_contract.py) all build the call here."""
+    kwargs = {
+        "head_dim_v": LATENT_DIM,
+        "tile_scheduler_metadata": sched,
+        "num_splits": None,
+        "softmax_scale": SM_SCALE,
+        "causal": causal,
+        "use_legacy": True,
+    }
+    return (q, k_cache, block_table, cache_seqlens), kwargs

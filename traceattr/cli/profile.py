@@ -88,6 +88,13 @@ def profile_command(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the plan (backends, tensors, nsys command) and stop.")
     ] = False,
+    arch: Annotated[
+        Optional[str],
+        typer.Option(
+            help="With --dry-run: plan for this GPU instead of this machine's (sm_100: a B200; sm_90: an H200), "
+            "installed packages unchecked."
+        ),
+    ] = None,
     ranks: Annotated[
         Optional[int],
         typer.Option(
@@ -102,6 +109,10 @@ def profile_command(
     Real ranks: traceattr profile --shape q8_ctx1m_dcp2 --ranks 2 (one GPU each)
     """
     shapes = [parse_shape(s) for s in shape]
+    if arch is not None and (not dry_run or ranks is not None):
+        raise TraceattrError(
+            "--arch plans for a GPU this machine may not have: it goes with --dry-run (without --ranks)"
+        )
     if ranks is not None:
         # the ranks runner times eager calls with the flush only: an option it would ignore is refused
         unused = options_given(
@@ -117,7 +128,7 @@ def profile_command(
         shapes, backend, iters=iters, warmup=warmup, max_noise=max_noise, max_iters=max_iters, hold_us=hold_us,
         lead=lead, graphs=graphs, shuffle=shuffle, seed=seed, validate=validate,
         flush_bytes=flush_mb * (1 << 20) if flush_mb is not None else None, between=between, order=order,
-        out_root=out_root,
+        out_root=out_root, arch=arch,
     )  # fmt: skip
     con = console()
     if dry_run:

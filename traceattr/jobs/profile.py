@@ -23,7 +23,7 @@ import polars as pl
 from traceattr import __version__
 from traceattr.analysis.pipeline import analyse
 from traceattr.attribution.engine import Attribution, attribute
-from traceattr.backends import current_device
+from traceattr.backends import current_device, planning_device
 from traceattr.backends.arms import Arm, check_arm, default_arms, parse_arms, same_program
 from traceattr.backends.base import Device
 from traceattr.backends.layout import KvLayout
@@ -96,6 +96,7 @@ def make_plan(
     between: str = "flush",
     order: str = "abba",
     out_root: Path = Path("reports"),
+    arch: str | None = None,
 ) -> ProfilePlan:
     """The plan of a profile run: *arms* (texts of :mod:`traceattr.backends.arms` or parsed arms; default one per
     registered backend) on *shapes*, and what runs between calls (*between*) in which *order*.
@@ -103,7 +104,8 @@ def make_plan(
     *max_noise* (a fraction) makes *iters* a minimum: rounds are added, up to *max_iters*,
     until every arm's median is that precise. *hold_us* per call: a GPU spin before each group of calls
     while the host enqueues it. *lead*: each group opens with an untimed call (runner.loop), so no timed
-    call is the first after an idle GPU."""
+    call is the first after an idle GPU. *arch* (``sm_100``): plan for that GPU instead of this machine's, the
+    installed packages unchecked (``--dry-run --arch``: what a B200 user's run would do)."""
     if not shapes:
         raise TraceattrError("give at least one --shape (traceattr shapes lists the grammar)")
     chosen = parse_arms(a.text if isinstance(a, Arm) else a for a in arms) if arms else default_arms()
@@ -115,12 +117,12 @@ def make_plan(
         raise TraceattrError(f"--order must be one of {', '.join(ORDERS)}, got {order!r}")
     check_timing(iters, max_noise, max_iters, hold_us)
     between = check_between(between)
-    device, problem = current_device()
+    device, problem = (planning_device(arch), None) if arch else current_device()
     availability = []
     for shape in shapes:
         for arm in chosen:
             try:
-                plan = check_arm(arm, shape, device)
+                plan = check_arm(arm, shape, device, packages=arch is None)
                 availability.append(Availability(shape.name, arm.label, None, plan.notes))
             except BackendUnsupported as err:
                 availability.append(Availability(shape.name, arm.label, str(err).split(": ", 1)[-1]))

@@ -28,9 +28,16 @@ from typing import Any
 
 import torch
 
-from traceattr.backends.base import SM_SCALE
-from traceattr.backends.flashinfer_wrapper import WORKSPACE_BYTES
-from traceattr.core.shapes import HEAD_DIM, LATENT_DIM, ROPE_DIM
+from traceattr.backends.flashinfer_wrapper import (
+    WORKSPACE_BYTES,
+    csr_args,
+    merge_args,
+    plan_kwargs,
+    run_kwargs,
+    wrapper_kwargs,
+)
+from traceattr.backends.flashmla import flashmla_call
+from traceattr.core.shapes import HEAD_DIM, LATENT_DIM
 from traceattr.runtime.metadata import Launch, SlotLayout, block_table, fa_launches
 
 TORCH_KV = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
@@ -111,6 +118,16 @@ def _capture(run: Any) -> tuple[torch.cuda.CUDAGraph, Any]:
     return graph, out
 
 
+def graph_buffers(requests: int, num_pages: int, device: Any) -> dict[str, torch.Tensor]:
+    """The caller-owned CSR buffers a CUDA-graph wrapper plans into (``wrapper_kwargs(backend, these)``)."""
+    return {
+        "qo_indptr": torch.empty(requests + 1, dtype=torch.int32, device=device),
+        "kv_indptr": torch.empty(requests + 1, dtype=torch.int32, device=device),
+        "kv_indices": torch.empty(num_pages, dtype=torch.int32, device=device),
+        "kv_len_arr": torch.empty(requests, dtype=torch.int32, device=device),
+    }
+
+
 def _cpu_ints(values: Sequence[int]) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.int32)
 
@@ -134,15 +151,10 @@ class FlashinferGraphArm:
         self._staged: list[torch.cuda.Event | None] = []
         rows = layout.batch * layout.q
         for launch in launches:
-            buffers = {
-                "qo_indptr": torch.empty(launch.requests + 1, dtype=torch.int32, device=dev),
-                "kv_indptr": torch.empty(launch.requests + 1, dtype=torch.int32, device=dev),
-                "kv_indices": torch.empty(layout.num_pages, dtype=torch.int32, device=dev),
-                "kv_len_arr": torch.empty(launch.requests, dtype=torch.int32, device=dev),
-            }
+            buffers = graph_buffers(launch.requests, layout.num_pages, dev)
             workspace = torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=dev)
             wrapper = flashinfer.mla.BatchMLAPagedAttentionWrapper(
-                workspace, use_cuda_graph=True, backend=wrapper_backend, **buffers
+                workspace, **wrapper_kwargs(wrapper_backend, buffers)
             )
             self._wrappers.append(wrapper)
             self._staged.append(None)
@@ -176,20 +188,13 @@ class FlashinferGraphArm:
             if staged is not None:
                 staged.synchronize()  # the previous plan's page-locked schedule has been copied out
             indices = torch.cat([self._page_ids[lo:hi] for lo, hi in launch.page_ranges])
+            csr = csr_args(_cpu_ints(launch.qo_indptr), _cpu_ints(launch.kv_indptr), indices, _cpu_ints(launch.kv_lens))
             wrapper.plan(
-                metadata=self._fi.mla.MLAPlanMetadata.csr(
-                    _cpu_ints(launch.qo_indptr), _cpu_ints(launch.kv_indptr), indices, _cpu_ints(launch.kv_lens)
-                ),
-                num_heads=self.inputs.heads,
-                head_dim_ckv=LATENT_DIM,
-                head_dim_kpe=ROPE_DIM,
-                page_size=self.inputs.layout.page,
-                causal=launch.causal,
-                sm_scale=SM_SCALE,
-                q_data_type=torch.bfloat16,
-                kv_data_type=torch_kv,
-                lse_mode="base2" if lse else "none",
-            )
+                **plan_kwargs(
+                    self._fi.mla.MLAPlanMetadata.csr(*csr), heads=self.inputs.heads, page=self.inputs.layout.page,
+                    causal=launch.causal, q_dtype=torch.bfloat16, kv_dtype=torch_kv, lse=lse,
+                )
+            )  # fmt: skip
             event = torch.cuda.Event()
             event.record()
             self._staged[k] = event
@@ -197,13 +202,14 @@ class FlashinferGraphArm:
     def _run(self) -> Any:
         q, kv = self.inputs.q, self.inputs.kv
         if self.splits == 1:
-            return self._wrappers[0].run(query=q, kv_cache=kv)
+            return self._wrappers[0].run(**run_kwargs(q, kv, {}))
         rows = q.shape[0]
         for wrapper, query, (out, lse) in zip(self._wrappers, self._queries, self._outs, strict=True):
             query.view(-1, rows, *q.shape[1:]).copy_(q.unsqueeze(0).expand(query.shape[0] // rows, *q.shape))
-            wrapper.run(query=query, kv_cache=kv, out=out, lse=lse, return_lse=True)
+            wrapper.run(**run_kwargs(query, kv, {}, out=out, out_lse=lse))
         n, _, heads, dim = self.partials.shape
-        merged, _ = self._fi.merge_states(self.partials.view(1, n, rows * heads, dim), self.partial_lse.view(1, n, -1))
+        merged, _ = self._fi.merge_states(*merge_args(self.partials.view(1, n, rows * heads, dim),
+                                                      self.partial_lse.view(1, n, -1)))  # fmt: skip
         return merged.view(rows, heads, dim)
 
     def update(self, seq_lens: Sequence[int]) -> None:
@@ -249,11 +255,9 @@ class FlashMLAGraphArm:
 
     def _run(self) -> Any:
         sched, _ = self._fm.get_mla_metadata()  # fresh: the schedule kernel runs (and is captured) on every call
-        out, _ = self._fm.flash_mla_with_kvcache(
-            self._q, self._k, self.block_table, self.cache_seqlens, head_dim_v=LATENT_DIM,
-            tile_scheduler_metadata=sched, num_splits=None, softmax_scale=SM_SCALE,
-            causal=self.inputs.layout.q > 1, use_legacy=True,
-        )  # fmt: skip
+        args, kwargs = flashmla_call(self._q, self._k, self.block_table, self.cache_seqlens, sched,
+                                     causal=self.inputs.layout.q > 1)  # fmt: skip
+        out, _ = self._fm.flash_mla_with_kvcache(*args, **kwargs)
         return out.view(-1, self.inputs.heads, LATENT_DIM)
 
     def update(self, seq_lens: Sequence[int]) -> None:
