@@ -98,6 +98,7 @@ def masks() -> list[tuple[re.Pattern[str], str]]:
         (re.compile(r"\b\d+:\d\d:\d\d\b"), "<ELAPSED>"),
         (re.compile(r'"seconds": [0-9.]+'), '"seconds": <S>'),
         (re.compile(re.escape(__version__)), "<VERSION>"),
+        (re.compile(re.escape(sys.executable)), "<PYTHON>"),
         (re.compile(re.escape(str(ROOT))), "<ROOT>"),  # the checkout: shipped examples are read from it
     ]
 
