@@ -43,6 +43,9 @@ SMOKE = ["--rows", "smoke", "--baseline", BASE, "--candidate", CAND]
 SWEEP = ["-s", "q8_ctx*", "-b", "fa3", "-b", "flashmla", "--ctx-range", "8k:1m"]
 
 DRY_RUNS: dict[str, list[str]] = {
+    "round_help": ["round", "--help"],
+    "profile_help": ["profile", "--help"],
+    "sweep_help": ["sweep", "--help"],
     "round_default": ["round", *SMOKE, "--dry-run"],
     "round_changed": ["round", *SMOKE, "--no-hold", "--no-lead", "--max-noise", "0", "--iters", "10", "--warmup",
                       "2", "--graphs", "--between", "flush+fa2", "--flush-mb", "300", "--sensitivity", "--rounds",
@@ -266,11 +269,26 @@ def sweeps(out: Path) -> None:
         keep(out, f"sweep/examples/{record.stem}.html", target.read_bytes() if target.exists() else "(none)")
 
 
+def round_plan(**kw: Any) -> Any:
+    """A RoundPlan from the keywords both versions know: the protocol's fields loose (427b1f4) or in a record."""
+    from dataclasses import fields, replace
+
+    from traceattr.jobs.round import RoundPlan
+
+    names = {f.name for f in fields(RoundPlan)}
+    if "protocol" not in names:
+        return RoundPlan(**kw)
+    own = {k: v for k, v in kw.items() if k in names}
+    protocol = replace(RoundPlan(**{**own, "rows_source": ""}).protocol,
+                       **{k: v for k, v in kw.items() if k not in names and k != "hold"})  # fmt: skip
+    return RoundPlan(**own, protocol=protocol.held(kw.get("hold", protocol.hold)))
+
+
 def receipts(out: Path) -> None:
     """Receipts from the records the tests build: markdown, csv, json and protocol text of each."""
     from tests.helpers import BASE, CAND, ROWS, US, FakeExecutor, captures, synth_capture, timing
     from traceattr.analysis.rounds import Gates, Receipt, round_rows
-    from traceattr.jobs.round import RoundPlan, run_round
+    from traceattr.jobs.round import run_round
     from traceattr.present.receipt import markdown, protocol_text, with_causes
 
     tmp = WORK / "receipts"
@@ -291,7 +309,7 @@ def receipts(out: Path) -> None:
     for name, kw in plans.items():
         folder = tmp / name
         folder.mkdir(parents=True)
-        header = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=folder / "r", **kw).header()
+        header = round_plan(rows=ROWS, baseline=BASE, candidate=CAND, folder=folder / "r", **kw).header()
         keep(out, f"receipts/header_{name}.json", json.dumps(header, indent=1, default=str))
         write(f"header_{name}", Receipt(header, round_rows(ROWS, captures(folder, timing(0.9), rounds=3), BASE, CAND)))
     scenarios: dict[str, dict[str, Any]] = {
@@ -308,8 +326,8 @@ def receipts(out: Path) -> None:
         runner = {k: kw.pop(k) for k in ("gaps", "fraction", "sha", "skip") if k in kw}
         fake = FakeExecutor(tmp / f"x_{name}", t, **runner)
         (tmp / f"x_{name}").mkdir(parents=True)
-        plan = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp / f"run_{name}", rows_source="smoke",
-                         **kw)  # fmt: skip
+        plan = round_plan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp / f"run_{name}", rows_source="smoke",
+                          **kw)  # fmt: skip
         seen: list[str] = []
         receipt = run_round(plan, fake, on_progress=seen.append, on_line=seen.append)
         keep(out, f"receipts/run_{name}.progress.txt", "\n".join(seen))

@@ -13,19 +13,20 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import round_plan
 from traceattr.analysis.rounds import Row
 from traceattr.cli import main
 from traceattr.core.errors import TraceError
 from traceattr.core.records import ReceiptRecord, RunnerRecord, RunPlan, RunRecord, read_object
 from traceattr.core.shapes import parse_shape
-from traceattr.jobs.round import RoundPlan, read_receipt
+from traceattr.jobs.round import read_receipt
 
 SHAPE = parse_shape("q1_ctx8k").name
 
 
 def receipt(tmp: Path) -> dict[str, Any]:
     """A receipt.json as round writes it, one refused row (so --retry has work), built at test time."""
-    plan = RoundPlan(rows=(Row("q1_ctx8k", SHAPE),), baseline="fa3", candidate="fa3[splits=4]", folder=tmp / "r",
+    plan = round_plan(rows=(Row("q1_ctx8k", SHAPE),), baseline="fa3", candidate="fa3[splits=4]", folder=tmp / "r",
                      max_noise=0.005, max_iters=500)  # fmt: skip
     row = {"row": "q1_ctx8k", "shape": SHAPE, "attempt": 1, "status": "refused", "refused_by": "clock 0.50 < 0.7",
            "baseline_us": 100.0, "candidate_us": 90.0, "ratio": 0.9, "low": 0.89, "high": 0.91, "verdict": "faster",

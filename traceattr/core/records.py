@@ -24,14 +24,33 @@ from __future__ import annotations
 
 import json
 import math
-import stat
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from traceattr.core import runfolder
-from traceattr.core.errors import TraceError
+from traceattr.core.fields import (
+    _MISSING,
+    Invalid,
+    _any_number,
+    _as_written,
+    _bool,
+    _check_schema,
+    _field,
+    _int,
+    _list,
+    _not_null,
+    _number,
+    _object,
+    _objects,
+    _one_of,
+    _read_in,
+    _reading,
+    _str,
+    read_object,
+)
+from traceattr.core.protocol import MAX_ITERS, PROFILE, Gates, Protocol, read_gates, read_protocol
 
 PLAN_FORMAT = "traceattr.plan/1"
 RUNNER_FORMAT = "traceattr.runner/1"
@@ -39,170 +58,8 @@ RUN_FORMAT = "traceattr.run/1"
 RECEIPT_FORMAT = "traceattr.receipt/1"
 
 MAX_ROUNDS = 1000  # captures in one round (or retry): each is a whole nsys run
-MAX_ITERS = 1_000_000  # timed rounds per capture a plan may ask for
 # what runs before each timed call to leave it cold (traceattr.runner.flush says what each does)
 FLUSH_KINDS: tuple[str, ...] = ("fill+evict", "fill")
-
-
-class Invalid(ValueError):
-    """A field of a record that cannot be used; ``from_json`` turns it into a TraceError naming the file."""
-
-
-# -- reading a JSON file as input ---------------------------------------------------------
-
-
-def read_object(path: Path, what: str = "JSON") -> dict[str, Any]:
-    """*path* as a JSON object; a TraceError (``unreadable WHAT (why)``) for anything else.
-
-    A FIFO or device is refused before it is opened (reading one could block forever), and
-    nesting too deep for the parser is a bad file, not a crash.
-    """
-    try:
-        mode = path.stat().st_mode
-        if not stat.S_ISREG(mode):
-            raise TraceError(path, f"unreadable {what} (not a regular file)")
-        content = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise TraceError(path, f"unreadable {what} ({err})") from None
-    except RecursionError:
-        raise TraceError(path, f"unreadable {what} (nested too deeply)") from None
-    if not isinstance(content, dict):
-        raise TraceError(path, f"unreadable {what} (expected a JSON object)")
-    return content
-
-
-def _read_in(folder: Path, name: str) -> dict[str, Any] | None:
-    """``folder/name`` as a JSON object; None when *folder* is not a folder or has no such file."""
-    path = Path(folder) / name
-    if not Path(folder).is_dir() or not path.exists():
-        return None
-    return read_object(path)
-
-
-# -- field checks: each returns the value or raises Invalid naming the field ---------------------
-
-_MISSING = object()
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _field(obj: Mapping[str, Any], key: str, check: Callable[[Any, str], Any], where: str = "",
-           default: Any = _MISSING) -> Any:  # fmt: skip
-    """``obj[key]`` through *check*; *default* when absent or null (no default: required)."""
-    name = f"{where}{key}"
-    value = obj.get(key)
-    if value is None:
-        if default is _MISSING:
-            raise Invalid(f"{name} is missing")
-        return default
-    return check(value, name)
-
-
-def _str(value: Any, name: str) -> str:
-    if not isinstance(value, str):
-        raise Invalid(f"{name} must be text, got {_kind(value)}")
-    return value
-
-
-def _one_of(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
-    def check(value: Any, name: str) -> str:
-        if _str(value, name) not in choices:
-            raise Invalid(f"{name} must be one of {', '.join(choices)}, got {value!r:.40}")
-        return value
-
-    return check
-
-
-def _bool(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise Invalid(f"{name} must be true or false, got {_kind(value)}")
-    return value
-
-
-def _int(low: int | None = None, high: int | None = None) -> Callable[[Any, str], int]:
-    def check(value: Any, name: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise Invalid(f"{name} must be an integer, got {_kind(value)} {value!r:.40}")
-        if (low is not None and value < low) or (high is not None and value > high):
-            raise Invalid(f"{name} must lie in [{low if low is not None else '…'}, "
-                          f"{high if high is not None else '…'}], got {value}")  # fmt: skip
-        return value
-
-    return check
-
-
-def _number(low: float = -math.inf, high: float = math.inf, *, open_low: bool = False,
-            open_high: bool = False) -> Callable[[Any, str], float]:  # fmt: skip
-    """A finite number in the range (ints accepted: JSON writes 2.0 as 2 in other tools)."""
-
-    def check(value: Any, name: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise Invalid(f"{name} must be a number, got {_kind(value)} {value!r:.40}")
-        v = float(value)
-        inside = math.isfinite(v) and (v > low if open_low else v >= low) and (v < high if open_high else v <= high)
-        if not inside:
-            raise Invalid(f"{name} must lie in {'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}, "
-                          f"got {value}")  # fmt: skip
-        return v
-
-    return check
-
-
-def _any_number(value: Any, name: str) -> float:
-    """A number as the runner measured it (NaN allowed: "not measured" is decided by the reader)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise Invalid(f"{name} must be a number, got {_kind(value)} {value!r:.40}")
-    return float(value)
-
-
-def _as_written(check: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
-    """*check*, keeping the value as the file holds it (an int stays an int when printed)."""
-
-    def keep(value: Any, name: str) -> Any:
-        check(value, name)
-        return value
-
-    return keep
-
-
-def _object(value: Any, name: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise Invalid(f"{name} must be an object, got {_kind(value)}")
-    return value
-
-
-def _list(item: Callable[[Any, str], Any]) -> Callable[[Any, str], list[Any]]:
-    def check(value: Any, name: str) -> list[Any]:
-        if not isinstance(value, list):
-            raise Invalid(f"{name} must be a list, got {_kind(value)}")
-        return [item(v, f"{name}[{i}]") for i, v in enumerate(value)]
-
-    return check
-
-
-def _objects(item: Callable[[Any, str], Any]) -> Callable[[Any, str], dict[str, Any]]:
-    """An object whose every value goes through *item*."""
-
-    def check(value: Any, name: str) -> dict[str, Any]:
-        return {str(k): item(v, f"{name}.{k}") for k, v in _object(value, name).items()}
-
-    return check
-
-
-def _check_schema(content: Mapping[str, Any], schema: str) -> None:
-    """Absent (written before schemas) or this version; a later version is refused, not misread."""
-    found = content.get("schema", schema)
-    if found != schema:
-        raise Invalid(f"schema is {found!r:.60}; this traceattr reads {schema!r}")
-
-
-def _reading(path: Path | str, what: str, read: Callable[[], Any]) -> Any:
-    try:
-        return read()
-    except Invalid as err:
-        raise TraceError(path, f"unreadable {what} ({err})") from None
 
 
 # -- plan.json ---------------------------------------------------------------------------------
@@ -214,27 +71,41 @@ class RunPlan:
 
     shapes: tuple[str, ...]  # canonical shape names
     arms: tuple[str, ...]  # arm texts (traceattr.backends.arms grammar, labels distinct), in A B … order
-    iters: int = 20  # rounds: every arm runs once per round (the minimum when max_noise is set)
-    max_noise: float | None = None  # add rounds until every arm's median is this precise (fraction)
-    max_iters: int | None = None  # ... but never more rounds than this
-    warmup: int = 3  # untimed calls per arm after validation (the first also JIT-compiles)
-    flush_bytes: int = 256 << 20  # L2 flush before each call; ≥ 2× L2 (H200: 60 MB, B200: 126 MB)
+    # the protocol's fields (traceattr.core.protocol.Protocol, where each is described), flat as plan.json
+    # holds them; the defaults are the record's (the "profile" preset)
+    iters: int = PROFILE.iters
+    max_noise: float | None = PROFILE.max_noise
+    max_iters: int | None = PROFILE.max_iters
+    warmup: int = PROFILE.warmup
+    flush_bytes: int = 256 << 20  # as resolved for the GPU (≥ 2× L2; H200: 60 MB, B200: 126 MB)
     flush_kind: str = "fill+evict"  # runner.flush: a fill alone leaves a call's lines and pages warm
-    between: str = "flush"  # before every timed call: "flush", "flush+ARM" (flush, then ARM's call) or "none"
-    order: str = "abba"  # "abba": arms interleaved, reversed on odd rounds; "blocked": each arm's calls back to back
-    # > 0: before each group the GPU spins until the host has enqueued the group and releases it (runner.hold),
-    # so no call waits for its own launch; the number no longer sets a length (kept so plans and --hold-us read)
-    hold_us: float = 0.0
-    # each group starts with an untimed call of its last arm (after the hold): the first call after an idle GPU
-    # ran 0.4–3.1% faster than the next on the H200, which read as a position effect in every ABBA pair
-    lead: bool = True
-    graphs: bool = False  # replay every arm's call as a captured CUDA graph (an arm's [graphs] does it for one)
+    between: str = PROFILE.between
+    order: str = PROFILE.order
+    hold_us: float = PROFILE.hold_us
+    lead: bool = PROFILE.lead
+    graphs: bool = PROFILE.graphs  # an arm's [graphs] does it for one arm
     shuffle: bool = False  # scatter each request's KV pages over the cache
-    seed: int = 0
+    seed: int = PROFILE.seed
     validate: bool = True  # compare with the torch reference before timing; refuse wrong kernels
     tolerance: dict[str, float] = field(default_factory=lambda: {"bf16": 0.02, "fp8": 0.08})
     results: str = runfolder.RUNNER  # written into the run folder
     capture_range: bool = True  # start/stop nsys capture around the timed loop (cudaProfilerApi)
+
+    @classmethod
+    def of(cls, shapes: tuple[str, ...], arms: tuple[str, ...], protocol: Protocol, *, flush_bytes: int,
+           shuffle: bool = False, validate: bool = True) -> RunPlan:  # fmt: skip
+        """The plan that runs *protocol* (its flush resolved to *flush_bytes* for the GPU)."""
+        p = protocol
+        return cls(shapes=shapes, arms=arms, iters=p.iters, max_noise=p.max_noise, max_iters=p.max_iters,
+                   warmup=p.warmup, flush_bytes=flush_bytes, between=p.between, order=p.order, hold_us=p.hold_us,
+                   lead=p.lead, graphs=p.graphs, shuffle=shuffle, seed=p.seed, validate=validate)  # fmt: skip
+
+    @property
+    def protocol(self) -> Protocol:
+        """The protocol this plan runs (the flush as resolved)."""
+        return Protocol(iters=self.iters, warmup=self.warmup, max_noise=self.max_noise, max_iters=self.max_iters,
+                        hold_us=self.hold_us, lead=self.lead, between=self.between, flush_bytes=self.flush_bytes,
+                        graphs=self.graphs, seed=self.seed, order=self.order)  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": PLAN_FORMAT, **asdict(self)}
@@ -537,13 +408,6 @@ def _receipt_row(value: Any, name: str) -> dict[str, Any]:
     return out
 
 
-def _not_null(obj: Mapping[str, Any], keys: Iterable[str], where: str) -> None:
-    """Fields that may be absent (a default applies) but never null."""
-    for key in keys:
-        if key in obj and obj[key] is None:
-            raise Invalid(f"{where}{key} must not be null")
-
-
 def _round_protocol(value: Any, name: str) -> dict[str, Any]:
     """A receipt's protocol: what a retry runs again, so every count and size is bounded here."""
     p, at = _object(value, name), f"{name}."
@@ -557,19 +421,13 @@ def _round_protocol(value: Any, name: str) -> dict[str, Any]:
     _not_null(p, checks.keys() - {"max_noise", "max_iters", "flush_bytes"}, at)  # null there: "not set"
     for key, check in checks.items():
         _field(p, key, check, at, None)
+    read_protocol(p, name)  # and it reads as the record a retry runs
     return dict(p)
 
 
 def _round_gates(value: Any, name: str) -> dict[str, Any]:
-    g, at = _object(value, name), f"{name}."
-    checks: dict[str, Callable[[Any, str], Any]] = {
-        "directional_limit": _number(0, open_low=True), "min_clock": _number(0, 1), "parity": _bool,
-        "confidence": _number(0, 1, open_low=True, open_high=True), "same_within": _number(0),
-    }  # fmt: skip
-    _not_null(g, checks.keys(), at)
-    for key, check in checks.items():
-        _field(g, key, check, at, None)
-    return dict(g)
+    read_gates(value, name)
+    return dict(value)
 
 
 @dataclass(frozen=True)
@@ -582,23 +440,38 @@ class ReceiptRecord:
     summary: Mapping[str, Any] = field(default_factory=dict)
 
     @property
-    def protocol(self) -> Mapping[str, Any]:
-        return self.header.get("protocol") or {}
+    def protocol(self) -> Protocol:
+        """How the round measured (the header's protocol, checked when the file was read)."""
+        return Protocol.from_json(self._header_object("protocol"), "receipt protocol")
 
     @property
-    def gates(self) -> Mapping[str, Any]:
-        return self.header.get("gates") or {}
+    def gates(self) -> Gates:
+        return Gates.from_json(self._header_object("gates"), "receipt gates")
+
+    @property
+    def rounds(self) -> int:
+        """The round's own captures (receipts written before the key: 3, the default)."""
+        return int(self._header_object("protocol").get("rounds", 3))
+
+    @property
+    def rows_source(self) -> str:
+        return str(self.header.get("rows_source", ""))
+
+    def _header_object(self, key: str) -> Mapping[str, Any]:
+        value = self.header.get(key)
+        return value if isinstance(value, Mapping) else {}
 
     @property
     def arms(self) -> tuple[str, str]:
         """(baseline, candidate) as the arm texts a retry runs (the labels for receipts written before ``arms``)."""
-        arms = self.header.get("arms") or {}
+        arms = self._header_object("arms")
         return arms.get("baseline", self.header["baseline"]), arms.get("candidate", self.header["candidate"])
 
     @property
     def rounds_done(self) -> int:
         """Captures run so far: the round's, then every retry's (a retry continues the numbering)."""
-        return int(self.protocol.get("rounds") or 0) + sum(self.header.get("retry_rounds") or [])
+        done, retries = self._header_object("protocol").get("rounds"), self.header.get("retry_rounds")
+        return int(done if done is not None else 0) + (sum(retries) if retries else 0)
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": RECEIPT_FORMAT, **self.header, "summary": dict(self.summary),

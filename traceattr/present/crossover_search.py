@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -13,6 +16,14 @@ from traceattr.core.records import SearchRecord
 from traceattr.core.shapes import fmt_ctx
 from traceattr.present.formats import decimals, interval, search_text, time_fall_text, us
 from traceattr.present.names import printable
+
+
+def step_lines(step: Mapping[str, Any]) -> list[str]:
+    """A step as the search runs: each point measured, its side and gates, and what the search does next."""
+    decision = step["decision"]
+    then = f"{decision['kind']} {decision['next_ctx'] if decision.get('next_ctx') is not None else ''}"
+    return [f"step {step['step']}: {p['shape']} {p['side']} (ratio {p.get('ratio')}, {p['status']}) → {then}"
+            for p in step["points"]]  # fmt: skip
 
 
 def render_steps(record: SearchRecord, con: Console) -> None:

@@ -88,6 +88,7 @@ from traceattr.backends.reference import LSE_LIMIT, lse_error, merge_reference, 
 from traceattr.core.callnames import BETWEEN, DOMAIN, FLUSH, HOLD, LEAD, WARMUP, CallName
 from traceattr.core.errors import BackendUnsupported
 from traceattr.core.precision import median_noise
+from traceattr.core.progress import Progress, emit
 from traceattr.core.shapes import Shape, parse_shape
 from traceattr.runner.environment import ClockSampler, gpu_facts, versions
 from traceattr.runner.flush import Flush
@@ -97,7 +98,7 @@ from traceattr.runner.plan import RunPlan, arm_letters, between_arm, call_order,
 
 def say(message: str) -> None:
     """Progress for the parent process (it shows these lines while nsys runs)."""
-    print(f"[traceattr] {message}", flush=True)
+    emit(Progress(message))
 
 
 class Prepared:
@@ -306,7 +307,11 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
             torch.cuda.profiler.start()
         for shape, _data, ready, predecessor in timed_shapes:
             order_arms = tuple(a for a in labels if a in ready)
-            say(f"timing {shape.name}: {len(ready)} arms × {plan.iters} calls ({plan.order}, between: {plan.between})")
+            emit(
+                Progress.timing_of(
+                    shape.name, f"{len(ready)} arms × {plan.iters} calls ({plan.order}, between: {plan.between})"
+                )
+            )
             torch.cuda.synchronize()
             window_start = time.time()
             clocks.sample()  # inside the window: even a shape shorter than the period gets two samples
