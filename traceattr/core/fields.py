@@ -183,3 +183,10 @@ def _not_null(obj: Mapping[str, Any], keys: Iterable[str], where: str) -> None:
     for key in keys:
         if key in obj and obj[key] is None:
             raise Invalid(f"{where}{key} must not be null")
+
+
+def section(content: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """The object at *key* of a record's content (a header's ``protocol``, ``gates``, ``runner`` …); absent, in
+    a file written before that part existed, it reads as empty: its fields' own defaults then apply."""
+    value = content.get(key)
+    return value if isinstance(value, Mapping) else {}

@@ -22,6 +22,7 @@ them a frame.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -49,6 +50,7 @@ from traceattr.core.fields import (
     _reading,
     _str,
     read_object,
+    section,
 )
 from traceattr.core.protocol import MAX_ITERS, PROFILE, Gates, Protocol, read_gates, read_protocol
 
@@ -198,11 +200,21 @@ class ShapeClocks:
 
 
 @dataclass(frozen=True)
+class ShapeHold:
+    """runner.json ``shapes[shape].hold``: how the host-released hold fared (groups 0: no hold ran)."""
+
+    groups: int = 0
+    timeouts: int = 0
+    gpu_wait_us: float | None = None  # the median GPU wait for the host per group (``gpu_wait_us.median``)
+
+
+@dataclass(frozen=True)
 class ShapeRun:
-    """runner.json ``shapes[shape]``: every arm's check and the loaded clock."""
+    """runner.json ``shapes[shape]``: every arm's check, the loaded clock and the hold."""
 
     backends: Mapping[str, ArmCheck] = field(default_factory=dict)
     clocks: ShapeClocks = field(default_factory=ShapeClocks)
+    hold: ShapeHold = field(default_factory=ShapeHold)
 
 
 _EVENT_KEYS = ("backend", "shape", "iter", "event_us")
@@ -227,7 +239,15 @@ def _shape_run(value: Any, name: str) -> ShapeRun:
     measured = (
         _field(clocks, k, _any_number, where, None) for k in ("sm_clock_mhz_median", "sm_clock_max_mhz", "fraction")
     )
-    return ShapeRun(_field(v, "backends", _objects(_arm_check), at, {}), ShapeClocks(*measured))
+    return ShapeRun(_field(v, "backends", _objects(_arm_check), at, {}), ShapeClocks(*measured),
+                    _field(v, "hold", _shape_hold, at, ShapeHold()))  # fmt: skip
+
+
+def _shape_hold(value: Any, name: str) -> ShapeHold:
+    h, at = _object(value, name), f"{name}."
+    wait = _field(h, "gpu_wait_us", _object, at, {})
+    return ShapeHold(_field(h, "groups", _int(0), at, 0), _field(h, "timeouts", _int(0), at, 0),
+                     _field(wait, "median", _any_number, f"{at}gpu_wait_us.", None))  # fmt: skip
 
 
 def _event(value: Any, name: str) -> dict[str, Any]:
@@ -258,10 +278,10 @@ class RunnerRecord:
         return self.content.get(key)
 
     def shape(self, shape: str) -> ShapeRun:
-        return self.shapes.get(shape) or ShapeRun()
+        return self.shapes.get(shape, ShapeRun())
 
     def check(self, shape: str, arm: str) -> ArmCheck:
-        return self.shape(shape).backends.get(arm) or ArmCheck()
+        return self.shape(shape).backends.get(arm, ArmCheck())
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.content)  # the runner writes it: no schema key of ours is added to its file
@@ -458,8 +478,7 @@ class ReceiptRecord:
         return str(self.header.get("rows_source", ""))
 
     def _header_object(self, key: str) -> Mapping[str, Any]:
-        value = self.header.get(key)
-        return value if isinstance(value, Mapping) else {}
+        return section(self.header, key)
 
     @property
     def arms(self) -> tuple[str, str]:
@@ -563,6 +582,9 @@ def _search_point(value: Any, name: str) -> dict[str, Any]:
         _field(p, key, _any_number, at, None)
     _field(p, "medians_us", _objects(_any_number), at, None)
     _field(p, "gates", _object, at, None)
+    _field(p, "fastest", _str, at, None)
+    _field(p, "refused_by", _str, at, None)
+    _field(p, "verdict", _str, at, None)
     return dict(p)
 
 
@@ -577,6 +599,47 @@ def _search_step(value: Any, name: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class SearchPoint:
+    """search.json ``steps[i].points[j]``: one measured ctx with its side, ratio, medians and gates (as written)."""
+
+    ctx: int
+    shape: str
+    side: str  # SEARCH_SIDES
+    status: str  # pass | refused
+    ratio: float | None = None
+    low: float | None = None
+    high: float | None = None
+    refused_by: str | None = None
+    verdict: str | None = None
+    medians_us: Mapping[str, float] = field(default_factory=dict)  # per arm label, fastest first
+    fastest: str | None = None
+
+    @property
+    def refusal(self) -> str:
+        """Why the point was refused, as the search named it: its failed gates, else its status."""
+        return self.refused_by if self.refused_by else self.status
+
+
+@dataclass(frozen=True)
+class SearchStep:
+    """search.json ``steps[i]``: one capture, its points, and the decision after it (``Decision.to_json``)."""
+
+    step: int
+    folder: str
+    points: tuple[SearchPoint, ...]
+    decision: Mapping[str, Any]
+    seconds: float | None = None
+
+
+def _typed_point(p: Mapping[str, Any]) -> SearchPoint:
+    """A checked point (:func:`_search_point`) as its record; values as written (an int ratio stays an int)."""
+    medians = p.get("medians_us")
+    return SearchPoint(p["ctx"], p["shape"], p["side"], p["status"], p.get("ratio"), p.get("low"), p.get("high"),
+                       p.get("refused_by"), p.get("verdict"), {} if medians is None else medians,
+                       p.get("fastest"))  # fmt: skip
+
+
+@dataclass(frozen=True)
 class SearchRecord:
     """search.json of ``traceattr sweep``: what was searched (``header``), each step's captured points with
     their gates and the decision after it, and the ``result`` (None: the search did not finish)."""
@@ -588,6 +651,28 @@ class SearchRecord:
     def to_json(self) -> dict[str, Any]:
         return {"schema": SEARCH_FORMAT, **self.header, "steps": list(self.steps),
                 "result": None if self.result is None else dict(self.result)}  # fmt: skip
+
+    @functools.cached_property
+    def search_steps(self) -> tuple[SearchStep, ...]:
+        """The steps as typed records (``steps`` keeps them as the file holds them, for the dispatch table)."""
+        checked = [_search_step(s, f"steps[{i}]") for i, s in enumerate(self.steps)]
+        return tuple(SearchStep(s["step"], s["folder"], tuple(_typed_point(p) for p in s["points"]), s["decision"],
+                                s.get("seconds")) for s in checked)  # fmt: skip
+
+    @property
+    def below(self) -> str | None:
+        """The fastest arm at the low end (None until step 1 is recorded)."""
+        return self.header.get("below")
+
+    @property
+    def above(self) -> str | None:
+        """The fastest arm at the high end (its runner-up there when the same as ``below``)."""
+        return self.header.get("above")
+
+    @property
+    def seconds(self) -> float:
+        """The capture seconds of every step (0 where not recorded)."""
+        return sum(s.seconds for s in self.search_steps if s.seconds is not None)
 
     @property
     def passing_folders(self) -> tuple[str, ...]:

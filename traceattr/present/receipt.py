@@ -10,9 +10,11 @@ from typing import Any
 
 import polars as pl
 
-from traceattr.analysis.causes import drift, predecessor_shift
+from traceattr.analysis.causes import drift, predecessor_shift, row_values
 from traceattr.analysis.hostbound import HOST_SHARE
 from traceattr.analysis.rounds import Receipt
+from traceattr.core.fields import section
+from traceattr.core.protocol import Gates
 from traceattr.present.formats import count, decimals, pct, signed_pct, us, with_interval
 
 
@@ -27,7 +29,7 @@ def markdown(receipt: Receipt) -> str:
     ]
     rows = receipt.rows
     retried = set(rows.filter(pl.col("attempt") > 1)["row"].to_list())
-    target = (h.get("protocol") or {}).get("max_noise")
+    target = section(h, "protocol").get("max_noise")
     for r in (
         rows.sort("attempt")
         .join(rows.select("row").unique(maintain_order=True).with_row_index("_o"), on="row")
@@ -88,7 +90,7 @@ def with_causes(receipt: Receipt) -> Receipt:
 def led(header: Mapping[str, Any]) -> bool:
     """Whether the round's groups opened with a lead call (receipts written before leads: no), which turns
     the predecessor split into the position in the group."""
-    return bool((header.get("protocol") or {}).get("lead"))
+    return bool(section(header, "protocol").get("lead"))
 
 
 def cause_text(row: Mapping[str, Any], header: Mapping[str, Any]) -> str:
@@ -96,8 +98,8 @@ def cause_text(row: Mapping[str, Any], header: Mapping[str, Any]) -> str:
     kinds = row.get("causes")
     if kinds is None:
         return "not diagnosed: this receipt was written before traceattr recorded causes"
-    gates = header.get("gates") or {}
-    limit = float(gates.get("directional_limit") or 0.02)
+    gates = section(header, "gates")
+    limit = Gates.from_json(gates).directional_limit
     names = {
         "baseline": str(header.get("baseline", "baseline")),
         "candidate": str(header.get("candidate", "candidate")),
@@ -116,13 +118,15 @@ def cause_text(row: Mapping[str, Any], header: Mapping[str, Any]) -> str:
 def _arms_words(
     row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any], lead: bool
 ) -> str:
-    return f"an arm did not run: {row.get('arms_note') or 'no calls'}"
+    note = row.get("arms_note")
+    return f"an arm did not run: {note if note else 'no calls'}"
 
 
 def _parity_words(
     row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any], lead: bool
 ) -> str:
-    return f"outputs ({row.get('parity')}): {row.get('parity_value') or 'not checked'}"
+    value = row.get("parity_value")
+    return f"outputs ({row.get('parity')}): {value if value else 'not checked'}"
 
 
 def _clock_words(
@@ -135,17 +139,17 @@ def _clock_words(
     return (
         f"clock: the SM clock ran at {pct(fraction)} of its maximum"
         + (f" ({us(mhz, 0)} MHz)" if mhz is not None else "")
-        + f" while the row was timed, below {pct(float(gates.get('min_clock') or 0))}: the GPU was throttled"
+        + f" while the row was timed, below {pct(float(gates.get('min_clock', 0)))}: the GPU was throttled"
     )
 
 
 def _host_words(
     row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any], lead: bool
 ) -> str:
-    calls = row.get("calls_rounds") or []
+    calls = row_values(row, "calls_rounds")
     found = []
     for side in ("baseline", "candidate"):
-        counts = row.get(f"host_bound_{side}") or []
+        counts = row_values(row, f"host_bound_{side}")
         per_round = [
             f"{count(n)} / {count(total)} in round {i + 1}"
             for i, (n, total) in enumerate(zip(counts, calls, strict=False))
@@ -206,7 +210,7 @@ def _drift_words(
         spread = drift(row, side, limit)
         if spread is None:
             continue
-        medians = ", ".join(us(v, 2) for v in row.get(f"{side}_rounds_us") or [])
+        medians = ", ".join(us(v, 2) for v in row_values(row, f"{side}_rounds_us"))
         parts.append(f"{names[side]}'s per-round medians {medians} µs ({pct(spread)} apart)")
     noise = row.get("noise")
     tail = f", each round's median within ±{pct(noise, 2)}" if noise is not None else ""
@@ -240,7 +244,7 @@ _CAUSE_WORDS = {
 def _evidence_summary(row: Mapping[str, Any], names: Mapping[str, str]) -> str:
     parts = []
     for side in ("baseline", "candidate"):
-        medians = ", ".join(us(v, 2) for v in row.get(f"{side}_rounds_us") or [])
+        medians = ", ".join(us(v, 2) for v in row_values(row, f"{side}_rounds_us"))
         parts.append(f"{names[side]} per-round medians {medians} µs")
     if row.get("directional") is not None:
         parts.append(f"directional {decimals(row['directional'], 4)}")
@@ -249,11 +253,10 @@ def _evidence_summary(row: Mapping[str, Any], names: Mapping[str, str]) -> str:
 
 def protocol_text(h: Mapping[str, Any]) -> str:
     """The receipt's one-line protocol: sampling, order, what runs between calls, graphs, hold, gates."""
-    p = h.get("protocol") or {}
-    g = h.get("gates") or {}
-    ran = (h.get("runner") or {}).get("protocol") or {}  # what the runner recorded, where it did
+    p, g = section(h, "protocol"), section(h, "gates")
+    ran = section(section(h, "runner"), "protocol")  # what the runner recorded, where it did
     flush = p.get("flush_bytes")
-    kind = ran.get("flush_kind") or p.get("flush_kind")
+    kind = ran.get("flush_kind", p.get("flush_kind"))
     flushed = f"{(flush or 0) / 2**20:.0f} MiB L2 flush" + (f", {_FLUSH_WORDS.get(kind, kind)}" if kind else "")
     parts = [
         _sampling(p),
@@ -290,9 +293,13 @@ def _sampling(p: Mapping[str, Any]) -> str:
     if not noise:
         return f"{rounds} rounds × {iters} iterations"
     return (
-        f"{rounds} rounds × {iters}–{p.get('max_iters') or '?'} iterations "
+        f"{rounds} rounds × {iters}–{_or_unknown(p.get('max_iters'))} iterations "
         f"(until each arm's median is within ±{noise:.1%}, 95%)"
     )
+
+
+def _or_unknown(value: Any) -> Any:
+    return "?" if value is None else value
 
 
 def _md(text: Any) -> str:
