@@ -17,7 +17,7 @@ from traceattr.attribution.engine import MODES, Attributing, Attribution
 from traceattr.core.callnames import check_regex as check_regex  # with the options it checks; defined in core
 from traceattr.core.callnames import checked_group
 from traceattr.core.errors import TraceattrError
-from traceattr.core.protocol import PRESETS, Gates, Protocol
+from traceattr.core.protocol import DEFAULT_MAX_ITERS, PRESETS, Gates, Protocol
 from traceattr.trace.validate import MAX_MEMORY_BANDWIDTH, MIN_MEMORY_BANDWIDTH
 
 # Exit statuses, one convention for every command (README: exit status): 0 the command answered;
@@ -162,7 +162,7 @@ PROTOCOL_OPTIONS: dict[str, tuple[ProtocolOption | str, ...]] = {
                        "Make --iters a minimum: add rounds (abba) until every arm's median is this precise, as a "
                        "fraction (0.005: the 95% interval of the median within ±0.5%)."),
         ProtocolOption("max_iters", "max_iters", Optional[int],
-                       "With --max-noise: never more rounds than this. [default: 500]"),
+                       f"With --max-noise: never more rounds than this. [default: {DEFAULT_MAX_ITERS}]"),
         ProtocolOption("hold_us", "hold_us", float,
                        "µs per call of GPU spin before each group of calls, so the host enqueues the group before the "
                        "GPU reaches it (no call waits for its own launch; traceattr round holds 100)."),

@@ -15,7 +15,7 @@ from traceattr.cli import app, options_given
 from traceattr.cli.options import protocol_options
 from traceattr.core.errors import TraceattrError
 from traceattr.core.progress import parse
-from traceattr.core.protocol import ROUND, Protocol
+from traceattr.core.protocol import ROUND, ROUNDS, Protocol
 from traceattr.jobs.round import (
     ROW_SETS,
     CaptureRequest,
@@ -39,7 +39,7 @@ CandidateOpt = Annotated[
     Optional[str], typer.Option("--candidate", help="The lever (e.g. 'fa3\\[splits=4]'; A/A: again=fa3).")
 ]
 RoundsOpt = Annotated[
-    Optional[int], typer.Option(help="Separate captures; arm order alternates between them. [default: 3]")
+    Optional[int], typer.Option(help=f"Separate captures; arm order alternates between them. [default: {ROUNDS}]")
 ]
 RetryOpt = Annotated[
     Optional[Path], typer.Option("--retry", help="A receipt.json (or its round folder): re-measure its refused rows.")

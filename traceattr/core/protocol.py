@@ -45,6 +45,9 @@ MAX_HOLD_US = 10_000.0  # --hold-us: a hold is on or off; the bound keeps old sp
 # what "hold on" is written as (hold_us): any value > 0 switches the host-released hold on, the host sets its length
 HOLD_ON_US = 100.0
 ORDERS: tuple[str, ...] = ("abba", "blocked")
+ROUNDS = 3  # captures in a round (arm order alternating between them), unless --rounds says otherwise
+# with max_noise and no max_iters, the runner's cap: ~500 × (flush + call) per arm stays under a second at 900k
+DEFAULT_MAX_ITERS = 500
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,6 @@ def read_gates(value: Any, name: str) -> Gates:
 # a round (and each sweep step, a one-round comparison) adds rounds until every median is within ±0.5%,
 # up to 500, and holds the GPU while the host enqueues each group.
 PROFILE = Protocol()
-ROUND = replace(PROFILE, max_noise=0.005, max_iters=500, hold_us=HOLD_ON_US)
+ROUND = replace(PROFILE, max_noise=0.005, max_iters=DEFAULT_MAX_ITERS, hold_us=HOLD_ON_US)
 SWEEP = ROUND
 PRESETS: dict[str, Protocol] = {"profile": PROFILE, "round": ROUND, "sweep": SWEEP}

@@ -52,7 +52,7 @@ from traceattr.core.fields import (
     read_object,
     section,
 )
-from traceattr.core.protocol import MAX_ITERS, PROFILE, Gates, Protocol, read_gates, read_protocol
+from traceattr.core.protocol import MAX_HOLD_US, MAX_ITERS, PROFILE, ROUNDS, Gates, Protocol, read_gates, read_protocol
 
 PLAN_FORMAT = "traceattr.plan/1"
 RUNNER_FORMAT = "traceattr.runner/1"
@@ -133,7 +133,7 @@ class RunPlan:
             "order": _field(content, "order", _str, default=d["order"].default),
             # a plan written before flush kinds existed ran the plain fill
             "flush_kind": _field(content, "flush_kind", _one_of(FLUSH_KINDS), default="fill"),
-            "hold_us": _field(content, "hold_us", _number(0, 10_000), default=d["hold_us"].default),
+            "hold_us": _field(content, "hold_us", _number(0, MAX_HOLD_US), default=d["hold_us"].default),
             "seed": _field(content, "seed", _int(), default=d["seed"].default),
             "results": _field(content, "results", _str, default=d["results"].default),
         }
@@ -435,7 +435,7 @@ def _round_protocol(value: Any, name: str) -> dict[str, Any]:
     checks: dict[str, Callable[[Any, str], Any]] = {
         "rounds": _int(1, MAX_ROUNDS), "warmup": _int(1, MAX_ITERS),
         "max_noise": _number(0, 1, open_low=True, open_high=True), "max_iters": _int(iters or 2, MAX_ITERS),
-        "hold_us": _number(0, 10_000), "hold": _bool, "lead": _bool, "between": _str, "order": _str, "flush_bytes": _int(1, 1 << 40),
+        "hold_us": _number(0, MAX_HOLD_US), "hold": _bool, "lead": _bool, "between": _str, "order": _str, "flush_bytes": _int(1, 1 << 40),
         "graphs": _bool, "sensitivity": _bool, "seed": _int(),
     }  # fmt: skip
     _not_null(p, checks.keys() - {"max_noise", "max_iters", "flush_bytes"}, at)  # null there: "not set"
@@ -471,7 +471,7 @@ class ReceiptRecord:
     @property
     def rounds(self) -> int:
         """The round's own captures (receipts written before the key: 3, the default)."""
-        return int(self._header_object("protocol").get("rounds", 3))
+        return int(self._header_object("protocol").get("rounds", ROUNDS))
 
     @property
     def rows_source(self) -> str:

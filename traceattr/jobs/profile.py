@@ -30,11 +30,11 @@ from traceattr.backends.layout import KvLayout
 from traceattr.core import runfolder
 from traceattr.core.errors import BackendUnsupported, TraceattrError
 from traceattr.core.output import ResultSet
-from traceattr.core.protocol import PROFILE, Protocol
+from traceattr.core.protocol import ORDERS, PROFILE, Protocol
 from traceattr.core.records import RunnerRecord, RunRecord
 from traceattr.core.shapes import Shape
 from traceattr.jobs.capture import capture, profile_command
-from traceattr.runner.plan import ORDERS, RunPlan, check_between, check_timing
+from traceattr.runner.plan import RunPlan, check_between, check_timing
 from traceattr.trace.loader import load_trace
 from traceattr.trace.nsys import find_nsys
 

@@ -29,7 +29,7 @@ from traceattr.core import runfolder
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import write_manifest, write_table, write_text
 from traceattr.core.progress import parse
-from traceattr.core.protocol import PROFILE, Gates, Protocol
+from traceattr.core.protocol import PROFILE, ROUNDS, Gates, Protocol
 from traceattr.core.records import MAX_ROUNDS, ReceiptRecord, read_object, read_run, read_runner
 from traceattr.core.shapes import PUBLISHED_ROWS, ShapeError, parse_shape
 from traceattr.present.receipt import markdown, with_causes
@@ -89,7 +89,7 @@ class RoundPlan:
     baseline: str
     candidate: str
     folder: Path
-    rounds: int = 3
+    rounds: int = ROUNDS
     # a plan built in code times exactly protocol.iters rounds with the hold on; the command's defaults are
     # the "round" preset (traceattr.core.protocol.ROUND)
     protocol: Protocol = field(default_factory=lambda: PROFILE.held(True))
@@ -351,7 +351,7 @@ def plan_round(
         raise TraceattrError(f"missing {', '.join(missing)} (or --retry RECEIPT)")
     assert rows and baseline and candidate
     return RoundPlan(rows=read_rows(rows), baseline=baseline, candidate=candidate,
-                     folder=folder_name(out_root, baseline, candidate), rounds=3 if rounds is None else rounds,
+                     folder=folder_name(out_root, baseline, candidate), rounds=ROUNDS if rounds is None else rounds,
                      protocol=protocol, gates=gates, rows_source=rows)  # fmt: skip
 
 
