@@ -176,6 +176,37 @@ def test_runner_record_reads_what_the_runner_writes(tmp_path: Path) -> None:
         RunnerRecord.from_json(bad, path)
 
 
+def test_runner_record_reads_each_shapes_hold(tmp_path: Path) -> None:
+    content = runner_json()
+    content["shapes"][SHAPE]["hold"] = {"groups": 12, "timeouts": 1, "gpu_wait_us": {"median": 2.5, "max": 9.0},
+                                        "group_enqueue_us": {"median": 40.0, "max": 60.0}, "call_enqueue_us": {}}  # fmt: skip
+    hold = RunnerRecord.from_json(content).shape(SHAPE).hold
+    assert (hold.groups, hold.timeouts, hold.gpu_wait_us) == (12, 1, 2.5)
+    assert RunnerRecord.from_json(runner_json()).shape(SHAPE).hold.groups == 0  # no hold recorded
+    content["shapes"][SHAPE]["hold"]["timeouts"] = "one"
+    with pytest.raises(
+        TraceError, match=r"runner\.json: unreadable runner record \(shapes\..*\.hold\.timeouts must be"
+    ):
+        RunnerRecord.from_json(content, tmp_path / "runner.json")
+
+
+def test_search_steps_read_as_records(tmp_path: Path) -> None:
+    from traceattr.core.records import SearchRecord
+
+    path = Path(__file__).parents[1] / "examples" / "sweeps" / "h200_q8_fa3_flashmla_eager.json"
+    record = SearchRecord.read(path)
+    first = record.search_steps[0]
+    assert first.step == 1 and first.points[0].ctx == record.steps[0]["points"][0]["ctx"]
+    assert first.points[0].medians_us == record.steps[0]["points"][0]["medians_us"]
+    assert record.below in first.points[0].medians_us and record.seconds > 0
+    bad = json.loads(path.read_text(encoding="utf-8"))
+    bad["steps"][0]["points"][0]["verdict"] = 3
+    with pytest.raises(
+        TraceError, match=r"search\.json: unreadable search record \(steps\[0\]\.points\[0\]\.verdict must be text"
+    ):
+        SearchRecord.from_json(bad, tmp_path / "search.json")
+
+
 def test_run_record_keeps_every_fact_and_adds_only_its_schema(tmp_path: Path) -> None:
     facts = {"tool": "traceattr", "command": "profile", "version": "0.1.0", "argv": ["traceattr"], "notes": [],
              "outputs": ["calls.csv"], "gpu": {"name": "H200"}}  # fmt: skip
