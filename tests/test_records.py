@@ -190,6 +190,21 @@ def test_runner_record_reads_each_shapes_hold(tmp_path: Path) -> None:
         RunnerRecord.from_json(content, tmp_path / "runner.json")
 
 
+def test_the_protocol_as_the_runner_ran_it_is_typed(tmp_path: Path) -> None:
+    content = runner_json()
+    content["protocol"].update(flush_kind="fill+evict", hold="host", lead=True)
+    ran = RunnerRecord.from_json(content).protocol
+    assert (ran.hold, ran.lead, ran.flush_kind, ran.flush_bytes) == ("host", True, "fill+evict", 256 << 20)
+    assert RunnerRecord.from_json({"timed": False}).protocol.hold is None  # a runner that did not say
+    content["protocol"]["hold"] = "maybe"
+    with pytest.raises(TraceError, match=r"runner\.json: unreadable runner record \(protocol\.hold must be one of"):
+        RunnerRecord.from_json(content, tmp_path / "runner.json")
+    edited = receipt(tmp_path)
+    edited["runner"] = {"protocol": {"lead": "yes"}}
+    with pytest.raises(TraceError, match=r"runner\.protocol\.lead must be true or false"):
+        ReceiptRecord.from_json(edited, tmp_path / "receipt.json")
+
+
 def test_search_steps_read_as_records(tmp_path: Path) -> None:
     from traceattr.core.records import SearchRecord
 

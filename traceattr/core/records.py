@@ -217,6 +217,31 @@ class ShapeRun:
     hold: ShapeHold = field(default_factory=ShapeHold)
 
 
+@dataclass(frozen=True)
+class RunnerProtocol:
+    """runner.json ``protocol``: the protocol as the runner ran it; None where that runner did not say
+    (a runner written before the hold or the lead existed)."""
+
+    between: str | None = None
+    order: str | None = None
+    flush_bytes: int | None = None
+    flush_kind: str | None = None  # FLUSH_KINDS
+    graphs: bool | None = None
+    hold: str | None = None  # "host" (released by the host) or "none"
+    lead: bool | None = None
+
+
+def read_runner_protocol(value: Any, name: str) -> RunnerProtocol:
+    """A field check: runner.json's ``protocol`` (also as a receipt's header copies it, ``runner.protocol``)."""
+    p, at = _object(value, name), f"{name}."
+    return RunnerProtocol(
+        between=_field(p, "between", _str, at, None), order=_field(p, "order", _str, at, None),
+        flush_bytes=_field(p, "flush_bytes", _int(0), at, None), flush_kind=_field(p, "flush_kind", _str, at, None),
+        graphs=_field(p, "graphs", _bool, at, None), hold=_field(p, "hold", _one_of(("host", "none")), at, None),
+        lead=_field(p, "lead", _bool, at, None),
+    )  # fmt: skip
+
+
 _EVENT_KEYS = ("backend", "shape", "iter", "event_us")
 
 
@@ -272,6 +297,7 @@ class RunnerRecord:
     flush_bytes: int | None  # protocol.flush_bytes, else plan.flush_bytes
     low_clock_mhz: float | int | None  # the timed loop's median SM clock (as written) when the runner flagged it low
     content: Mapping[str, Any] = field(repr=False, default_factory=dict)
+    protocol: RunnerProtocol = field(default_factory=RunnerProtocol)
 
     def facts(self, key: str) -> Any:
         """A part of the file passed along as it is (``gpu``, ``versions``, ``clocks``, ``protocol``, …)."""
@@ -310,6 +336,7 @@ class RunnerRecord:
             if low
             else None,
             content=dict(c),
+            protocol=read_runner_protocol(protocol, "protocol"),
         )
 
     @classmethod
@@ -516,6 +543,7 @@ class ReceiptRecord:
         _field(c, "protocol", _round_protocol, default=None)
         _field(c, "gates", _round_gates, default=None)
         _field(c, "retry_rounds", _list(_int(1, MAX_ROUNDS)), default=None)
+        _field(_field(c, "runner", _object, default={}), "protocol", read_runner_protocol, "runner.", None)
         rows = tuple(_field(c, "rows", _list(_receipt_row)))
         captures = tuple(_field(c, "captures", _list(_str), default=[]))
         header = {k: v for k, v in c.items() if k not in ("schema", "summary", "captures", "rows")}

@@ -15,6 +15,7 @@ from traceattr.analysis.hostbound import HOST_SHARE
 from traceattr.analysis.rounds import Receipt
 from traceattr.core.fields import section
 from traceattr.core.protocol import Gates
+from traceattr.core.records import RunnerProtocol, read_runner_protocol
 from traceattr.present.formats import count, decimals, pct, signed_pct, us, with_interval
 
 
@@ -254,9 +255,9 @@ def _evidence_summary(row: Mapping[str, Any], names: Mapping[str, str]) -> str:
 def protocol_text(h: Mapping[str, Any]) -> str:
     """The receipt's one-line protocol: sampling, order, what runs between calls, graphs, hold, gates."""
     p, g = section(h, "protocol"), section(h, "gates")
-    ran = section(section(h, "runner"), "protocol")  # what the runner recorded, where it did
+    ran = read_runner_protocol(section(section(h, "runner"), "protocol"), "runner.protocol")  # as it ran
     flush = p.get("flush_bytes")
-    kind = ran.get("flush_kind", p.get("flush_kind"))
+    kind = ran.flush_kind if ran.flush_kind is not None else p.get("flush_kind")
     flushed = f"{(flush or 0) / 2**20:.0f} MiB L2 flush" + (f", {_FLUSH_WORDS.get(kind, kind)}" if kind else "")
     parts = [
         _sampling(p),
@@ -264,7 +265,7 @@ def protocol_text(h: Mapping[str, Any]) -> str:
         f"between calls: {p.get('between', '?')}" + (f" ({flushed})" if flush else ""),
         "CUDA graphs" if p.get("graphs") else "eager",
         *_hold_words(p, ran),
-        *(["each group opens with an untimed call of its last arm (lead)"] if ran.get("lead", p.get("lead")) else []),
+        *(["each group opens with an untimed call of its last arm (lead)"] if _led(ran, p) else []),
         f"gates: directional ≤ {g.get('directional_limit')}, loaded SM clock ≥ {g.get('min_clock')}, parity "
         + ("on" if g.get("parity", True) else "off"),
     ]
@@ -274,10 +275,15 @@ def protocol_text(h: Mapping[str, Any]) -> str:
 _FLUSH_WORDS = {"fill+evict": "a fill, then reads that evict", "fill": "a fill (writes only)"}
 
 
-def _hold_words(p: Mapping[str, Any], ran: Mapping[str, Any]) -> list[str]:
+def _led(ran: RunnerProtocol, p: Mapping[str, Any]) -> bool:
+    """Whether the groups opened with a lead call: as the runner says, else as the round's protocol says."""
+    return bool(ran.lead if ran.lead is not None else p.get("lead"))
+
+
+def _hold_words(p: Mapping[str, Any], ran: RunnerProtocol) -> list[str]:
     """The hold as it ran: runner.json's ``hold``, else the plan's ``hold``, else (receipts written while the
     hold was a fixed spin and the runner did not say) the spin's length."""
-    hold = ran.get("hold")
+    hold = ran.hold
     if hold is None and "hold" in p:
         hold = "host" if p["hold"] else "none"
     if hold == "host":
