@@ -65,6 +65,8 @@ DRY_RUNS: dict[str, list[str]] = {
     "round_err_warmup": ["round", *SMOKE, "--warmup", "0", "--dry-run"],
     "round_err_flush": ["round", *SMOKE, "--flush-mb", "-1", "--dry-run"],
     "round_err_missing": ["round", "--rows", "smoke", "--dry-run"],
+    "round_err_missing_and_gate": ["round", "--directional-limit", "0", "--dry-run"],
+    "round_err_retry_and_gate": ["round", "--retry", "/nonexistent", "--directional-limit", "0", "--dry-run"],
     "round_err_same": ["round", "--rows", "smoke", "--baseline", BASE, "--candidate", BASE, "--dry-run"],
     "profile_default": ["profile", "--shape", "q8_ctx900k", "--dry-run"],
     "profile_changed": ["profile", "-s", "q1_ctx8k", "-s", "q8_ctx32k", "-b", BASE, "-b", CAND, "--iters", "10",

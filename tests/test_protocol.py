@@ -9,6 +9,7 @@ from dataclasses import fields, replace
 import click
 import pytest
 
+from tests.helpers import cli, one_line
 from traceattr.cli import load_command
 from traceattr.cli.options import FIXED_FIELDS, PROTOCOL_OPTIONS, options_of, protocol_of
 from traceattr.core.errors import TraceError
@@ -99,3 +100,14 @@ def test_progress_events_read_back_as_written() -> None:
     assert event.line.startswith(PREFIX) and parse(event.line) == event
     assert parse(Progress("fa3: ok").line) == Progress("fa3: ok")
     assert parse("Generating '/tmp/nsys-report-1.qdstrm'") is None  # nsys's own line
+
+
+def test_the_rounds_own_refusals_come_before_a_gates(capsys: pytest.CaptureFixture[str]) -> None:
+    # the gates are made when the command asks for them: a missing --rows, or --retry with a gate, is said first
+    rc, _, err = cli(capsys, "round", "--directional-limit", "0")
+    one_line(rc, err, "missing --rows, --baseline, --candidate")
+    rc, _, err = cli(capsys, "round", "--retry", "/nonexistent", "--directional-limit", "0")
+    one_line(rc, err, "--retry takes rows, arms, protocol and gates from the receipt; drop --directional-limit")
+    rc, _, err = cli(capsys, "round", "--rows", "smoke", "--baseline", "fa3", "--candidate", "fa2",
+                     "--directional-limit", "0", "--dry-run")  # fmt: skip
+    one_line(rc, err, "the directional-disagreement limit must be a positive number, got 0.0")

@@ -243,24 +243,39 @@ def _noise(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def protocol_of(command: str, values: Mapping[str, Any]) -> tuple[Protocol, Gates]:
-    """The protocol and gates the command's options say (*values*: ``ctx.params``-style, by parameter name)."""
+    """The protocol and gates the command's options say (*values*: ``ctx.params``-style, by parameter name);
+    a gate out of range is one line."""
+    return protocol_from(command, values), gates_of(command, values)
+
+
+def protocol_from(command: str, values: Mapping[str, Any]) -> Protocol:
+    """The protocol the command's options say: its preset with each option's field (MB as bytes; round and
+    sweep: --max-noise 0 is off; round: --hold, or the old --hold-us > 0)."""
     preset = PRESETS[command]
     fields_set = {o.field: values[o.param] for o in options_of(command) if o.field and not o.gate}
     if command == "profile":
         mb = values["flush_mb"]
         fields_set["flush_bytes"] = mb * (1 << 20) if mb is not None else None
-        return replace(preset, **fields_set), Gates()
+        return replace(preset, **fields_set)
     fields_set.update(_noise(values))
     if command == "sweep":
-        return replace(preset, **fields_set), Gates()
+        return replace(preset, **fields_set)
     mb, hold_us = values["flush_mb"], values["hold_us"]
     fields_set["flush_bytes"] = mb * (1 << 20) if mb else None
-    protocol = replace(preset, **fields_set).held(values["hold"] if hold_us is None else hold_us > 0)
+    return replace(preset, **fields_set).held(values["hold"] if hold_us is None else hold_us > 0)
+
+
+def gates_of(command: str, values: Mapping[str, Any]) -> Gates:
+    """The gates the command's options say; one line when one is out of range."""
     try:
-        gates = Gates(**{o.field: values[o.param] for o in options_of(command) if o.gate})
+        return Gates(**{o.field: values[o.param] for o in options_of(command) if o.gate})
     except ValueError as err:
         raise TraceattrError(str(err)) from None
-    return protocol, gates
+
+
+# what a command with gate options receives as ``gates``: the gates, made (and checked) when it asks, so
+# that its own refusals (round: --retry with a gate, a missing --rows) come first, as they always did
+GatesOption = Callable[[], Gates]
 
 
 def options_of(command: str) -> tuple[ProtocolOption, ...]:
@@ -274,7 +289,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 def protocol_options(command: str) -> Callable[[F], F]:
     """A decorator (sqlite-utils' option bundles): the command's ``protocol`` parameter (and ``gates``, where it
     has one) becomes the options of :data:`PROTOCOL_OPTIONS`, their defaults the command's preset; the
-    function is called with the :class:`Protocol` and :class:`Gates` they make (:func:`protocol_of`)."""
+    function is called with the :class:`Protocol` they make and, for ``gates``, a :data:`GatesOption`."""
     options = options_of(command)
     preset, gates_default = PRESETS[command], Gates()
 
@@ -299,8 +314,8 @@ def protocol_options(command: str) -> Callable[[F], F]:
         @functools.wraps(func)
         def command_function(**kwargs: Any) -> Any:
             values = {o.param: kwargs.pop(o.param) for o in options}
-            protocol, gates = protocol_of(command, values)
-            return func(**kwargs, protocol=protocol, **({"gates": gates} if wants_gates else {}))
+            gates = functools.partial(gates_of, command, values)
+            return func(**kwargs, protocol=protocol_from(command, values), **({"gates": gates} if wants_gates else {}))
 
         command_function.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
         command_function.__annotations__ = {p.name: p.annotation for p in params}

@@ -10,9 +10,9 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from traceattr.analysis.rounds import DEFAULT_GATES, Gates, Receipt
+from traceattr.analysis.rounds import Gates, Receipt
 from traceattr.cli import app, options_given
-from traceattr.cli.options import protocol_options
+from traceattr.cli.options import GatesOption, protocol_options
 from traceattr.core.errors import TraceattrError
 from traceattr.core.progress import parse
 from traceattr.core.protocol import ROUND, ROUNDS, Protocol
@@ -52,7 +52,7 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the captures a
 @protocol_options("round")
 def round_command(
     ctx: typer.Context, rows: RowsOpt = None, baseline: BaselineOpt = None, candidate: CandidateOpt = None,
-    rounds: RoundsOpt = None, protocol: Protocol = ROUND, gates: Gates = DEFAULT_GATES, retry: RetryOpt = None,
+    rounds: RoundsOpt = None, protocol: Protocol = ROUND, gates: GatesOption = Gates, retry: RetryOpt = None,
     out_root: OutRootOpt = Path("reports"), dry_run: DryRunOpt = False,
 ) -> None:  # fmt: skip
     """A/B a candidate arm against a baseline over a row set: per-row ratio, verdict and gates, PR-ready receipts.
@@ -65,7 +65,8 @@ def round_command(
         _refuse_given(options_given(ctx, (name for name in ctx.params if name not in _RETRY_MAY_SET)))
         previous, plan = plan_retry(retry, out_root, rounds=rounds)
     else:
-        plan = plan_round(rows, baseline, candidate, out_root, rounds=rounds, protocol=protocol, gates=gates)
+        rows, baseline, candidate = _required(rows, baseline, candidate)
+        plan = plan_round(rows, baseline, candidate, out_root, rounds=rounds, protocol=protocol, gates=gates())
     con = console()
     requests = plan.requests()
     if not dry_run:
@@ -86,6 +87,13 @@ def round_command(
 
 def _say(con: Console, text: str) -> None:
     con.print(text, highlight=False, markup=False)
+
+
+def _required(rows: str | None, baseline: str | None, candidate: str | None) -> tuple[str, str, str]:
+    missing = [name for name, v in (("--rows", rows), ("--baseline", baseline), ("--candidate", candidate)) if not v]
+    if missing or not (rows and baseline and candidate):
+        raise TraceattrError(f"missing {', '.join(missing)} (or --retry RECEIPT)")
+    return rows, baseline, candidate
 
 
 def _refuse_given(given: list[str]) -> None:

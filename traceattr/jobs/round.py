@@ -342,14 +342,11 @@ def retry_plan(previous: Receipt, out_root: Path, *, rounds: int | None = None) 
 
 
 def plan_round(
-    rows: str | None, baseline: str | None, candidate: str | None, out_root: Path, *, rounds: int | None = None,
-    protocol: Protocol, gates: Gates,
+    rows: str, baseline: str, candidate: str, out_root: Path, *, rounds: int | None = None, protocol: Protocol,
+    gates: Gates,
 ) -> RoundPlan:  # fmt: skip
-    """The plan of a new round (``traceattr round``); every range is checked here, before any capture."""
-    missing = [name for name, v in (("--rows", rows), ("--baseline", baseline), ("--candidate", candidate)) if not v]
-    if missing:
-        raise TraceattrError(f"missing {', '.join(missing)} (or --retry RECEIPT)")
-    assert rows and baseline and candidate
+    """The plan of a new round (``traceattr round``) over *rows* (a named set or a file); every range is checked
+    here, before any capture."""
     return RoundPlan(rows=read_rows(rows), baseline=baseline, candidate=candidate,
                      folder=folder_name(out_root, baseline, candidate), rounds=ROUNDS if rounds is None else rounds,
                      protocol=protocol, gates=gates, rows_source=rows)  # fmt: skip
