@@ -13,7 +13,7 @@ from traceattr.cli import app
 from traceattr.cli.options import protocol_options
 from traceattr.core import runfolder
 from traceattr.core.protocol import SWEEP, Protocol
-from traceattr.jobs.crossover_search import first_step_plan, plan_search, run_search
+from traceattr.jobs.crossover_search import WIDTH, first_step_plan, plan_search, run_search
 from traceattr.jobs.profile import require_runnable
 
 FamilyOpt = Annotated[str, typer.Option("--family", "-s", "--shape", help="Shape family with ctx left open: q8_ctx*.")]
@@ -38,7 +38,7 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the search's p
 @app.command("sweep")
 @protocol_options("sweep")
 def sweep_command(
-    family: FamilyOpt, arm: ArmsOpt, ctx_range_text: CtxRangeOpt, width: WidthOpt = 0.1, max_steps: MaxStepsOpt = None,
+    family: FamilyOpt, arm: ArmsOpt, ctx_range_text: CtxRangeOpt, width: WidthOpt = WIDTH, max_steps: MaxStepsOpt = None,
     protocol: Protocol = SWEEP, out_root: OutRootOpt = Path("reports"), dry_run: DryRunOpt = False,
 ) -> None:  # fmt: skip
     """Find where the faster of two or more arms changes along ctx: measure both ends, then bisect in log ctx.

@@ -41,6 +41,8 @@ from traceattr.core.shapes import Shape, ShapeError, parse_shape
 from traceattr.jobs.profile import ProfilePlan
 from traceattr.jobs.round import TIMING, CaptureRequest, Executor, RoundPlan, arm_label, profile_executor
 
+WIDTH = 0.1  # a search stops when the crossover is bracketed within ± this fraction of its ctx
+
 
 def family_shape(family: str, ctx: int) -> Shape:
     """The shape of *family* (``q8_ctx*``: ctx left open as ``ctx*`` or ``kv*``) at *ctx*."""
@@ -70,7 +72,7 @@ class SearchPlan:
     ctx_low: int
     ctx_high: int
     folder: Path
-    width: float = 0.1  # ± fraction of ctx
+    width: float = WIDTH  # ± fraction of ctx
     max_steps: int | None = None  # captures, the ends' included; None: default_steps of the range and width
     protocol: Protocol = SWEEP  # each step is a one-round comparison, measured as a round measures
     gates: Gates = field(default_factory=Gates)
@@ -141,7 +143,7 @@ class SearchPlan:
 
 
 def plan_search(
-    family: str, arms: tuple[str, ...], ctx_range_text: str, out_root: Path, *, width: float = 0.1,
+    family: str, arms: tuple[str, ...], ctx_range_text: str, out_root: Path, *, width: float = WIDTH,
     max_steps: int | None = None, protocol: Protocol = SWEEP,
 ) -> SearchPlan:  # fmt: skip
     """The plan of ``traceattr sweep``: the search over ``LOW:HIGH``, its folder named for the family and mode."""
