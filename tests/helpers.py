@@ -13,6 +13,7 @@ import subprocess
 import sys
 import warnings
 from collections.abc import Callable
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +27,12 @@ from traceattr.analysis.rounds import Capture, Row
 from traceattr.attribution.engine import attribute
 from traceattr.cli import main
 from traceattr.core.callnames import DOMAIN, CallName
+from traceattr.core.progress import Progress
+from traceattr.core.protocol import SWEEP as SWEEP_PROTOCOL
 from traceattr.core.records import RunnerRecord
 from traceattr.core.shapes import parse_shape
 from traceattr.jobs.crossover_search import SearchPlan
+from traceattr.jobs.round import RoundPlan
 from traceattr.runner.plan import arm_letters, round_order
 from traceattr.trace.loader import load_trace
 
@@ -281,7 +285,7 @@ class FakeExecutor:
         self.requests.append(request)
         request.folder.mkdir(parents=True)
         for shape in request.shapes:
-            on_line(f"[traceattr] timing {shape}: 2 arms × {plan.iters} rounds")
+            on_line(Progress.timing_of(shape, f"2 arms × {plan.protocol.iters} rounds").line)
         return synth_capture(request.folder, request.round, request.arms, self.t, order=request.order,
                              shapes=request.shapes, **self.runner)  # fmt: skip
 
@@ -396,9 +400,25 @@ class FakeSearch:
 
 
 def search_plan(tmp: Path, **kw: Any) -> SearchPlan:
+    """A search of q8_ctx* over 8k–1m; *kw*: the plan's fields, or the protocol's (``graphs=True``)."""
     base = {"family": "q8_ctx*", "arms": ("fa3", "flashmla"), "ctx_low": 8000, "ctx_high": 1_000_000,
             "folder": tmp / "sweep", "width": 0.1, "max_steps": 10}  # fmt: skip
-    return SearchPlan(**{**base, **kw})
+    own, protocol = _split_protocol({**base, **kw}, SearchPlan)
+    return SearchPlan(**own, protocol=replace(SWEEP_PROTOCOL, **protocol))
+
+
+def round_plan(**kw: Any) -> RoundPlan:
+    """A RoundPlan from its fields and the protocol's (``max_noise=0.005``, ``hold=False``), changed from the
+    plan's own default protocol."""
+    own, protocol = _split_protocol(kw, RoundPlan)
+    default = RoundPlan(**{k: v for k, v in own.items() if k != "protocol"}).protocol
+    hold = protocol.pop("hold", default.hold)
+    return RoundPlan(**own, protocol=replace(default, **protocol).held(hold))
+
+
+def _split_protocol(kw: dict[str, Any], record: type) -> tuple[dict[str, Any], dict[str, Any]]:
+    own = {f.name for f in fields(record)}
+    return {k: v for k, v in kw.items() if k in own}, {k: v for k, v in kw.items() if k not in own}
 
 
 # ---------------------------------------------------------------- reading a report page back

@@ -13,19 +13,20 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import round_plan
 from traceattr.analysis.rounds import Row
 from traceattr.cli import main
 from traceattr.core.errors import TraceError
 from traceattr.core.records import ReceiptRecord, RunnerRecord, RunPlan, RunRecord, read_object
 from traceattr.core.shapes import parse_shape
-from traceattr.jobs.round import RoundPlan, read_receipt
+from traceattr.jobs.round import read_receipt
 
 SHAPE = parse_shape("q1_ctx8k").name
 
 
 def receipt(tmp: Path) -> dict[str, Any]:
     """A receipt.json as round writes it, one refused row (so --retry has work), built at test time."""
-    plan = RoundPlan(rows=(Row("q1_ctx8k", SHAPE),), baseline="fa3", candidate="fa3[splits=4]", folder=tmp / "r",
+    plan = round_plan(rows=(Row("q1_ctx8k", SHAPE),), baseline="fa3", candidate="fa3[splits=4]", folder=tmp / "r",
                      max_noise=0.005, max_iters=500)  # fmt: skip
     row = {"row": "q1_ctx8k", "shape": SHAPE, "attempt": 1, "status": "refused", "refused_by": "clock 0.50 < 0.7",
            "baseline_us": 100.0, "candidate_us": 90.0, "ratio": 0.9, "low": 0.89, "high": 0.91, "verdict": "faster",
@@ -174,6 +175,52 @@ def test_runner_record_reads_what_the_runner_writes(tmp_path: Path) -> None:
     bad["shapes"][SHAPE]["backends"]["fa3"]["relative_error"] = "small"
     with pytest.raises(TraceError, match=r"runner\.json: .*relative_error must be a number"):
         RunnerRecord.from_json(bad, path)
+
+
+def test_runner_record_reads_each_shapes_hold(tmp_path: Path) -> None:
+    content = runner_json()
+    content["shapes"][SHAPE]["hold"] = {"groups": 12, "timeouts": 1, "gpu_wait_us": {"median": 2.5, "max": 9.0},
+                                        "group_enqueue_us": {"median": 40.0, "max": 60.0}, "call_enqueue_us": {}}  # fmt: skip
+    hold = RunnerRecord.from_json(content).shape(SHAPE).hold
+    assert (hold.groups, hold.timeouts, hold.gpu_wait_us) == (12, 1, 2.5)
+    assert RunnerRecord.from_json(runner_json()).shape(SHAPE).hold.groups == 0  # no hold recorded
+    content["shapes"][SHAPE]["hold"]["timeouts"] = "one"
+    with pytest.raises(
+        TraceError, match=r"runner\.json: unreadable runner record \(shapes\..*\.hold\.timeouts must be"
+    ):
+        RunnerRecord.from_json(content, tmp_path / "runner.json")
+
+
+def test_the_protocol_as_the_runner_ran_it_is_typed(tmp_path: Path) -> None:
+    content = runner_json()
+    content["protocol"].update(flush_kind="fill+evict", hold="host", lead=True)
+    ran = RunnerRecord.from_json(content).protocol
+    assert (ran.hold, ran.lead, ran.flush_kind, ran.flush_bytes) == ("host", True, "fill+evict", 256 << 20)
+    assert RunnerRecord.from_json({"timed": False}).protocol.hold is None  # a runner that did not say
+    content["protocol"]["hold"] = "maybe"
+    with pytest.raises(TraceError, match=r"runner\.json: unreadable runner record \(protocol\.hold must be one of"):
+        RunnerRecord.from_json(content, tmp_path / "runner.json")
+    edited = receipt(tmp_path)
+    edited["runner"] = {"protocol": {"lead": "yes"}}
+    with pytest.raises(TraceError, match=r"runner\.protocol\.lead must be true or false"):
+        ReceiptRecord.from_json(edited, tmp_path / "receipt.json")
+
+
+def test_search_steps_read_as_records(tmp_path: Path) -> None:
+    from traceattr.core.records import SearchRecord
+
+    path = Path(__file__).parents[1] / "examples" / "sweeps" / "h200_q8_fa3_flashmla_eager.json"
+    record = SearchRecord.read(path)
+    first = record.search_steps[0]
+    assert first.step == 1 and first.points[0].ctx == record.steps[0]["points"][0]["ctx"]
+    assert first.points[0].medians_us == record.steps[0]["points"][0]["medians_us"]
+    assert record.below in first.points[0].medians_us and record.seconds > 0
+    bad = json.loads(path.read_text(encoding="utf-8"))
+    bad["steps"][0]["points"][0]["verdict"] = 3
+    with pytest.raises(
+        TraceError, match=r"search\.json: unreadable search record \(steps\[0\]\.points\[0\]\.verdict must be text"
+    ):
+        SearchRecord.from_json(bad, tmp_path / "search.json")
 
 
 def test_run_record_keeps_every_fact_and_adds_only_its_schema(tmp_path: Path) -> None:

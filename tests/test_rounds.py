@@ -10,13 +10,14 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.helpers import BASE, CAND, ROWS, US, FakeExecutor, Timing, captures, synth_capture, timing
+from tests.helpers import BASE, CAND, ROWS, US, FakeExecutor, Timing, captures, round_plan, synth_capture, timing
 from traceattr.analysis.rounds import Capture, Gates, Receipt, Row, round_rows
 from traceattr.attribution.engine import attribute
 from traceattr.cli import main
 from traceattr.core import runfolder
 from traceattr.core.errors import TraceattrError
 from traceattr.core.precision import median_noise
+from traceattr.core.progress import Progress
 from traceattr.core.shapes import parse_shape
 from traceattr.jobs.round import RoundPlan, read_receipt, read_rows, retry_plan, run_round
 from traceattr.present.receipt import markdown
@@ -144,7 +145,7 @@ def test_receipt_discloses_the_sampling(tmp_path: Path) -> None:
     mine = (pl.col("backend") == BASE) & (pl.col("shape") == ROWS[0].shape)
     noisy_spans = caps[1].calls.filter(mine)["gpu_span_ns"].to_numpy()  # the noisy round's baseline, first row
     assert r["noise"] >= median_noise(noisy_spans) > 0.005  # the worst arm and round, here the noisy one
-    header = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "r", max_noise=0.005,
+    header = round_plan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "r", max_noise=0.005,
                        max_iters=500).header()  # fmt: skip
     receipt = Receipt(header, round_rows(ROWS, caps, BASE, CAND))
     md = markdown(receipt)
@@ -160,7 +161,7 @@ def test_receipt_discloses_the_sampling(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_run_round_alternates_arms_and_writes_receipts(tmp_path: Path) -> None:
     fake = FakeExecutor(tmp_path, timing(0.9, first_bias=0.05))
-    plan = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "round", sensitivity=True,
+    plan = round_plan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "round", sensitivity=True,
                      rows_source="smoke")  # fmt: skip
     seen: list[str] = []
     receipt = run_round(plan, fake, on_progress=seen.append)
@@ -190,7 +191,7 @@ def test_run_round_alternates_arms_and_writes_receipts(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_retry_remeasures_only_refused_rows_and_keeps_both(tmp_path: Path) -> None:
     first = Receipt(
-        RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "r0", max_noise=0.004,
+        round_plan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "r0", max_noise=0.004,
                   max_iters=300).header(),
         round_rows(ROWS, [*captures(tmp_path, timing(0.9), rounds=2)[:1],
                           synth_capture(tmp_path, 1, (CAND, BASE), timing(0.9), fraction=0.5)], BASE, CAND),
@@ -208,7 +209,7 @@ def test_retry_remeasures_only_refused_rows_and_keeps_both(tmp_path: Path) -> No
     previous = read_receipt(tmp_path / "r0")
     plan = retry_plan(previous, tmp_path / "out", rounds=2)
     assert [r.label for r in plan.rows] == [ROWS[1].label] and plan.first_round == 3
-    assert (plan.max_noise, plan.max_iters) == (0.004, 300)  # the retry samples as the round did
+    assert (plan.protocol.max_noise, plan.protocol.max_iters) == (0.004, 300)  # the retry samples as the round did
     fake = FakeExecutor(tmp_path, timing(0.9))
     merged = run_round(plan, fake, previous=previous)
     assert [r.round for r in fake.requests] == [3, 4] and fake.requests[0].arms[0] == CAND  # alternation continues
@@ -375,7 +376,7 @@ def test_cli_round_through_profile_with_a_fake_capture(
         plans.append(plan)
         plan.folder.mkdir(parents=True)
         for shape in plan.run.shapes:
-            on_line(f"[traceattr] timing {shape}: 2 arms × {plan.run.iters} calls")
+            on_line(Progress.timing_of(shape, f"2 arms × {plan.run.iters} calls").line)
         index = len(plans) - 1
         cap = synth_capture(plan.folder, index, plan.backends, timing(0.9, seed=index), order=plan.run.order,
                             name="trace.sqlite")  # fmt: skip
@@ -593,7 +594,7 @@ def test_only_the_decided_row_stops(tmp_path: Path) -> None:
         return (biased if shape == ROWS[0].shape else plain)(shape, arm, i, pos)
 
     fake = FakeExecutor(tmp_path, t)
-    plan = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "round", sensitivity=True)
+    plan = round_plan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "round", sensitivity=True)
     receipt = run_round(plan, fake)
     assert [r.shapes for r in fake.requests] == [(ROWS[0].shape, ROWS[1].shape)] * 2 + [(ROWS[1].shape,)] * 2
     rows = by_row(receipt.rows)

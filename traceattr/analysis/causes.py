@@ -110,14 +110,13 @@ def hold_numbers(captures: Sequence[Capture], shape: str) -> tuple[int | None, f
     """(hold timeouts over the captures, the median of their GPU-wait medians in µs); None where none recorded."""
     timeouts, waits, seen = 0, [], False
     for c in captures:
-        entry = ((c.runner.facts("shapes") or {}).get(shape) or {}).get("hold")
-        if not isinstance(entry, Mapping) or not entry.get("groups"):
+        hold = c.runner.shape(shape).hold
+        if not hold.groups:
             continue
         seen = True
-        timeouts += int(entry.get("timeouts") or 0)
-        wait = (entry.get("gpu_wait_us") or {}).get("median")
-        if isinstance(wait, int | float) and math.isfinite(wait):
-            waits.append(float(wait))
+        timeouts += hold.timeouts
+        if hold.gpu_wait_us is not None and math.isfinite(hold.gpu_wait_us):
+            waits.append(hold.gpu_wait_us)
     return (timeouts if seen else None), (float(np.median(waits)) if waits else None)
 
 
@@ -197,16 +196,16 @@ def cause_kinds(row: Mapping[str, Any], directional_limit: float) -> list[str]:
         kinds.append("predecessor")
     if any(drift(row, arm, directional_limit) is not None for arm in ("baseline", "candidate")):
         kinds.append("drift")
-    if row.get("baseline_modes") or row.get("candidate_modes"):
+    if any(row_values(row, f"{side}_modes") for side in ("baseline", "candidate")):
         kinds.append("bimodal")
     return kinds
 
 
 def _host_bound_shares(row: Mapping[str, Any]) -> Iterator[tuple[float, str, int, int, int]]:
     """(share, side, host-bound calls, calls, round index) of every arm and capture above :data:`HOST_SHARE`."""
-    calls = row.get("calls_rounds") or []
+    calls = row_values(row, "calls_rounds")
     for side in ("baseline", "candidate"):
-        for i, (n, total) in enumerate(zip(row.get(f"host_bound_{side}") or [], calls, strict=False)):
+        for i, (n, total) in enumerate(zip(row_values(row, f"host_bound_{side}"), calls, strict=False)):
             if total and n / total > HOST_SHARE:
                 yield n / total, side, n, total, i
 
@@ -237,12 +236,20 @@ def predecessor_shift(row: Mapping[str, Any], arm: str, directional_limit: float
 
 def drift(row: Mapping[str, Any], arm: str, directional_limit: float) -> float | None:
     """max / min − 1 of *arm*'s per-round medians when they drift (see module doc), else None."""
-    medians = [v for v in row.get(f"{arm}_rounds_us") or [] if v is not None and v > 0]
+    medians = [v for v in row_values(row, f"{arm}_rounds_us") if v is not None and v > 0]
     if len(medians) < 2:
         return None
     spread = max(medians) / min(medians) - 1
-    noise = row.get("noise") or 0.0
+    noise = row.get("noise")
+    noise = 0.0 if noise is None else noise
     return spread if spread > directional_limit and spread > DRIFT_NOISE * noise else None
+
+
+def row_values(row: Mapping[str, Any], column: str) -> Sequence[Any]:
+    """A list column of a receipt row (RECEIPT_COLUMNS); null, or absent in a receipt written before the column
+    existed, reads as no values."""
+    values = row.get(column)
+    return () if values is None else values
 
 
 def _finite(x: float) -> float | None:

@@ -47,12 +47,14 @@ from typing import Any
 import polars as pl
 
 from traceattr.analysis.causes import cause_kinds, evidence, host_bound_refusal, row_evidence
-from traceattr.analysis.stats import SAME_WITHIN, compare_samples, geomean
+from traceattr.analysis.stats import compare_samples, geomean
 from traceattr.attribution.engine import Attribution
-from traceattr.core.precision import CONFIDENCE, median_noise
+from traceattr.core.precision import median_noise
+from traceattr.core.protocol import Gates as Gates  # the round's thresholds; defined with the protocol
 from traceattr.core.records import RECEIPT_COLUMNS, ReceiptRecord, RunnerRecord, RunRecord
 
 PASS, FAIL, NOT_MEASURED, OFF = "pass", "fail", "not measured", "off"
+DEFAULT_GATES = Gates()
 GATES = ("arms", "directional", "clock", "parity")
 
 _DTYPES: dict[str, pl.DataType] = {"str": pl.String(), "int": pl.Int64(), "float": pl.Float64(),
@@ -61,29 +63,6 @@ _DTYPES: dict[str, pl.DataType] = {"str": pl.String(), "int": pl.Int64(), "float
                                    "list[str]": pl.List(pl.String())}  # fmt: skip
 # the receipt's columns (core.records.RECEIPT_COLUMNS names them and their JSON types) as a frame schema
 RECEIPT_SCHEMA: dict[str, pl.DataType] = {name: _DTYPES[kind] for name, kind in RECEIPT_COLUMNS.items()}
-
-
-@dataclass(frozen=True)
-class Gates:
-    """Thresholds of a round; each one also decides what its gate reports."""
-
-    directional_limit: float = 0.02
-    min_clock: float = 0.70  # loaded SM clock / max; 0 turns the gate off
-    parity: bool = True
-    confidence: float = CONFIDENCE
-    same_within: float = SAME_WITHIN
-
-    def __post_init__(self) -> None:
-        if not 0 < self.directional_limit < math.inf:
-            raise ValueError(
-                f"the directional-disagreement limit must be a positive number, got {self.directional_limit}"
-            )
-        if not 0 <= self.min_clock <= 1:
-            raise ValueError("the loaded-clock fraction must lie in [0, 1]")
-        if not 0 < self.confidence < 1:
-            raise ValueError(f"the confidence level must lie in (0, 1), got {self.confidence}")
-        if not 0 <= self.same_within < math.inf:
-            raise ValueError(f"the 'same' tolerance must be a number ≥ 0, got {self.same_within}")
 
 
 @dataclass(frozen=True)
@@ -275,7 +254,7 @@ def round_rows(
     captures: Sequence[Capture],
     baseline: str,
     candidate: str,
-    gates: Gates = Gates(),
+    gates: Gates = DEFAULT_GATES,
     *,
     sensitivity: Sequence[Capture] = (),
     attempt: int = 1,
@@ -384,7 +363,7 @@ def directional_by_round(p: pl.DataFrame, baseline: str, candidate: str) -> pl.D
 
 
 def certain_refusals(
-    rows: Sequence[Row], captures: Sequence[Capture], baseline: str, candidate: str, gates: Gates = Gates()
+    rows: Sequence[Row], captures: Sequence[Capture], baseline: str, candidate: str, gates: Gates = DEFAULT_GATES
 ) -> dict[str, str]:
     """``{row label: why}`` for the rows whose refusal more captures cannot undo.
 

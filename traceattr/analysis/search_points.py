@@ -30,7 +30,7 @@ import polars as pl
 from traceattr.analysis.bisect import Decision, Point, decide
 from traceattr.analysis.crossover import CROSSOVER_SCHEMA
 from traceattr.analysis.stats import SAME_WITHIN
-from traceattr.core.records import SearchRecord
+from traceattr.core.records import SearchPoint, SearchRecord
 from traceattr.core.shapes import ShapeError, parse_shape
 
 USABLE_SCHEMA = {
@@ -50,15 +50,10 @@ SUMMARY_COLUMNS = ("shape", "backend", "median_us", "ratio_to_best", "verdict", 
 def points(record: SearchRecord) -> list[Point]:
     """Every measured point of *record*, in the order measured, as :func:`decide` reads them."""
     return [
-        Point(p["ctx"], p["side"], p.get("ratio"), p.get("low"), p.get("high"), _cause(p))
-        for s in record.steps
-        for p in s["points"]
+        Point(p.ctx, p.side, p.ratio, p.low, p.high, "" if p.side != "refused" else p.refusal)
+        for s in record.search_steps
+        for p in s.points
     ]
-
-
-def _cause(p: Mapping[str, Any]) -> str:
-    """Why a point was refused, as the search named it (its failed gates, else its status)."""
-    return "" if p["side"] != "refused" else p.get("refused_by") or p["status"]
 
 
 def replay(record: SearchRecord) -> Decision | None:
@@ -72,18 +67,17 @@ def replay(record: SearchRecord) -> Decision | None:
 
 def usable(record: SearchRecord) -> pl.DataFrame:
     """One row per ctx whose latest measurement passed (see :data:`USABLE_SCHEMA`), by ctx."""
-    below, above = record.header.get("below"), record.header.get("above")
-    latest: dict[int, tuple[int, Mapping[str, Any]]] = {}
-    for s in record.steps:
-        for p in s["points"]:
-            latest[p["ctx"]] = (s["step"], p)
+    below, above = record.below, record.above
+    latest: dict[int, tuple[int, SearchPoint]] = {}
+    for s in record.search_steps:
+        for p in s.points:
+            latest[p.ctx] = (s.step, p)
     rows = []
     for ctx, (step, p) in latest.items():
-        medians = p.get("medians_us") or {}
-        if p["side"] == "refused" or below not in medians or above not in medians:
+        medians = p.medians_us
+        if p.side == "refused" or below not in medians or above not in medians:
             continue
-        rows.append((ctx, p["shape"], step, p["side"], p.get("ratio"), p.get("low"), p.get("high"),
-                     medians[below], medians[above]))  # fmt: skip
+        rows.append((ctx, p.shape, step, p.side, p.ratio, p.low, p.high, medians[below], medians[above]))
     return pl.DataFrame(rows, schema=USABLE_SCHEMA, orient="row").sort("ctx")
 
 
@@ -91,7 +85,7 @@ def time_falls(record: SearchRecord) -> list[tuple[str, int, float, int, float]]
     """(arm, ctx, µs, next ctx, µs there) wherever an arm's median falls by more than ±1% as ctx grows."""
     pts = usable(record)
     out = []
-    for arm, column in ((record.header.get("below"), "below_us"), (record.header.get("above"), "above_us")):
+    for arm, column in ((record.below, "below_us"), (record.above, "above_us")):
         falls = pts.select("ctx", column, pl.col("ctx").shift(-1).alias("next"), pl.col(column).shift(-1).alias("t"))
         falls = falls.filter(pl.col("t") < pl.col(column) * (1 - SAME_WITHIN))
         out += [(str(arm), c, t0, n, t1) for c, t0, n, t1 in falls.iter_rows()]

@@ -8,7 +8,6 @@ exit status 2, never a traceback.
 from __future__ import annotations
 
 import contextlib
-import gc
 import importlib
 import logging
 import os
@@ -18,69 +17,15 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
-from traceattr.core.cpus import usable_cpus
+# first, before typer, polars and the commands' modules load: the program's signals, allocator and GC
+from traceattr.cli import process
 
-_POOL_THREADS = 4  # polars' threads at most (below)
+# isort: split
+import typer
+from typer.core import TyperCommand, TyperGroup
 
-
-def _interrupted_while_starting(signum: int, _frame: object) -> None:
-    # Ctrl-C (or SIGTERM, SIGHUP) while the libraries load: nothing is open yet, so leave at once, in one line
-    os.write(2, b"traceattr: interrupted\n" if signum == signal.SIGINT else b"traceattr: stopped by a signal\n")
-    os._exit(128 + signum)
-
-
-def _spawned_worker() -> bool:
-    """Whether this is a worker process that multiprocessing spawned: it re-imports the program's script as
-    ``__mp_main__``, with the program's argv, and must not set itself up as the program (its stop messages
-    were printed once per worker, and the garbage collector stayed off for its whole life). It has
-    multiprocessing loaded and named before that import; the program itself has not loaded it yet."""
-    mp = sys.modules.get("multiprocessing")
-    return mp is not None and mp.current_process().name != "MainProcess"
-
-
-# only when this process is the `traceattr` program, not a library user importing the CLI nor a worker
-_AS_PROGRAM = (
-    os.path.basename(sys.argv[0]) == "traceattr" or sys.argv[0].endswith(os.path.join("traceattr", "__main__.py"))
-) and not _spawned_worker()
-if _AS_PROGRAM:
-    for _signum, _default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL),
-                              (getattr(signal, "SIGHUP", None), signal.SIG_DFL)):  # fmt: skip
-        if _signum is not None and signal.getsignal(_signum) is _default:  # an ignored signal stays ignored
-            signal.signal(_signum, _interrupted_while_starting)
-    # polars allocates through its own jemalloc, read from this variable when polars loads (a command's
-    # module imports it, below). By default jemalloc gives each thread one of 4 × CPUs arenas, and
-    # memory freed into one arena is not reused by a thread of another: the reading threads' and polars'
-    # pool threads' freed buffers pile up side by side, more of them the more cores (2 cores: `attribute
-    # --out` peaks 360 -> 330 MB on the nested trace with one arena, same CPU time). muzzy_decay_ms:0:
-    # polars lets freed pages turn "muzzy" (MADV_FREE) after 0.5 s and keeps them so for 1 s more (1.28:
-    # for ever), all the while counted in the resident set; at 0 they are given back when they would turn
-    # muzzy (2 cores, 3 runs each: nested 287 -> 267 MB, sweep 648 -> 627 MB, the same wall time).
-    # dirty_decay_ms:0 would give back 10 MB more on the nested trace (in windows; 22 MB in one pass), but
-    # refaulting the pages costs +0.4-0.6 s of system time there. A value the user set stays as it is.
-    os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1,muzzy_decay_ms:0")
-    # polars' pool: one thread per CPU by default, and its streaming sinks hold buffers per thread. On the
-    # 16-core H200 host (benchmarks/README.md) 4 threads against 16: `attribute --out` on the nested trace
-    # 307-329 MB against 535-537 MB at the same wall time; on the 1.25 M-kernel sweep 872-892 against 962-973
-    # MB for 10% more wall time (3.10 s against 2.81 s; nsys stats: 34 s). A value the user set stays.
-    os.environ.setdefault("POLARS_MAX_THREADS", str(min(usable_cpus(), _POOL_THREADS)))
-    # polars' streaming sinks write what they serialised of a morsel at once: 2-6 MB per write for the
-    # kernel table. Linux gives a write that large page-cache folios of about its size, and on a VM that
-    # hands freed memory back to its host (free page reporting, the 2-core box) those high-order pages
-    # are the ones faulted in anew: 1 MiB writes cost ~2 ms/MB there, 128-512 KiB ones ~0.2 ms/MB. With
-    # 256 KiB sink morsels (polars 2.x reads this; older versions ignore it), 2 cores, nested trace, 6
-    # interleaved pairs: 1.72 against 2.00 s started cold, 1.72 against 1.94 s warm; peak 218-224 against
-    # 225-235 MB; files byte-identical. A value the user set stays.
-    os.environ.setdefault("POLARS_IDEAL_SINK_MORSEL_SIZE_BYTES", str(256 << 10))
-    # Importing typer, polars and a command's modules makes ~10^5 long-lived objects and no garbage
-    # cycles: the collector's passes over them cost 15-25 ms of every command. Off until the command's
-    # module is in, then those objects are frozen out of every later collection (_imports_done).
-    gc.disable()
-
-import typer  # noqa: E402
-from typer.core import TyperCommand, TyperGroup  # noqa: E402
-
-from traceattr.core import stopping  # noqa: E402
-from traceattr.core.errors import TraceattrError, TraceNote  # noqa: E402
+from traceattr.core import stopping
+from traceattr.core.errors import TraceattrError, TraceNote
 
 try:  # typer ≥ 0.20 carries its own copy of click
     from typer._click.core import Command, Context, ParameterSource
@@ -88,6 +33,12 @@ try:  # typer ≥ 0.20 carries its own copy of click
 except ImportError:  # pragma: no cover - older typer on plain click
     from click.core import Command, Context, ParameterSource
     from click.exceptions import NoArgsIsHelpError, UsageError
+
+# the process set-up's parts this module uses (and tests call as cli._imports_done, cli._release_semaphores)
+_AS_PROGRAM = process.AS_PROGRAM
+_interrupted_while_starting = process.interrupted_while_starting
+_imports_done = process.imports_done
+_release_semaphores = process.release_semaphores
 
 # Every command: its module under traceattr.cli and the first paragraph of its help, in the order
 # `traceattr --help` lists them. The module is imported only when its command runs (each pulls in
@@ -157,27 +108,6 @@ def _plain_flag(option: Any) -> Any:
 
     option._runtime_param = PassThroughRuntimeParam(annotation=bool, parameter_info=descriptor.parameter_info)
     return option
-
-
-def _imports_done() -> None:
-    """The collector back on, for the command's own work, once the start-up's objects are frozen; the
-    signals ignored at start ignored again."""
-    if _AS_PROGRAM and not gc.isenabled():
-        gc.freeze()
-        gc.enable()
-    _still_ignored()
-
-
-def _still_ignored() -> None:
-    """Ignore again the stop signals this program was started with ignored (a script's background job
-    ignores SIGINT, so that Ctrl-C stops only the foreground command): importing polars (2.1) sets its own
-    SIGINT handler over an ignored SIGINT, while Python still reports SIG_IGN, and a Ctrl-C then
-    interrupted a background traceattr. Every command but ``shapes`` has polars once its module is
-    imported, which is when this runs."""
-    if _AS_PROGRAM:
-        for signum in stopping.STOP_SIGNALS:
-            if signal.getsignal(signum) is signal.SIG_IGN:
-                signal.signal(signum, signal.SIG_IGN)  # Python's record, set again at the C level
 
 
 def load_command(name: str) -> Command:
@@ -301,17 +231,6 @@ def main(argv: list[str] | None = None) -> None:
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
     os._exit(code)
-
-
-def _release_semaphores() -> None:
-    """Unlink the named semaphores of worker pools still referenced (after a stop the traceback holds
-    the pool; its workers are already ended, jobs.many_pool). os._exit skips multiprocessing's exit
-    hook: its resource-tracker process would then unlink them itself and print a 'leaked semaphore
-    objects' warning after our last line."""
-    util = sys.modules.get("multiprocessing.util")
-    if util is not None:
-        with contextlib.suppress(Exception):
-            util._run_finalizers(0)  # the hook's first step, without its joins; no public way to call it
 
 
 def _main(argv: list[str] | None) -> None:

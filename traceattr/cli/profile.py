@@ -12,97 +12,62 @@ from rich.text import Text
 
 from traceattr.backends.arms import GENERIC_OPTIONS
 from traceattr.cli import app, options_given
+from traceattr.cli.options import protocol_options
 from traceattr.core.errors import TraceattrError
+from traceattr.core.progress import parse
+from traceattr.core.protocol import PROFILE, Protocol
 from traceattr.core.shapes import parse_shape
 from traceattr.jobs.profile import ProfilePlan, ProfileResult, execute, make_plan, require_runnable
 from traceattr.present.comparison import render_summary
 from traceattr.present.console import console
 from traceattr.present.terminal import render_plan
 
+ShapeOpt = Annotated[
+    list[str], typer.Option("--shape", "-s", help="Shape to time, e.g. q8_ctx900k (repeat for a sweep).")
+]
+ArmsOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--backend",
+        "-b",
+        "--arm",
+        # \\[ keeps typer's rich help from reading [label=] and [options] as markup (and dropping them)
+        help="Arm to time (repeatable): \\[label=]backend\\[options], e.g. fa3, 'fa3\\[splits=4]', "
+        f"'flashmla\\[graphs]', cand=my_pkg.my_mod:MyBackend; options every backend takes: "
+        f"{', '.join(o.name for o in GENERIC_OPTIONS)}. Default: every registered backend.",
+    ),
+]
+ShuffleOpt = Annotated[bool, typer.Option("--shuffle-pages", help="Scatter each request's KV pages over the cache.")]
+ValidateOpt = Annotated[bool, typer.Option(help="Check outputs against the torch reference before timing.")]
+OutRootOpt = Annotated[Path, typer.Option("--out-root", help="Run folders are created here.")]
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Print the plan (backends, tensors, nsys command) and stop.")
+]
+ArchOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        help="With --dry-run: plan for this GPU instead of this machine's (sm_100: a B200; sm_90: an H200), "
+        "installed packages unchecked."
+    ),
+]
+RanksOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        help="Real DCP ranks: one process per GPU under its own nsys, all-gather over NCCL and merge; "
+        "the shape must say dcp<N> with N = --ranks; one report per rank, attributed together."
+    ),
+]
+# what the ranks runner does not take: it times eager calls with the flush only
+_NOT_WITH_RANKS = ("graphs", "shuffle", "between", "order", "max_noise", "max_iters", "hold_us", "lead")
+
 
 @app.command("profile")
+@protocol_options("profile")
 def profile_command(
-    ctx: typer.Context,
-    shape: Annotated[
-        list[str], typer.Option("--shape", "-s", help="Shape to time, e.g. q8_ctx900k (repeat for a sweep).")
-    ],
-    backend: Annotated[
-        Optional[list[str]],
-        typer.Option(
-            "--backend",
-            "-b",
-            "--arm",
-            # \\[ keeps typer's rich help from reading [label=] and [options] as markup (and dropping them)
-            help="Arm to time (repeatable): \\[label=]backend\\[options], e.g. fa3, 'fa3\\[splits=4]', "
-            f"'flashmla\\[graphs]', cand=my_pkg.my_mod:MyBackend; options every backend takes: "
-            f"{', '.join(o.name for o in GENERIC_OPTIONS)}. Default: every registered backend.",
-        ),
-    ] = None,
-    iters: Annotated[int, typer.Option(help="Timed rounds; every arm runs once per round.")] = 20,
-    warmup: Annotated[int, typer.Option(help="Untimed calls per arm after validation.")] = 3,
-    max_noise: Annotated[
-        Optional[float],
-        typer.Option(
-            help="Make --iters a minimum: add rounds (abba) until every arm's median is this precise, as a "
-            "fraction (0.005: the 95% interval of the median within ±0.5%)."
-        ),
-    ] = None,
-    max_iters: Annotated[
-        Optional[int], typer.Option(help="With --max-noise: never more rounds than this. [default: 500]")
-    ] = None,
-    hold_us: Annotated[
-        float,
-        typer.Option(
-            help="µs per call of GPU spin before each group of calls, so the host enqueues the group before the "
-            "GPU reaches it (no call waits for its own launch; traceattr round holds 100)."
-        ),
-    ] = 0.0,
-    lead: Annotated[
-        bool,
-        typer.Option(
-            "--lead/--no-lead",
-            help="Open each group of timed calls with an untimed call of its last arm, so no timed call is the "
-            "first after an idle GPU.",
-        ),
-    ] = True,
-    graphs: Annotated[bool, typer.Option("--graphs", help="Replay each call as a captured CUDA graph.")] = False,
-    shuffle: Annotated[
-        bool, typer.Option("--shuffle-pages", help="Scatter each request's KV pages over the cache.")
-    ] = False,
-    seed: Annotated[int, typer.Option(help="Seed of the random inputs and of the page shuffle.")] = 0,
-    validate: Annotated[bool, typer.Option(help="Check outputs against the torch reference before timing.")] = True,
-    flush_mb: Annotated[
-        Optional[int], typer.Option(help="L2 flush buffer in MB (default: 2× L2, at least 128).")
-    ] = None,
-    between: Annotated[
-        str,
-        typer.Option(
-            help="What runs before every timed call: flush (the L2 flush), flush+ARM (the flush, then ARM's "
-            "call, so every arm follows the same kernel) or none."
-        ),
-    ] = "flush",
-    order: Annotated[
-        str, typer.Option(help="abba: arms interleaved, reversed every other round; blocked: each arm back to back.")
-    ] = "abba",
-    out_root: Annotated[Path, typer.Option("--out-root", help="Run folders are created here.")] = Path("reports"),
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the plan (backends, tensors, nsys command) and stop.")
-    ] = False,
-    arch: Annotated[
-        Optional[str],
-        typer.Option(
-            help="With --dry-run: plan for this GPU instead of this machine's (sm_100: a B200; sm_90: an H200), "
-            "installed packages unchecked."
-        ),
-    ] = None,
-    ranks: Annotated[
-        Optional[int],
-        typer.Option(
-            help="Real DCP ranks: one process per GPU under its own nsys, all-gather over NCCL and merge; "
-            "the shape must say dcp<N> with N = --ranks; one report per rank, attributed together."
-        ),
-    ] = None,
-) -> None:
+    ctx: typer.Context, shape: ShapeOpt, backend: ArmsOpt = None, protocol: Protocol = PROFILE,
+    shuffle: ShuffleOpt = False, validate: ValidateOpt = True, out_root: OutRootOpt = Path("reports"),
+    dry_run: DryRunOpt = False, arch: ArchOpt = None, ranks: RanksOpt = None,
+) -> None:  # fmt: skip
     """Time isolated MLA decode calls of every available backend under nsys, and attribute them.
 
     Example: traceattr profile --shape q8_ctx900k --shape q1_ctx131k
@@ -114,22 +79,13 @@ def profile_command(
             "--arch plans for a GPU this machine may not have: it goes with --dry-run (without --ranks)"
         )
     if ranks is not None:
-        # the ranks runner times eager calls with the flush only: an option it would ignore is refused
-        unused = options_given(
-            ctx, ("graphs", "shuffle", "between", "order", "max_noise", "max_iters", "hold_us", "lead"), changed=True
-        )
+        unused = options_given(ctx, _NOT_WITH_RANKS, changed=True)  # an option the ranks runner would ignore
         if unused:
             raise TraceattrError(f"--ranks does not take {', '.join(unused)} (each rank times eager calls after an "
                                  "L2 flush, --iters of them)")  # fmt: skip
-        _profile_ranks(shapes, ranks, backend, iters=iters, warmup=warmup, seed=seed, validate=validate,
-                       flush_mb=flush_mb, out_root=out_root, dry_run=dry_run)  # fmt: skip
+        _profile_ranks(shapes, ranks, backend, protocol, validate=validate, out_root=out_root, dry_run=dry_run)
         return
-    plan = make_plan(
-        shapes, backend, iters=iters, warmup=warmup, max_noise=max_noise, max_iters=max_iters, hold_us=hold_us,
-        lead=lead, graphs=graphs, shuffle=shuffle, seed=seed, validate=validate,
-        flush_bytes=flush_mb * (1 << 20) if flush_mb is not None else None, between=between, order=order,
-        out_root=out_root, arch=arch,
-    )  # fmt: skip
+    plan = make_plan(shapes, backend, protocol, shuffle=shuffle, validate=validate, out_root=out_root, arch=arch)
     con = console()
     if dry_run:
         render_plan(plan, con)
@@ -139,8 +95,9 @@ def profile_command(
     with con.status("starting nsys …") as status:
 
         def show(line: str) -> None:
-            if line.startswith("[traceattr] "):
-                status.update(escape(line.removeprefix("[traceattr] ")))
+            event = parse(line)
+            if event is not None:
+                status.update(escape(event.text))
                 con.print(line, style="dim", highlight=False, markup=False)
 
         result = execute(plan, on_line=show)
@@ -161,8 +118,8 @@ def _show_result(plan: ProfilePlan, result: ProfileResult, con: Console) -> None
 
 
 def _profile_ranks(
-    shapes: list, ranks: int, backend: list[str] | None, *, iters: int, warmup: int, seed: int, validate: bool,
-    flush_mb: int | None, out_root: Path, dry_run: bool,
+    shapes: list, ranks: int, backend: list[str] | None, protocol: Protocol, *, validate: bool, out_root: Path,
+    dry_run: bool,
 ) -> None:  # fmt: skip
     from traceattr.jobs.many import Settings, across_reports, combine, parts_folder, run_reports, write_combined
     from traceattr.jobs.rank_runs import execute_ranks, make_ranks_plan
@@ -171,8 +128,8 @@ def _profile_ranks(
     if len(shapes) != 1 or (backend is not None and len(backend) != 1):
         raise TraceattrError("--ranks runs one shape and one backend at a time")
     plan = make_ranks_plan(
-        shapes[0], ranks, backend[0] if backend else "fa3", iters=iters, warmup=warmup, seed=seed, validate=validate,
-        flush_bytes=flush_mb * (1 << 20) if flush_mb else None, out_root=out_root,
+        shapes[0], ranks, backend[0] if backend else "fa3", iters=protocol.iters, warmup=protocol.warmup,
+        seed=protocol.seed, validate=validate, flush_bytes=protocol.flush_bytes or None, out_root=out_root,
     )  # fmt: skip
     con = console()
     con.print(plan.describe(), markup=False, highlight=False)

@@ -22,16 +22,37 @@ them a frame.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-import stat
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from traceattr.core import runfolder
-from traceattr.core.errors import TraceError
+from traceattr.core.fields import (
+    _MISSING,
+    Invalid,
+    _any_number,
+    _as_written,
+    _bool,
+    _check_schema,
+    _field,
+    _int,
+    _list,
+    _not_null,
+    _number,
+    _object,
+    _objects,
+    _one_of,
+    _read_in,
+    _reading,
+    _str,
+    read_object,
+    section,
+)
+from traceattr.core.protocol import MAX_HOLD_US, MAX_ITERS, PROFILE, ROUNDS, Gates, Protocol, read_gates, read_protocol
 
 PLAN_FORMAT = "traceattr.plan/1"
 RUNNER_FORMAT = "traceattr.runner/1"
@@ -39,170 +60,8 @@ RUN_FORMAT = "traceattr.run/1"
 RECEIPT_FORMAT = "traceattr.receipt/1"
 
 MAX_ROUNDS = 1000  # captures in one round (or retry): each is a whole nsys run
-MAX_ITERS = 1_000_000  # timed rounds per capture a plan may ask for
 # what runs before each timed call to leave it cold (traceattr.runner.flush says what each does)
 FLUSH_KINDS: tuple[str, ...] = ("fill+evict", "fill")
-
-
-class Invalid(ValueError):
-    """A field of a record that cannot be used; ``from_json`` turns it into a TraceError naming the file."""
-
-
-# -- reading a JSON file as input ---------------------------------------------------------
-
-
-def read_object(path: Path, what: str = "JSON") -> dict[str, Any]:
-    """*path* as a JSON object; a TraceError (``unreadable WHAT (why)``) for anything else.
-
-    A FIFO or device is refused before it is opened (reading one could block forever), and
-    nesting too deep for the parser is a bad file, not a crash.
-    """
-    try:
-        mode = path.stat().st_mode
-        if not stat.S_ISREG(mode):
-            raise TraceError(path, f"unreadable {what} (not a regular file)")
-        content = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise TraceError(path, f"unreadable {what} ({err})") from None
-    except RecursionError:
-        raise TraceError(path, f"unreadable {what} (nested too deeply)") from None
-    if not isinstance(content, dict):
-        raise TraceError(path, f"unreadable {what} (expected a JSON object)")
-    return content
-
-
-def _read_in(folder: Path, name: str) -> dict[str, Any] | None:
-    """``folder/name`` as a JSON object; None when *folder* is not a folder or has no such file."""
-    path = Path(folder) / name
-    if not Path(folder).is_dir() or not path.exists():
-        return None
-    return read_object(path)
-
-
-# -- field checks: each returns the value or raises Invalid naming the field ---------------------
-
-_MISSING = object()
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _field(obj: Mapping[str, Any], key: str, check: Callable[[Any, str], Any], where: str = "",
-           default: Any = _MISSING) -> Any:  # fmt: skip
-    """``obj[key]`` through *check*; *default* when absent or null (no default: required)."""
-    name = f"{where}{key}"
-    value = obj.get(key)
-    if value is None:
-        if default is _MISSING:
-            raise Invalid(f"{name} is missing")
-        return default
-    return check(value, name)
-
-
-def _str(value: Any, name: str) -> str:
-    if not isinstance(value, str):
-        raise Invalid(f"{name} must be text, got {_kind(value)}")
-    return value
-
-
-def _one_of(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
-    def check(value: Any, name: str) -> str:
-        if _str(value, name) not in choices:
-            raise Invalid(f"{name} must be one of {', '.join(choices)}, got {value!r:.40}")
-        return value
-
-    return check
-
-
-def _bool(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise Invalid(f"{name} must be true or false, got {_kind(value)}")
-    return value
-
-
-def _int(low: int | None = None, high: int | None = None) -> Callable[[Any, str], int]:
-    def check(value: Any, name: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise Invalid(f"{name} must be an integer, got {_kind(value)} {value!r:.40}")
-        if (low is not None and value < low) or (high is not None and value > high):
-            raise Invalid(f"{name} must lie in [{low if low is not None else '…'}, "
-                          f"{high if high is not None else '…'}], got {value}")  # fmt: skip
-        return value
-
-    return check
-
-
-def _number(low: float = -math.inf, high: float = math.inf, *, open_low: bool = False,
-            open_high: bool = False) -> Callable[[Any, str], float]:  # fmt: skip
-    """A finite number in the range (ints accepted: JSON writes 2.0 as 2 in other tools)."""
-
-    def check(value: Any, name: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise Invalid(f"{name} must be a number, got {_kind(value)} {value!r:.40}")
-        v = float(value)
-        inside = math.isfinite(v) and (v > low if open_low else v >= low) and (v < high if open_high else v <= high)
-        if not inside:
-            raise Invalid(f"{name} must lie in {'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}, "
-                          f"got {value}")  # fmt: skip
-        return v
-
-    return check
-
-
-def _any_number(value: Any, name: str) -> float:
-    """A number as the runner measured it (NaN allowed: "not measured" is decided by the reader)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise Invalid(f"{name} must be a number, got {_kind(value)} {value!r:.40}")
-    return float(value)
-
-
-def _as_written(check: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
-    """*check*, keeping the value as the file holds it (an int stays an int when printed)."""
-
-    def keep(value: Any, name: str) -> Any:
-        check(value, name)
-        return value
-
-    return keep
-
-
-def _object(value: Any, name: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise Invalid(f"{name} must be an object, got {_kind(value)}")
-    return value
-
-
-def _list(item: Callable[[Any, str], Any]) -> Callable[[Any, str], list[Any]]:
-    def check(value: Any, name: str) -> list[Any]:
-        if not isinstance(value, list):
-            raise Invalid(f"{name} must be a list, got {_kind(value)}")
-        return [item(v, f"{name}[{i}]") for i, v in enumerate(value)]
-
-    return check
-
-
-def _objects(item: Callable[[Any, str], Any]) -> Callable[[Any, str], dict[str, Any]]:
-    """An object whose every value goes through *item*."""
-
-    def check(value: Any, name: str) -> dict[str, Any]:
-        return {str(k): item(v, f"{name}.{k}") for k, v in _object(value, name).items()}
-
-    return check
-
-
-def _check_schema(content: Mapping[str, Any], schema: str) -> None:
-    """Absent (written before schemas) or this version; a later version is refused, not misread."""
-    found = content.get("schema", schema)
-    if found != schema:
-        raise Invalid(f"schema is {found!r:.60}; this traceattr reads {schema!r}")
-
-
-def _reading(path: Path | str, what: str, read: Callable[[], Any]) -> Any:
-    try:
-        return read()
-    except Invalid as err:
-        raise TraceError(path, f"unreadable {what} ({err})") from None
 
 
 # -- plan.json ---------------------------------------------------------------------------------
@@ -214,27 +73,41 @@ class RunPlan:
 
     shapes: tuple[str, ...]  # canonical shape names
     arms: tuple[str, ...]  # arm texts (traceattr.backends.arms grammar, labels distinct), in A B … order
-    iters: int = 20  # rounds: every arm runs once per round (the minimum when max_noise is set)
-    max_noise: float | None = None  # add rounds until every arm's median is this precise (fraction)
-    max_iters: int | None = None  # ... but never more rounds than this
-    warmup: int = 3  # untimed calls per arm after validation (the first also JIT-compiles)
-    flush_bytes: int = 256 << 20  # L2 flush before each call; ≥ 2× L2 (H200: 60 MB, B200: 126 MB)
+    # the protocol's fields (traceattr.core.protocol.Protocol, where each is described), flat as plan.json
+    # holds them; the defaults are the record's (the "profile" preset)
+    iters: int = PROFILE.iters
+    max_noise: float | None = PROFILE.max_noise
+    max_iters: int | None = PROFILE.max_iters
+    warmup: int = PROFILE.warmup
+    flush_bytes: int = 256 << 20  # as resolved for the GPU (≥ 2× L2; H200: 60 MB, B200: 126 MB)
     flush_kind: str = "fill+evict"  # runner.flush: a fill alone leaves a call's lines and pages warm
-    between: str = "flush"  # before every timed call: "flush", "flush+ARM" (flush, then ARM's call) or "none"
-    order: str = "abba"  # "abba": arms interleaved, reversed on odd rounds; "blocked": each arm's calls back to back
-    # > 0: before each group the GPU spins until the host has enqueued the group and releases it (runner.hold),
-    # so no call waits for its own launch; the number no longer sets a length (kept so plans and --hold-us read)
-    hold_us: float = 0.0
-    # each group starts with an untimed call of its last arm (after the hold): the first call after an idle GPU
-    # ran 0.4–3.1% faster than the next on the H200, which read as a position effect in every ABBA pair
-    lead: bool = True
-    graphs: bool = False  # replay every arm's call as a captured CUDA graph (an arm's [graphs] does it for one)
+    between: str = PROFILE.between
+    order: str = PROFILE.order
+    hold_us: float = PROFILE.hold_us
+    lead: bool = PROFILE.lead
+    graphs: bool = PROFILE.graphs  # an arm's [graphs] does it for one arm
     shuffle: bool = False  # scatter each request's KV pages over the cache
-    seed: int = 0
+    seed: int = PROFILE.seed
     validate: bool = True  # compare with the torch reference before timing; refuse wrong kernels
     tolerance: dict[str, float] = field(default_factory=lambda: {"bf16": 0.02, "fp8": 0.08})
     results: str = runfolder.RUNNER  # written into the run folder
     capture_range: bool = True  # start/stop nsys capture around the timed loop (cudaProfilerApi)
+
+    @classmethod
+    def of(cls, shapes: tuple[str, ...], arms: tuple[str, ...], protocol: Protocol, *, flush_bytes: int,
+           shuffle: bool = False, validate: bool = True) -> RunPlan:  # fmt: skip
+        """The plan that runs *protocol* (its flush resolved to *flush_bytes* for the GPU)."""
+        p = protocol
+        return cls(shapes=shapes, arms=arms, iters=p.iters, max_noise=p.max_noise, max_iters=p.max_iters,
+                   warmup=p.warmup, flush_bytes=flush_bytes, between=p.between, order=p.order, hold_us=p.hold_us,
+                   lead=p.lead, graphs=p.graphs, shuffle=shuffle, seed=p.seed, validate=validate)  # fmt: skip
+
+    @property
+    def protocol(self) -> Protocol:
+        """The protocol this plan runs (the flush as resolved)."""
+        return Protocol(iters=self.iters, warmup=self.warmup, max_noise=self.max_noise, max_iters=self.max_iters,
+                        hold_us=self.hold_us, lead=self.lead, between=self.between, flush_bytes=self.flush_bytes,
+                        graphs=self.graphs, seed=self.seed, order=self.order)  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": PLAN_FORMAT, **asdict(self)}
@@ -260,7 +133,7 @@ class RunPlan:
             "order": _field(content, "order", _str, default=d["order"].default),
             # a plan written before flush kinds existed ran the plain fill
             "flush_kind": _field(content, "flush_kind", _one_of(FLUSH_KINDS), default="fill"),
-            "hold_us": _field(content, "hold_us", _number(0, 10_000), default=d["hold_us"].default),
+            "hold_us": _field(content, "hold_us", _number(0, MAX_HOLD_US), default=d["hold_us"].default),
             "seed": _field(content, "seed", _int(), default=d["seed"].default),
             "results": _field(content, "results", _str, default=d["results"].default),
         }
@@ -327,11 +200,46 @@ class ShapeClocks:
 
 
 @dataclass(frozen=True)
+class ShapeHold:
+    """runner.json ``shapes[shape].hold``: how the host-released hold fared (groups 0: no hold ran)."""
+
+    groups: int = 0
+    timeouts: int = 0
+    gpu_wait_us: float | None = None  # the median GPU wait for the host per group (``gpu_wait_us.median``)
+
+
+@dataclass(frozen=True)
 class ShapeRun:
-    """runner.json ``shapes[shape]``: every arm's check and the loaded clock."""
+    """runner.json ``shapes[shape]``: every arm's check, the loaded clock and the hold."""
 
     backends: Mapping[str, ArmCheck] = field(default_factory=dict)
     clocks: ShapeClocks = field(default_factory=ShapeClocks)
+    hold: ShapeHold = field(default_factory=ShapeHold)
+
+
+@dataclass(frozen=True)
+class RunnerProtocol:
+    """runner.json ``protocol``: the protocol as the runner ran it; None where that runner did not say
+    (a runner written before the hold or the lead existed)."""
+
+    between: str | None = None
+    order: str | None = None
+    flush_bytes: int | None = None
+    flush_kind: str | None = None  # FLUSH_KINDS
+    graphs: bool | None = None
+    hold: str | None = None  # "host" (released by the host) or "none"
+    lead: bool | None = None
+
+
+def read_runner_protocol(value: Any, name: str) -> RunnerProtocol:
+    """A field check: runner.json's ``protocol`` (also as a receipt's header copies it, ``runner.protocol``)."""
+    p, at = _object(value, name), f"{name}."
+    return RunnerProtocol(
+        between=_field(p, "between", _str, at, None), order=_field(p, "order", _str, at, None),
+        flush_bytes=_field(p, "flush_bytes", _int(0), at, None), flush_kind=_field(p, "flush_kind", _str, at, None),
+        graphs=_field(p, "graphs", _bool, at, None), hold=_field(p, "hold", _one_of(("host", "none")), at, None),
+        lead=_field(p, "lead", _bool, at, None),
+    )  # fmt: skip
 
 
 _EVENT_KEYS = ("backend", "shape", "iter", "event_us")
@@ -356,7 +264,15 @@ def _shape_run(value: Any, name: str) -> ShapeRun:
     measured = (
         _field(clocks, k, _any_number, where, None) for k in ("sm_clock_mhz_median", "sm_clock_max_mhz", "fraction")
     )
-    return ShapeRun(_field(v, "backends", _objects(_arm_check), at, {}), ShapeClocks(*measured))
+    return ShapeRun(_field(v, "backends", _objects(_arm_check), at, {}), ShapeClocks(*measured),
+                    _field(v, "hold", _shape_hold, at, ShapeHold()))  # fmt: skip
+
+
+def _shape_hold(value: Any, name: str) -> ShapeHold:
+    h, at = _object(value, name), f"{name}."
+    wait = _field(h, "gpu_wait_us", _object, at, {})
+    return ShapeHold(_field(h, "groups", _int(0), at, 0), _field(h, "timeouts", _int(0), at, 0),
+                     _field(wait, "median", _any_number, f"{at}gpu_wait_us.", None))  # fmt: skip
 
 
 def _event(value: Any, name: str) -> dict[str, Any]:
@@ -381,16 +297,17 @@ class RunnerRecord:
     flush_bytes: int | None  # protocol.flush_bytes, else plan.flush_bytes
     low_clock_mhz: float | int | None  # the timed loop's median SM clock (as written) when the runner flagged it low
     content: Mapping[str, Any] = field(repr=False, default_factory=dict)
+    protocol: RunnerProtocol = field(default_factory=RunnerProtocol)
 
     def facts(self, key: str) -> Any:
         """A part of the file passed along as it is (``gpu``, ``versions``, ``clocks``, ``protocol``, …)."""
         return self.content.get(key)
 
     def shape(self, shape: str) -> ShapeRun:
-        return self.shapes.get(shape) or ShapeRun()
+        return self.shapes.get(shape, ShapeRun())
 
     def check(self, shape: str, arm: str) -> ArmCheck:
-        return self.shape(shape).backends.get(arm) or ArmCheck()
+        return self.shape(shape).backends.get(arm, ArmCheck())
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.content)  # the runner writes it: no schema key of ours is added to its file
@@ -419,6 +336,7 @@ class RunnerRecord:
             if low
             else None,
             content=dict(c),
+            protocol=read_runner_protocol(protocol, "protocol"),
         )
 
     @classmethod
@@ -537,13 +455,6 @@ def _receipt_row(value: Any, name: str) -> dict[str, Any]:
     return out
 
 
-def _not_null(obj: Mapping[str, Any], keys: Iterable[str], where: str) -> None:
-    """Fields that may be absent (a default applies) but never null."""
-    for key in keys:
-        if key in obj and obj[key] is None:
-            raise Invalid(f"{where}{key} must not be null")
-
-
 def _round_protocol(value: Any, name: str) -> dict[str, Any]:
     """A receipt's protocol: what a retry runs again, so every count and size is bounded here."""
     p, at = _object(value, name), f"{name}."
@@ -551,25 +462,19 @@ def _round_protocol(value: Any, name: str) -> dict[str, Any]:
     checks: dict[str, Callable[[Any, str], Any]] = {
         "rounds": _int(1, MAX_ROUNDS), "warmup": _int(1, MAX_ITERS),
         "max_noise": _number(0, 1, open_low=True, open_high=True), "max_iters": _int(iters or 2, MAX_ITERS),
-        "hold_us": _number(0, 10_000), "hold": _bool, "lead": _bool, "between": _str, "order": _str, "flush_bytes": _int(1, 1 << 40),
+        "hold_us": _number(0, MAX_HOLD_US), "hold": _bool, "lead": _bool, "between": _str, "order": _str, "flush_bytes": _int(1, 1 << 40),
         "graphs": _bool, "sensitivity": _bool, "seed": _int(),
     }  # fmt: skip
     _not_null(p, checks.keys() - {"max_noise", "max_iters", "flush_bytes"}, at)  # null there: "not set"
     for key, check in checks.items():
         _field(p, key, check, at, None)
+    read_protocol(p, name)  # and it reads as the record a retry runs
     return dict(p)
 
 
 def _round_gates(value: Any, name: str) -> dict[str, Any]:
-    g, at = _object(value, name), f"{name}."
-    checks: dict[str, Callable[[Any, str], Any]] = {
-        "directional_limit": _number(0, open_low=True), "min_clock": _number(0, 1), "parity": _bool,
-        "confidence": _number(0, 1, open_low=True, open_high=True), "same_within": _number(0),
-    }  # fmt: skip
-    _not_null(g, checks.keys(), at)
-    for key, check in checks.items():
-        _field(g, key, check, at, None)
-    return dict(g)
+    read_gates(value, name)
+    return dict(value)
 
 
 @dataclass(frozen=True)
@@ -582,23 +487,37 @@ class ReceiptRecord:
     summary: Mapping[str, Any] = field(default_factory=dict)
 
     @property
-    def protocol(self) -> Mapping[str, Any]:
-        return self.header.get("protocol") or {}
+    def protocol(self) -> Protocol:
+        """How the round measured (the header's protocol, checked when the file was read)."""
+        return Protocol.from_json(self._header_object("protocol"), "receipt protocol")
 
     @property
-    def gates(self) -> Mapping[str, Any]:
-        return self.header.get("gates") or {}
+    def gates(self) -> Gates:
+        return Gates.from_json(self._header_object("gates"), "receipt gates")
+
+    @property
+    def rounds(self) -> int:
+        """The round's own captures (receipts written before the key: 3, the default)."""
+        return int(self._header_object("protocol").get("rounds", ROUNDS))
+
+    @property
+    def rows_source(self) -> str:
+        return str(self.header.get("rows_source", ""))
+
+    def _header_object(self, key: str) -> Mapping[str, Any]:
+        return section(self.header, key)
 
     @property
     def arms(self) -> tuple[str, str]:
         """(baseline, candidate) as the arm texts a retry runs (the labels for receipts written before ``arms``)."""
-        arms = self.header.get("arms") or {}
+        arms = self._header_object("arms")
         return arms.get("baseline", self.header["baseline"]), arms.get("candidate", self.header["candidate"])
 
     @property
     def rounds_done(self) -> int:
         """Captures run so far: the round's, then every retry's (a retry continues the numbering)."""
-        return int(self.protocol.get("rounds") or 0) + sum(self.header.get("retry_rounds") or [])
+        done, retries = self._header_object("protocol").get("rounds"), self.header.get("retry_rounds")
+        return int(done if done is not None else 0) + (sum(retries) if retries else 0)
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": RECEIPT_FORMAT, **self.header, "summary": dict(self.summary),
@@ -624,6 +543,7 @@ class ReceiptRecord:
         _field(c, "protocol", _round_protocol, default=None)
         _field(c, "gates", _round_gates, default=None)
         _field(c, "retry_rounds", _list(_int(1, MAX_ROUNDS)), default=None)
+        _field(_field(c, "runner", _object, default={}), "protocol", read_runner_protocol, "runner.", None)
         rows = tuple(_field(c, "rows", _list(_receipt_row)))
         captures = tuple(_field(c, "captures", _list(_str), default=[]))
         header = {k: v for k, v in c.items() if k not in ("schema", "summary", "captures", "rows")}
@@ -690,6 +610,9 @@ def _search_point(value: Any, name: str) -> dict[str, Any]:
         _field(p, key, _any_number, at, None)
     _field(p, "medians_us", _objects(_any_number), at, None)
     _field(p, "gates", _object, at, None)
+    _field(p, "fastest", _str, at, None)
+    _field(p, "refused_by", _str, at, None)
+    _field(p, "verdict", _str, at, None)
     return dict(p)
 
 
@@ -704,6 +627,47 @@ def _search_step(value: Any, name: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class SearchPoint:
+    """search.json ``steps[i].points[j]``: one measured ctx with its side, ratio, medians and gates (as written)."""
+
+    ctx: int
+    shape: str
+    side: str  # SEARCH_SIDES
+    status: str  # pass | refused
+    ratio: float | None = None
+    low: float | None = None
+    high: float | None = None
+    refused_by: str | None = None
+    verdict: str | None = None
+    medians_us: Mapping[str, float] = field(default_factory=dict)  # per arm label, fastest first
+    fastest: str | None = None
+
+    @property
+    def refusal(self) -> str:
+        """Why the point was refused, as the search named it: its failed gates, else its status."""
+        return self.refused_by if self.refused_by else self.status
+
+
+@dataclass(frozen=True)
+class SearchStep:
+    """search.json ``steps[i]``: one capture, its points, and the decision after it (``Decision.to_json``)."""
+
+    step: int
+    folder: str
+    points: tuple[SearchPoint, ...]
+    decision: Mapping[str, Any]
+    seconds: float | None = None
+
+
+def _typed_point(p: Mapping[str, Any]) -> SearchPoint:
+    """A checked point (:func:`_search_point`) as its record; values as written (an int ratio stays an int)."""
+    medians = p.get("medians_us")
+    return SearchPoint(p["ctx"], p["shape"], p["side"], p["status"], p.get("ratio"), p.get("low"), p.get("high"),
+                       p.get("refused_by"), p.get("verdict"), {} if medians is None else medians,
+                       p.get("fastest"))  # fmt: skip
+
+
+@dataclass(frozen=True)
 class SearchRecord:
     """search.json of ``traceattr sweep``: what was searched (``header``), each step's captured points with
     their gates and the decision after it, and the ``result`` (None: the search did not finish)."""
@@ -715,6 +679,28 @@ class SearchRecord:
     def to_json(self) -> dict[str, Any]:
         return {"schema": SEARCH_FORMAT, **self.header, "steps": list(self.steps),
                 "result": None if self.result is None else dict(self.result)}  # fmt: skip
+
+    @functools.cached_property
+    def search_steps(self) -> tuple[SearchStep, ...]:
+        """The steps as typed records (``steps`` keeps them as the file holds them, for the dispatch table)."""
+        checked = [_search_step(s, f"steps[{i}]") for i, s in enumerate(self.steps)]
+        return tuple(SearchStep(s["step"], s["folder"], tuple(_typed_point(p) for p in s["points"]), s["decision"],
+                                s.get("seconds")) for s in checked)  # fmt: skip
+
+    @property
+    def below(self) -> str | None:
+        """The fastest arm at the low end (None until step 1 is recorded)."""
+        return self.header.get("below")
+
+    @property
+    def above(self) -> str | None:
+        """The fastest arm at the high end (its runner-up there when the same as ``below``)."""
+        return self.header.get("above")
+
+    @property
+    def seconds(self) -> float:
+        """The capture seconds of every step (0 where not recorded)."""
+        return sum(s.seconds for s in self.search_steps if s.seconds is not None)
 
     @property
     def passing_folders(self) -> tuple[str, ...]:

@@ -24,7 +24,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,13 @@ from traceattr.analysis.bisect import RETRIES, RETRY_ROOM, Decision, Point, deci
 from traceattr.analysis.rounds import Capture, Gates, Row, round_rows
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import write_manifest
+from traceattr.core.protocol import SWEEP, Protocol
 from traceattr.core.records import MAX_STEPS, SEARCH, SearchRecord
 from traceattr.core.shapes import Shape, ShapeError, parse_shape
-from traceattr.jobs.round import CaptureRequest, Executor, RoundPlan, arm_label, profile_executor
+from traceattr.jobs.profile import ProfilePlan
+from traceattr.jobs.round import TIMING, CaptureRequest, Executor, RoundPlan, arm_label, profile_executor
+
+WIDTH = 0.1  # a search stops when the crossover is bracketed within ± this fraction of its ctx
 
 
 def family_shape(family: str, ctx: int) -> Shape:
@@ -68,17 +72,9 @@ class SearchPlan:
     ctx_low: int
     ctx_high: int
     folder: Path
-    width: float = 0.1  # ± fraction of ctx
+    width: float = WIDTH  # ± fraction of ctx
     max_steps: int | None = None  # captures, the ends' included; None: default_steps of the range and width
-    iters: int = 20
-    warmup: int = 3
-    max_noise: float | None = 0.005  # as a round: add calls until each arm's median is this precise
-    max_iters: int | None = 500
-    hold_us: float = 100.0
-    graphs: bool = False
-    between: str = "flush"
-    flush_bytes: int | None = None
-    seed: int = 0
+    protocol: Protocol = SWEEP  # each step is a one-round comparison, measured as a round measures
     gates: Gates = field(default_factory=Gates)
 
     def __post_init__(self) -> None:
@@ -90,7 +86,7 @@ class SearchPlan:
             raise TraceattrError(f"--max-steps must lie in [2, {MAX_STEPS}] (step 1 measures both ends)")
         for ctx in (self.ctx_low, self.ctx_high):
             family_shape(self.family, ctx)  # the family and both ends parse
-        self.protocol  # noqa: B018 - a round's checks of the timing options, once, before any capture
+        self.round_plan  # noqa: B018 - a round's checks of the timing options, once, before any capture
 
     @property
     def budget(self) -> int:
@@ -104,15 +100,21 @@ class SearchPlan:
         return tuple(arm_label(a) for a in self.arms)
 
     @property
-    def protocol(self) -> RoundPlan:
+    def graphs(self) -> bool:
+        return self.protocol.graphs
+
+    @property
+    def round_plan(self) -> RoundPlan:
         """The capture settings as a one-round plan (what the executor reads)."""
         ends = tuple(Row(s.name, s.name) for s in self.shapes(self.ctx_low, self.ctx_high))
-        return RoundPlan(
-            rows=ends, baseline=self.arms[0], candidate=self.arms[1], folder=self.folder, rounds=1,
-            iters=self.iters, warmup=self.warmup, max_noise=self.max_noise, max_iters=self.max_iters,
-            hold=self.hold_us > 0, graphs=self.graphs, between=self.between, flush_bytes=self.flush_bytes,
-            seed=self.seed, gates=self.gates, rows_source=self.family,
-        )  # fmt: skip
+        return RoundPlan(rows=ends, baseline=self.arms[0], candidate=self.arms[1], folder=self.folder, rounds=1,
+                         protocol=self.protocol, gates=self.gates, rows_source=self.family)  # fmt: skip
+
+    def describe(self) -> str:
+        """One line: what is searched, over which range, to what width, in at most how many captures."""
+        mode = "graphs" if self.graphs else "eager"
+        return (f"search {self.family} over {self.ctx_low:,}–{self.ctx_high:,} ctx ({mode}): {', '.join(self.labels)}; "
+                f"±{self.width:g} of ctx, at most {self.budget} captures; folder {self.folder}")  # fmt: skip
 
     def shapes(self, *ctx: int) -> tuple[Shape, ...]:
         return tuple(family_shape(self.family, c) for c in ctx)
@@ -124,7 +126,7 @@ class SearchPlan:
         return CaptureRequest(step - 1, shapes, arms, "abba", self.folder / f"step-{step}")
 
     def header(self) -> dict[str, Any]:
-        p = self.protocol
+        p = self.round_plan.protocol
         return {
             "tool": "traceattr", "version": __version__, "command": "sweep", "argv": sys.argv,
             "family": family_shape(self.family, self.ctx_low).family, "arms": list(self.arms),
@@ -135,10 +137,31 @@ class SearchPlan:
             "halvings": halvings(self.ctx_low, self.ctx_high, self.width), "retry_room": RETRY_ROOM * RETRIES,
             "protocol": {"iters": p.iters, "warmup": p.warmup, "max_noise": p.max_noise, "max_iters": p.max_iters,
                          "hold_us": p.hold_us, "lead": p.lead, "between": p.between, "flush_bytes": p.flush_bytes,
-                         "order": "abba, arm order alternating between steps", "seed": p.seed,
-                         "timing": "nsys GPU span per call (first op start to last op end)"},
-            "gates": asdict(self.gates),
+                         "order": "abba, arm order alternating between steps", "seed": p.seed, "timing": TIMING},
+            "gates": self.gates.to_json(),
         }  # fmt: skip
+
+
+def plan_search(
+    family: str, arms: tuple[str, ...], ctx_range_text: str, out_root: Path, *, width: float = WIDTH,
+    max_steps: int | None = None, protocol: Protocol = SWEEP,
+) -> SearchPlan:  # fmt: skip
+    """The plan of ``traceattr sweep``: the search over ``LOW:HIGH``, its folder named for the family and mode."""
+    low, high = ctx_range(ctx_range_text)
+    mode = "graphs" if protocol.graphs else "eager"
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "", family.replace("*", "x"))
+    folder = out_root / f"{time.strftime('%Y%m%d-%H%M%S')}_sweep_{safe}_{mode}"
+    return SearchPlan(family=family, arms=arms, ctx_low=low, ctx_high=high, folder=folder, width=width,
+                      max_steps=max_steps, protocol=protocol)  # fmt: skip
+
+
+def first_step_plan(plan: SearchPlan) -> ProfilePlan:
+    """Step 1's capture, both ends in one run folder (what ``--dry-run`` shows and the GPU check reads)."""
+    from traceattr.jobs.profile import make_plan
+
+    ends = (plan.ctx_low, plan.ctx_high)
+    request = plan.request(1, ends)
+    return replace(make_plan(list(plan.shapes(*ends)), request.arms, plan.protocol), folder=request.folder)
 
 
 def medians_us(calls: pl.DataFrame, shape: str) -> dict[str, float]:
@@ -187,7 +210,7 @@ def run_search(
     """Run the search of *plan* (module doc); search.json is rewritten after every step."""
     plan.folder.mkdir(parents=True, exist_ok=False)
     header = plan.header()
-    protocol = plan.protocol
+    protocol = plan.round_plan
     lines = on_line or (lambda _line: None)
     points: list[Point] = []
     steps: list[dict[str, Any]] = []

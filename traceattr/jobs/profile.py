@@ -14,7 +14,7 @@ import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +30,11 @@ from traceattr.backends.layout import KvLayout
 from traceattr.core import runfolder
 from traceattr.core.errors import BackendUnsupported, TraceattrError
 from traceattr.core.output import ResultSet
+from traceattr.core.protocol import ORDERS, PROFILE, Protocol
 from traceattr.core.records import RunnerRecord, RunRecord
 from traceattr.core.shapes import Shape
 from traceattr.jobs.capture import capture, profile_command
-from traceattr.runner.plan import ORDERS, RunPlan, check_between, check_timing
+from traceattr.runner.plan import RunPlan, check_between, check_timing
 from traceattr.trace.loader import load_trace
 from traceattr.trace.nsys import find_nsys
 
@@ -81,31 +82,25 @@ class ProfilePlan:
 def make_plan(
     shapes: Sequence[Shape],
     arms: Sequence[str | Arm] | None = None,
+    protocol: Protocol = PROFILE,
     *,
-    iters: int = 20,
-    warmup: int = 3,
-    max_noise: float | None = None,
-    max_iters: int | None = None,
-    hold_us: float = 0.0,
-    lead: bool = True,
-    graphs: bool = False,
     shuffle: bool = False,
-    seed: int = 0,
     validate: bool = True,
-    flush_bytes: int | None = None,
-    between: str = "flush",
-    order: str = "abba",
     out_root: Path = Path("reports"),
     arch: str | None = None,
+    **changes: Any,
 ) -> ProfilePlan:
     """The plan of a profile run: *arms* (texts of :mod:`traceattr.backends.arms` or parsed arms; default one per
-    registered backend) on *shapes*, and what runs between calls (*between*) in which *order*.
+    registered backend) on *shapes*, timed as *protocol* says (:class:`~traceattr.core.protocol.Protocol`:
+    what runs between calls, in which order, how many rounds, the hold and the lead).
 
-    *max_noise* (a fraction) makes *iters* a minimum: rounds are added, up to *max_iters*,
-    until every arm's median is that precise. *hold_us* per call: a GPU spin before each group of calls
-    while the host enqueues it. *lead*: each group opens with an untimed call (runner.loop), so no timed
-    call is the first after an idle GPU. *arch* (``sm_100``): plan for that GPU instead of this machine's, the
-    installed packages unchecked (``--dry-run --arch``: what a B200 user's run would do)."""
+    *changes*: protocol fields to change (``iters=8``), as a shorthand for ``replace(protocol, …)``.
+    *shuffle* scatters each request's KV pages; *validate* compares outputs with the torch reference. *arch*
+    (``sm_100``): plan for that GPU instead of this machine's, the installed packages unchecked (``--dry-run
+    --arch``: what a B200 user's run would do)."""
+    protocol = replace(protocol, **changes)
+    iters, warmup, max_noise, max_iters = protocol.iters, protocol.warmup, protocol.max_noise, protocol.max_iters
+    hold_us, flush_bytes, order = protocol.hold_us, protocol.flush_bytes, protocol.order
     if not shapes:
         raise TraceattrError("give at least one --shape (traceattr shapes lists the grammar)")
     chosen = parse_arms(a.text if isinstance(a, Arm) else a for a in arms) if arms else default_arms()
@@ -116,7 +111,7 @@ def make_plan(
     if order not in ORDERS:
         raise TraceattrError(f"--order must be one of {', '.join(ORDERS)}, got {order!r}")
     check_timing(iters, max_noise, max_iters, hold_us)
-    between = check_between(between)
+    between = check_between(protocol.between)
     device, problem = (planning_device(arch), None) if arch else current_device()
     availability = []
     for shape in shapes:
@@ -130,12 +125,8 @@ def make_plan(
     flush = flush_bytes or max(2 * l2, 128 << 20)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     label = shapes[0].short_name if len(shapes) == 1 else f"sweep{len(shapes)}_{shapes[0].short_name}"
-    run = RunPlan(
-        shapes=tuple(s.name for s in shapes), arms=tuple(a.text for a in chosen), iters=iters, warmup=warmup,
-        max_noise=max_noise, max_iters=max_iters, hold_us=hold_us, flush_bytes=flush, between=between, order=order,
-        lead=lead, graphs=graphs, shuffle=shuffle, seed=seed,
-        validate=validate,
-    )  # fmt: skip
+    run = RunPlan.of(tuple(s.name for s in shapes), tuple(a.text for a in chosen), replace(protocol, between=between),
+                     flush_bytes=flush, shuffle=shuffle, validate=validate)  # fmt: skip
     tensors = {}
     for s in shapes:
         layout = KvLayout(s.rank_share() if s.dcp > 1 else s)  # a DCP row holds the measured rank's shard

@@ -18,22 +18,22 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from traceattr import __version__
-from traceattr.analysis.rounds import Capture, Gates, Receipt, Row, certain_refusals, round_rows
+from traceattr.analysis.rounds import Capture, Receipt, Row, certain_refusals, round_rows
 from traceattr.backends.arms import parse_arm, same_program
 from traceattr.core import runfolder
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import write_manifest, write_table, write_text
+from traceattr.core.progress import parse
+from traceattr.core.protocol import PROFILE, ROUNDS, Gates, Protocol
 from traceattr.core.records import MAX_ROUNDS, ReceiptRecord, read_object, read_run, read_runner
 from traceattr.core.shapes import PUBLISHED_ROWS, ShapeError, parse_shape
 from traceattr.present.receipt import markdown, with_causes
 from traceattr.runner.plan import check_between, check_timing
-
-HOLD_ON_US = 100.0  # plan.json's hold_us for "hold on": any value > 0 switches it on; the host sets its length
 
 # Named row sets (--rows NAME); a file of shapes, one a line, works too.
 ROW_SETS: dict[str, tuple[str, ...]] = {
@@ -89,45 +89,35 @@ class RoundPlan:
     baseline: str
     candidate: str
     folder: Path
-    rounds: int = 3
-    iters: int = 20  # the minimum when max_noise is set
-    warmup: int = 3
-    max_noise: float | None = None  # add ABBA iterations until each arm's median is this precise (fraction)
-    max_iters: int | None = None
-    hold: bool = True  # the GPU is held before each ABBA group until the host has enqueued it (runner.hold)
-    lead: bool = True  # each group opens with an untimed call: no timed call is the first after an idle GPU
-    graphs: bool = False
-    between: str = "flush"
-    flush_bytes: int | None = None
-    sensitivity: bool = False
-    seed: int = 0
+    rounds: int = ROUNDS
+    # a plan built in code times exactly protocol.iters rounds with the hold on; the command's defaults are
+    # the "round" preset (traceattr.core.protocol.ROUND)
+    protocol: Protocol = field(default_factory=lambda: PROFILE.held(True))
     gates: Gates = field(default_factory=Gates)
     rows_source: str = ""
     first_round: int = 0  # a retry continues the numbering (and the alternation) of the round it retries
 
     def __post_init__(self) -> None:
-        check_between(self.between)  # the user's text stays in the receipt; each capture's plan canonicalises it
+        p = self.protocol
+        # a round's hold is on or off (runner.hold: the host sets its length); plan.json says it as hold_us
+        object.__setattr__(self, "protocol", p.held(p.hold))
+        check_between(p.between)  # the user's text stays in the receipt; each capture's plan canonicalises it
         if self.labels[0] == self.labels[1]:
             raise TraceattrError(
                 f"--baseline and --candidate are both {self.labels[0]!r}: an A/A round needs two labels for the "
                 f"same program, so their calls can be told apart (e.g. --candidate again={self.baseline})"
             )
-        if self.rounds < 1 or self.iters < 2:
+        if self.rounds < 1 or p.iters < 2:
             raise TraceattrError("--rounds must be at least 1 and --iters at least 2 (ABBA needs both orders)")
         if self.rounds > MAX_ROUNDS:
             raise TraceattrError(
                 f"--rounds must be at most {MAX_ROUNDS} (each round is a whole capture), got {self.rounds}"
             )
-        if self.warmup < 1:
+        if p.warmup < 1:
             raise TraceattrError("--warmup must be at least 1 (warm-up compiles and validates)")
-        if self.flush_bytes is not None and self.flush_bytes <= 0:
-            raise TraceattrError(f"--flush-mb must be positive, got {self.flush_bytes / (1 << 20):g}")
-        check_timing(self.iters, self.max_noise, self.max_iters, self.hold_us)
-
-    @property
-    def hold_us(self) -> float:
-        """What plan.json's ``hold_us`` says: > 0 switches the runner's host-released hold on (no length)."""
-        return HOLD_ON_US if self.hold else 0.0
+        if p.flush_bytes is not None and p.flush_bytes <= 0:
+            raise TraceattrError(f"--flush-mb must be positive, got {p.flush_bytes / (1 << 20):g}")
+        check_timing(p.iters, p.max_noise, p.max_iters, self.protocol.hold_us)
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -141,7 +131,7 @@ class RoundPlan:
             index = self.first_round + i
             arms = (self.baseline, self.candidate) if index % 2 == 0 else (self.candidate, self.baseline)
             out.append(CaptureRequest(index, shapes, arms, "abba", self.folder / runfolder.round_capture(index)))
-        if self.sensitivity:
+        if self.protocol.sensitivity:
             out.append(
                 CaptureRequest(
                     -1, shapes, (self.baseline, self.candidate), "blocked", self.folder / runfolder.SENSITIVITY
@@ -154,16 +144,24 @@ class RoundPlan:
             "tool": "traceattr", "version": __version__, "command": "round", "argv": sys.argv,
             "baseline": self.labels[0], "candidate": self.labels[1], "rows_source": self.rows_source,
             "arms": {"baseline": self.baseline, "candidate": self.candidate},
-            "protocol": {
-                "rounds": self.rounds, "iters": self.iters, "warmup": self.warmup, "order": "abba",
-                "max_noise": self.max_noise, "max_iters": self.max_iters, "hold": self.hold, "hold_us": self.hold_us,
-                "lead": self.lead,
-                "arm_order": "alternating between rounds", "between": self.between, "cold_l2": self.between != "none",
-                "flush_bytes": self.flush_bytes, "graphs": self.graphs, "seed": self.seed,
-                "sensitivity": self.sensitivity, "timing": "nsys GPU span per call (first op start to last op end)",
-            },
-            "gates": asdict(self.gates),
+            "protocol": receipt_protocol(self.protocol, self.rounds),
+            "gates": self.gates.to_json(),
         }  # fmt: skip
+
+
+def receipt_protocol(p: Protocol, rounds: int) -> dict[str, Any]:
+    """The protocol as receipt.json's header holds it (its layout predates the record; Protocol.from_json
+    reads it back)."""
+    return {
+        "rounds": rounds, "iters": p.iters, "warmup": p.warmup, "order": "abba", "max_noise": p.max_noise,
+        "max_iters": p.max_iters, "hold": p.hold, "hold_us": p.hold_us, "lead": p.lead,
+        "arm_order": "alternating between rounds", "between": p.between, "cold_l2": p.between != "none",
+        "flush_bytes": p.flush_bytes, "graphs": p.graphs, "seed": p.seed, "sensitivity": p.sensitivity,
+        "timing": TIMING,
+    }  # fmt: skip
+
+
+TIMING = "nsys GPU span per call (first op start to last op end)"  # what a round's and a sweep's ratio compares
 
 
 @dataclass(frozen=True)
@@ -182,19 +180,13 @@ def profile_executor(request: CaptureRequest, plan: RoundPlan, on_line: Callable
     """One capture through ``traceattr profile`` (needs a CUDA GPU and nsys)."""
     from traceattr.jobs.profile import execute, make_plan
 
-    profile_plan = make_plan(
-        [parse_shape(s) for s in request.shapes], request.arms, iters=plan.iters, warmup=plan.warmup,
-        max_noise=plan.max_noise, max_iters=plan.max_iters, hold_us=plan.hold_us, lead=plan.lead,
-        graphs=plan.graphs, seed=plan.seed, flush_bytes=plan.flush_bytes, between=plan.between, order=request.order,
-        out_root=request.folder.parent,
-    )  # fmt: skip
+    protocol = replace(plan.protocol, order=request.order)
+    profile_plan = make_plan([parse_shape(s) for s in request.shapes], request.arms, protocol,
+                             out_root=request.folder.parent)  # fmt: skip
     # one report.html for the whole round (the receipt first), not one per capture
     result = execute(replace(profile_plan, folder=request.folder), on_line=on_line, report=False)
     return Capture(request.round, result.calls, result.runner, str(request.folder), request.order,
                    attribution=result.attribution, run=result.run, shapes=request.shapes)  # fmt: skip
-
-
-_TIMING = re.compile(r"^\[traceattr\] timing (\S+?):")
 
 
 def run_round(
@@ -226,9 +218,9 @@ def run_round(
         def show(line: str, label: str = label) -> None:
             if on_line is not None:
                 on_line(line)
-            m = _TIMING.match(line)
-            if m and on_progress is not None:
-                on_progress(f"{label}: {m.group(1)}")
+            event = parse(line)
+            if event is not None and event.timing is not None and on_progress is not None:
+                on_progress(f"{label}: {event.timing}")
 
         capture = replace(executor(request, plan, show), shapes=request.shapes)
         (sensitivity if request.order == "blocked" else captures).append(capture)
@@ -340,19 +332,39 @@ def retry_plan(previous: Receipt, out_root: Path, *, rounds: int | None = None) 
     if not rows:
         raise TraceattrError("nothing to retry: every row of the receipt passed")
     record = ReceiptRecord(previous.header, ())
-    p, g = record.protocol, record.gates
     baseline, candidate = record.arms
+    # the receipt's protocol as it ran (a receipt written before leads ran none: Protocol.from_json says so)
     return RoundPlan(
         rows=rows, baseline=baseline, candidate=candidate, folder=folder_name(out_root, baseline, candidate, "retry"),
-        rounds=rounds or int(p.get("rounds", 3)), iters=int(p.get("iters", 20)), warmup=int(p.get("warmup", 3)),
-        max_noise=p.get("max_noise"), max_iters=p.get("max_iters"),
-        hold=bool(p["hold"]) if "hold" in p else float(p.get("hold_us", 0.0)) > 0,
-        lead=bool(p.get("lead", False)),  # a receipt written before leads ran none
-        graphs=bool(p.get("graphs")), between=p.get("between", "flush"), flush_bytes=p.get("flush_bytes"),
-        sensitivity=bool(p.get("sensitivity")), seed=int(p.get("seed", 0)),
-        gates=Gates(**{k: v for k, v in g.items() if k in Gates.__dataclass_fields__}),
-        rows_source=previous.header.get("rows_source", ""), first_round=record.rounds_done,
+        rounds=rounds or record.rounds, protocol=record.protocol, gates=record.gates,
+        rows_source=record.rows_source, first_round=record.rounds_done,
     )  # fmt: skip
+
+
+def plan_round(
+    rows: str, baseline: str, candidate: str, out_root: Path, *, rounds: int | None = None, protocol: Protocol,
+    gates: Gates,
+) -> RoundPlan:  # fmt: skip
+    """The plan of a new round (``traceattr round``) over *rows* (a named set or a file); every range is checked
+    here, before any capture."""
+    return RoundPlan(rows=read_rows(rows), baseline=baseline, candidate=candidate,
+                     folder=folder_name(out_root, baseline, candidate), rounds=ROUNDS if rounds is None else rounds,
+                     protocol=protocol, gates=gates, rows_source=rows)  # fmt: skip
+
+
+def plan_retry(retry: Path, out_root: Path, *, rounds: int | None = None) -> tuple[Receipt, RoundPlan]:
+    """The receipt to retry (a receipt.json or its round folder) and the plan that re-measures its refused rows."""
+    previous = read_receipt(retry)
+    return previous, retry_plan(previous, out_root, rounds=rounds)
+
+
+def require_runnable(plan: RoundPlan) -> None:
+    """One line, exit 2, when the first capture could not run here (no GPU, no nsys, no backend for the arms)."""
+    from traceattr.jobs import profile
+
+    first = plan.requests()[0]
+    profile.require_runnable(profile.make_plan([parse_shape(s) for s in first.shapes], first.arms, plan.protocol,
+                                               out_root=first.folder.parent))  # fmt: skip
 
 
 def folder_name(out_root: Path, baseline: str, candidate: str, kind: str = "round") -> Path:

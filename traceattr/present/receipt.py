@@ -10,9 +10,12 @@ from typing import Any
 
 import polars as pl
 
-from traceattr.analysis.causes import drift, predecessor_shift
+from traceattr.analysis.causes import drift, predecessor_shift, row_values
 from traceattr.analysis.hostbound import HOST_SHARE
 from traceattr.analysis.rounds import Receipt
+from traceattr.core.fields import section
+from traceattr.core.protocol import Gates
+from traceattr.core.records import RunnerProtocol, read_runner_protocol
 from traceattr.present.formats import count, decimals, pct, signed_pct, us, with_interval
 
 
@@ -27,7 +30,7 @@ def markdown(receipt: Receipt) -> str:
     ]
     rows = receipt.rows
     retried = set(rows.filter(pl.col("attempt") > 1)["row"].to_list())
-    target = (h.get("protocol") or {}).get("max_noise")
+    target = section(h, "protocol").get("max_noise")
     for r in (
         rows.sort("attempt")
         .join(rows.select("row").unique(maintain_order=True).with_row_index("_o"), on="row")
@@ -88,7 +91,7 @@ def with_causes(receipt: Receipt) -> Receipt:
 def led(header: Mapping[str, Any]) -> bool:
     """Whether the round's groups opened with a lead call (receipts written before leads: no), which turns
     the predecessor split into the position in the group."""
-    return bool((header.get("protocol") or {}).get("lead"))
+    return bool(section(header, "protocol").get("lead"))
 
 
 def cause_text(row: Mapping[str, Any], header: Mapping[str, Any]) -> str:
@@ -96,8 +99,8 @@ def cause_text(row: Mapping[str, Any], header: Mapping[str, Any]) -> str:
     kinds = row.get("causes")
     if kinds is None:
         return "not diagnosed: this receipt was written before traceattr recorded causes"
-    gates = header.get("gates") or {}
-    limit = float(gates.get("directional_limit") or 0.02)
+    gates = section(header, "gates")
+    limit = Gates.from_json(gates).directional_limit
     names = {
         "baseline": str(header.get("baseline", "baseline")),
         "candidate": str(header.get("candidate", "candidate")),
@@ -116,13 +119,15 @@ def cause_text(row: Mapping[str, Any], header: Mapping[str, Any]) -> str:
 def _arms_words(
     row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any], lead: bool
 ) -> str:
-    return f"an arm did not run: {row.get('arms_note') or 'no calls'}"
+    note = row.get("arms_note")
+    return f"an arm did not run: {note if note else 'no calls'}"
 
 
 def _parity_words(
     row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any], lead: bool
 ) -> str:
-    return f"outputs ({row.get('parity')}): {row.get('parity_value') or 'not checked'}"
+    value = row.get("parity_value")
+    return f"outputs ({row.get('parity')}): {value if value else 'not checked'}"
 
 
 def _clock_words(
@@ -135,17 +140,17 @@ def _clock_words(
     return (
         f"clock: the SM clock ran at {pct(fraction)} of its maximum"
         + (f" ({us(mhz, 0)} MHz)" if mhz is not None else "")
-        + f" while the row was timed, below {pct(float(gates.get('min_clock') or 0))}: the GPU was throttled"
+        + f" while the row was timed, below {pct(float(gates.get('min_clock', 0)))}: the GPU was throttled"
     )
 
 
 def _host_words(
     row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any], lead: bool
 ) -> str:
-    calls = row.get("calls_rounds") or []
+    calls = row_values(row, "calls_rounds")
     found = []
     for side in ("baseline", "candidate"):
-        counts = row.get(f"host_bound_{side}") or []
+        counts = row_values(row, f"host_bound_{side}")
         per_round = [
             f"{count(n)} / {count(total)} in round {i + 1}"
             for i, (n, total) in enumerate(zip(counts, calls, strict=False))
@@ -206,7 +211,7 @@ def _drift_words(
         spread = drift(row, side, limit)
         if spread is None:
             continue
-        medians = ", ".join(us(v, 2) for v in row.get(f"{side}_rounds_us") or [])
+        medians = ", ".join(us(v, 2) for v in row_values(row, f"{side}_rounds_us"))
         parts.append(f"{names[side]}'s per-round medians {medians} µs ({pct(spread)} apart)")
     noise = row.get("noise")
     tail = f", each round's median within ±{pct(noise, 2)}" if noise is not None else ""
@@ -240,7 +245,7 @@ _CAUSE_WORDS = {
 def _evidence_summary(row: Mapping[str, Any], names: Mapping[str, str]) -> str:
     parts = []
     for side in ("baseline", "candidate"):
-        medians = ", ".join(us(v, 2) for v in row.get(f"{side}_rounds_us") or [])
+        medians = ", ".join(us(v, 2) for v in row_values(row, f"{side}_rounds_us"))
         parts.append(f"{names[side]} per-round medians {medians} µs")
     if row.get("directional") is not None:
         parts.append(f"directional {decimals(row['directional'], 4)}")
@@ -249,11 +254,10 @@ def _evidence_summary(row: Mapping[str, Any], names: Mapping[str, str]) -> str:
 
 def protocol_text(h: Mapping[str, Any]) -> str:
     """The receipt's one-line protocol: sampling, order, what runs between calls, graphs, hold, gates."""
-    p = h.get("protocol") or {}
-    g = h.get("gates") or {}
-    ran = (h.get("runner") or {}).get("protocol") or {}  # what the runner recorded, where it did
+    p, g = section(h, "protocol"), section(h, "gates")
+    ran = read_runner_protocol(section(section(h, "runner"), "protocol"), "runner.protocol")  # as it ran
     flush = p.get("flush_bytes")
-    kind = ran.get("flush_kind") or p.get("flush_kind")
+    kind = ran.flush_kind if ran.flush_kind is not None else p.get("flush_kind")
     flushed = f"{(flush or 0) / 2**20:.0f} MiB L2 flush" + (f", {_FLUSH_WORDS.get(kind, kind)}" if kind else "")
     parts = [
         _sampling(p),
@@ -261,7 +265,7 @@ def protocol_text(h: Mapping[str, Any]) -> str:
         f"between calls: {p.get('between', '?')}" + (f" ({flushed})" if flush else ""),
         "CUDA graphs" if p.get("graphs") else "eager",
         *_hold_words(p, ran),
-        *(["each group opens with an untimed call of its last arm (lead)"] if ran.get("lead", p.get("lead")) else []),
+        *(["each group opens with an untimed call of its last arm (lead)"] if _led(ran, p) else []),
         f"gates: directional ≤ {g.get('directional_limit')}, loaded SM clock ≥ {g.get('min_clock')}, parity "
         + ("on" if g.get("parity", True) else "off"),
     ]
@@ -271,10 +275,15 @@ def protocol_text(h: Mapping[str, Any]) -> str:
 _FLUSH_WORDS = {"fill+evict": "a fill, then reads that evict", "fill": "a fill (writes only)"}
 
 
-def _hold_words(p: Mapping[str, Any], ran: Mapping[str, Any]) -> list[str]:
+def _led(ran: RunnerProtocol, p: Mapping[str, Any]) -> bool:
+    """Whether the groups opened with a lead call: as the runner says, else as the round's protocol says."""
+    return bool(ran.lead if ran.lead is not None else p.get("lead"))
+
+
+def _hold_words(p: Mapping[str, Any], ran: RunnerProtocol) -> list[str]:
     """The hold as it ran: runner.json's ``hold``, else the plan's ``hold``, else (receipts written while the
     hold was a fixed spin and the runner did not say) the spin's length."""
-    hold = ran.get("hold")
+    hold = ran.hold
     if hold is None and "hold" in p:
         hold = "host" if p["hold"] else "none"
     if hold == "host":
@@ -290,9 +299,13 @@ def _sampling(p: Mapping[str, Any]) -> str:
     if not noise:
         return f"{rounds} rounds × {iters} iterations"
     return (
-        f"{rounds} rounds × {iters}–{p.get('max_iters') or '?'} iterations "
+        f"{rounds} rounds × {iters}–{_or_unknown(p.get('max_iters'))} iterations "
         f"(until each arm's median is within ±{noise:.1%}, 95%)"
     )
+
+
+def _or_unknown(value: Any) -> Any:
+    return "?" if value is None else value
 
 
 def _md(text: Any) -> str:

@@ -72,7 +72,7 @@ import math
 import sys
 import time
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,7 @@ from traceattr.backends.reference import LSE_LIMIT, lse_error, merge_reference, 
 from traceattr.core.callnames import BETWEEN, DOMAIN, FLUSH, HOLD, LEAD, WARMUP, CallName
 from traceattr.core.errors import BackendUnsupported
 from traceattr.core.precision import median_noise
+from traceattr.core.progress import Progress, emit
 from traceattr.core.shapes import Shape, parse_shape
 from traceattr.runner.environment import ClockSampler, gpu_facts, versions
 from traceattr.runner.flush import Flush
@@ -97,7 +98,7 @@ from traceattr.runner.plan import RunPlan, arm_letters, between_arm, call_order,
 
 def say(message: str) -> None:
     """Progress for the parent process (it shows these lines while nsys runs)."""
-    print(f"[traceattr] {message}", flush=True)
+    emit(Progress(message))
 
 
 class Prepared:
@@ -207,15 +208,51 @@ def run_between(flush: Flush | None, predecessor: Prepared | None, annotate: boo
 
 
 def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
+    """Every shape of *plan*: build its inputs, check and warm every arm, then time them all (runner.json)."""
     device, why = current_device()
     if device is None:
         raise SystemExit(f"traceattr runner: {why}")
     facts = gpu_facts()
     arms = parse_arms(plan.arms)
-    labels = tuple(a.label for a in arms)
     before = between_arm(plan.between)
     between = parse_arm(before) if before else None
-    results: dict[str, Any] = {
+    results = runner_header(plan, facts, arms)
+    flush = Flush(plan.flush_bytes, plan.flush_kind) if plan.between != "none" else None  # before any input
+    letters = arm_letters(tuple(a.label for a in arms))
+    timed_shapes: list[ShapeReady] = []
+    for shape_name in plan.shapes:
+        shape = parse_shape(shape_name)
+        say(f"shape {shape.name}: building inputs")
+        data = ShapeInputs(shape, plan)
+        report: dict[str, Any] = {"kv_bytes": data.base.kv_bytes(), "backends": {}}
+        results["shapes"][shape.name] = report
+        ready: dict[str, Prepared] = {}
+        for arm in arms:
+            prepared = prepare_checked(arm, shape, data, plan, device, report, letters)
+            if prepared is not None:
+                ready[arm.label] = prepared
+        predecessor = None
+        if ready and between is not None:
+            predecessor = prepare_predecessor(between, shape, data, plan, report, ready)
+            if predecessor is None:
+                ready = {}
+        if ready:
+            timed_shapes.append(ShapeReady(shape, data, ready, predecessor))
+        else:
+            del data
+    if not timed_shapes:
+        results["timed"] = False
+        return results
+    events, clocks = time_shapes(timed_shapes, plan, tuple(a.label for a in arms), letters, flush, facts, results)
+    results["timed"] = True
+    results["events"] = events
+    results["clocks"] = clocks
+    return results
+
+
+def runner_header(plan: RunPlan, facts: dict[str, Any], arms: tuple[Arm, ...]) -> dict[str, Any]:
+    """runner.json's first entries: the GPU, versions, the plan, the protocol as it runs, the arms."""
+    return {
         "gpu": facts,
         "versions": versions(),
         "plan": asdict(plan),
@@ -233,138 +270,108 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
         "arms": {a.label: a.identity() for a in arms},
         "shapes": {},
     }
-    flush = Flush(plan.flush_bytes, plan.flush_kind) if plan.between != "none" else None
-    letters = arm_letters(labels)
+
+
+@dataclass
+class ShapeReady:
+    """A shape whose arms passed their checks: what its timed loop needs."""
+
+    shape: Shape
+    data: ShapeInputs  # kept alive until the shape is timed
+    ready: dict[str, Prepared]
+    predecessor: Prepared | None
+
+
+def prepare_checked(arm: Arm, shape: Shape, data: ShapeInputs, plan: RunPlan, device: Any,
+                    report: dict[str, Any], letters: dict[str, str]) -> Prepared | None:  # fmt: skip
+    """*arm* on *shape* prepared, checked against the reference and warmed up; None when it cannot be timed
+    (its entry in *report* says why: unavailable, wrong or failed)."""
+    name = arm.label
+    entry: dict[str, Any] = {"arm": letters[name]}
+    report["backends"][name] = entry
+    try:
+        call_plan = check_arm(arm, shape, device)
+    except BackendUnsupported as err:
+        entry.update(status="unavailable", reason=str(err).split(": ", 1)[-1])
+        say(f"{name}: unavailable: {entry['reason']}")
+        return None
+    entry["notes"] = list(call_plan.notes)
+    try:
+        started = time.time()
+        say(f"{name}: preparing (first use compiles)")
+        call, inputs = prepare_arm(arm, shape, data, plan.seed)
+        refusal = check_output(arm, shape, call, inputs, data, plan, entry)
+        entry["prepare_s"] = round(time.time() - started, 1)
+        if refusal:
+            entry.update(status="wrong", reason=refusal)
+            say(f"{name}: REFUSED: {refusal}")
+            return None
+        prepared = Prepared(call, plan.graphs or arm.graphs)
+        # not annotated: the NVTX domain must first appear inside the capture range,
+        # or nsys's export may miss its DomainCreate row (and with it the name)
+        for _ in range(plan.warmup):
+            prepared.launch()
+        torch.cuda.synchronize()
+        entry["status"] = "ok"
+        say(f"{name}: ok (relative error {entry.get('relative_error', float('nan')):.2g})")
+        return prepared
+    except Exception as exc:  # an arm that breaks is reported, the others still run
+        entry.update(status="failed", reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+        entry["traceback"] = traceback.format_exc(limit=4)
+        say(f"{name}: FAILED: {entry['reason']}")
+        return None
+
+
+def prepare_predecessor(between: Arm, shape: Shape, data: ShapeInputs, plan: RunPlan, report: dict[str, Any],
+                        ready: dict[str, Prepared]) -> Prepared | None:  # fmt: skip
+    """The same predecessor for every arm (``flush+ARM``): prepared once per shape, never timed; None when it
+    fails, and then every ready arm of the shape is marked failed."""
+    try:
+        call, _ = prepare_arm(between, shape, data, plan.seed)
+        predecessor = Prepared(call, plan.graphs or between.graphs)
+        predecessor.launch()
+        torch.cuda.synchronize()
+        return predecessor
+    except Exception as exc:
+        reason = f"--between {plan.between}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        for name in ready:
+            report["backends"][name].update(status="failed", reason=reason)
+        say(f"shape {shape.name}: not timed: {reason}")
+        return None
+
+
+def time_shapes(timed_shapes: list[ShapeReady], plan: RunPlan, labels: tuple[str, ...], letters: dict[str, str],
+                flush: Flush | None, facts: dict[str, Any],
+                results: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
+    """Time every ready shape inside one capture range, each shape's clocks, sampling and hold into *results*;
+    (every timed call's CUDA-event time, the whole loop's clocks)."""
     events: list[dict[str, Any]] = []
-    timed_shapes = []
-    for shape_name in plan.shapes:
-        shape = parse_shape(shape_name)
-        say(f"shape {shape.name}: building inputs")
-        data = ShapeInputs(shape, plan)
-        report: dict[str, Any] = {"kv_bytes": data.base.kv_bytes(), "backends": {}}
-        ready: dict[str, Prepared] = {}
-        for arm in arms:
-            name = arm.label
-            entry: dict[str, Any] = {"arm": letters[name]}
-            report["backends"][name] = entry
-            try:
-                call_plan = check_arm(arm, shape, device)
-            except BackendUnsupported as err:
-                entry.update(status="unavailable", reason=str(err).split(": ", 1)[-1])
-                say(f"{name}: unavailable: {entry['reason']}")
-                continue
-            entry["notes"] = list(call_plan.notes)
-            try:
-                started = time.time()
-                say(f"{name}: preparing (first use compiles)")
-                call, inputs = prepare_arm(arm, shape, data, plan.seed)
-                refusal = check_output(arm, shape, call, inputs, data, plan, entry)
-                entry["prepare_s"] = round(time.time() - started, 1)
-                if refusal:
-                    entry.update(status="wrong", reason=refusal)
-                    say(f"{name}: REFUSED: {refusal}")
-                    continue
-                prepared = Prepared(call, plan.graphs or arm.graphs)
-                # not annotated: the NVTX domain must first appear inside the capture range,
-                # or nsys's export may miss its DomainCreate row (and with it the name)
-                for _ in range(plan.warmup):
-                    prepared.launch()
-                torch.cuda.synchronize()
-                ready[name] = prepared
-                entry["status"] = "ok"
-                say(f"{name}: ok (relative error {entry.get('relative_error', float('nan')):.2g})")
-            except Exception as exc:  # an arm that breaks is reported, the others still run
-                entry.update(status="failed", reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
-                entry["traceback"] = traceback.format_exc(limit=4)
-                say(f"{name}: FAILED: {entry['reason']}")
-        results["shapes"][shape.name] = report
-        predecessor = None
-        if ready and between is not None:
-            try:  # the same predecessor for every arm: prepared once per shape, never timed
-                call, _ = prepare_arm(between, shape, data, plan.seed)
-                predecessor = Prepared(call, plan.graphs or between.graphs)
-                predecessor.launch()
-                torch.cuda.synchronize()
-            except Exception as exc:
-                reason = f"--between {plan.between}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-                for name in ready:
-                    report["backends"][name].update(status="failed", reason=reason)
-                say(f"shape {shape.name}: not timed: {reason}")
-                ready = {}
-        if ready:
-            timed_shapes.append((shape, data, ready, predecessor))
-        else:
-            del data
-    if not timed_shapes:
-        results["timed"] = False
-        return results
     max_sm = facts.get("max_sm_clock_mhz")
     # released by the host once the group is enqueued; hold_us > 0 only turns it on (no fixed length any more)
     holder = HostHold(DEFAULT_TIMEOUT_S) if plan.hold_us > 0 else None
     with ClockSampler() as clocks:
         if plan.capture_range:
             torch.cuda.profiler.start()
-        for shape, _data, ready, predecessor in timed_shapes:
+        for item in timed_shapes:
+            shape, ready = item.shape, item.ready
             order_arms = tuple(a for a in labels if a in ready)
-            say(f"timing {shape.name}: {len(ready)} arms × {plan.iters} calls ({plan.order}, between: {plan.between})")
+            emit(
+                Progress.timing_of(
+                    shape.name, f"{len(ready)} arms × {plan.iters} calls ({plan.order}, between: {plan.between})"
+                )
+            )
             torch.cuda.synchronize()
             window_start = time.time()
             clocks.sample()  # inside the window: even a shape shorter than the period gets two samples
-            times: dict[str, list[float]] = {name: [] for name in order_arms}
             # one untimed group inside the capture first: the first launches under nsys can take the host ~1 s
             # (seen on the H200: the first shape's first hold timed out), which must not land in a timed group
             with nvtx.annotate(WARMUP, domain=DOMAIN):
                 for name in order_arms:
-                    run_between(flush, predecessor)
+                    run_between(flush, item.predecessor)
                     ready[name].launch()
             torch.cuda.synchronize()
-            done, todo = 0, plan.iters
-            log, held, last_timed_out = HoldLog.empty(), holder, False
-            while todo:
-                for group in call_order(order_arms, todo, plan.order, start=done):
-                    if held is not None:  # the GPU spins until the host has enqueued the group (nvbench)
-                        with nvtx.annotate(HOLD, domain=DOMAIN):
-                            held.hold()
-                    if plan.lead:  # the group's last arm once, untimed: every timed call follows a call
-                        with nvtx.annotate(LEAD, domain=DOMAIN):
-                            run_between(flush, predecessor)
-                            ready[group[-1][0]].launch()
-                    timed = []
-                    for name, r in group:
-                        enqueue_start = time.perf_counter_ns()
-                        run_between(flush, predecessor, annotate=True)
-                        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                        message = CallName(name, shape.name, letters[name], r).message
-                        with nvtx.annotate(message, domain=DOMAIN):
-                            start.record()
-                            ready[name].launch()
-                            stop.record()
-                        log.add_call(name, time.perf_counter_ns() - enqueue_start)
-                        timed.append((name, r, start, stop))
-                    if held is not None:
-                        held.release()
-                    torch.cuda.synchronize()  # one group in flight at a time
-                    if held is not None:
-                        released = held.result()
-                        log.add(released)
-                        if released.timed_out and last_timed_out:  # twice running: a call synchronizes inside
-                            say(f"hold {shape.name}: timed out twice after {DEFAULT_TIMEOUT_S:g} s (a call "
-                                "synchronizes?); the shape's remaining groups run without it")  # fmt: skip
-                            held = None
-                        last_timed_out = released.timed_out
-                    for name, r, start, stop in timed:  # read now: the stopping rule needs them
-                        us = round(start.elapsed_time(stop) * 1000.0, 3)
-                        times[name].append(us)
-                        events.append({"backend": name, "shape": shape.name, "iter": r, "event_us": us})
-                done += todo
-                noise = {name: median_noise(v) for name, v in times.items()}
-                # stop early when more calls cannot help: the orders disagree far beyond any gate, or the
-                # hold gave up (the host sets the spread); the round names the cause
-                todo = more_rounds(done, noise, plan, directional=event_directional(times, order_arms),
-                                   host_waited=holder is not None and held is None)  # fmt: skip
-                if todo:
-                    worst = max(noise, key=lambda k: math.inf if math.isnan(noise[k]) else noise[k])
-                    say(f"noise {shape.name}: {done} rounds, {worst} median ±{noise[worst]:.2%}: {todo} more")
+            timing = ShapeTiming(shape, ready, item.predecessor, order_arms, letters, flush, holder, events)
+            done, noise, log = timing.run(plan)
             clocks.sample()
             timed_report = results["shapes"][shape.name]
             timed_report["clocks"] = clocks.window(window_start, time.time(), max_sm)
@@ -374,10 +381,83 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
         torch.cuda.synchronize()
         if plan.capture_range:
             torch.cuda.profiler.stop()
-    results["timed"] = True
-    results["events"] = events
-    results["clocks"] = clocks.summary(max_sm)
-    return results
+    return events, clocks.summary(max_sm)
+
+
+@dataclass
+class ShapeTiming:
+    """One shape's timed loop: groups of calls (ABBA rounds, or blocks) until the stopping rule says enough."""
+
+    shape: Shape
+    ready: dict[str, Prepared]
+    predecessor: Prepared | None
+    order_arms: tuple[str, ...]
+    letters: dict[str, str]
+    flush: Flush | None
+    holder: HostHold | None
+    events: list[dict[str, Any]]  # every timed call's CUDA-event time is appended here
+    times: dict[str, list[float]] = field(default_factory=dict)
+    log: HoldLog = field(default_factory=HoldLog.empty)
+    held: HostHold | None = None
+    last_timed_out: bool = False
+
+    def run(self, plan: RunPlan) -> tuple[int, dict[str, float], HoldLog]:
+        """(rounds run, each arm's median noise, the hold's log)."""
+        self.times = {name: [] for name in self.order_arms}
+        self.held = self.holder
+        done, todo = 0, plan.iters
+        noise: dict[str, float] = {}
+        while todo:
+            for group in call_order(self.order_arms, todo, plan.order, start=done):
+                self.group(group, plan)
+            done += todo
+            noise = {name: median_noise(v) for name, v in self.times.items()}
+            # stop early when more calls cannot help: the orders disagree far beyond any gate, or the
+            # hold gave up (the host sets the spread); the round names the cause
+            todo = more_rounds(done, noise, plan, directional=event_directional(self.times, self.order_arms),
+                               host_waited=self.holder is not None and self.held is None)  # fmt: skip
+            if todo:
+                worst = max(noise, key=lambda k: math.inf if math.isnan(noise[k]) else noise[k])
+                say(f"noise {self.shape.name}: {done} rounds, {worst} median ±{noise[worst]:.2%}: {todo} more")
+        return done, noise, self.log
+
+    def group(self, group: list[tuple[str, int]], plan: RunPlan) -> None:
+        """One group of timed calls, in flight alone: the hold, the lead, the calls, then their times."""
+        held, flush, predecessor = self.held, self.flush, self.predecessor
+        if held is not None:  # the GPU spins until the host has enqueued the group (nvbench)
+            with nvtx.annotate(HOLD, domain=DOMAIN):
+                held.hold()
+        if plan.lead:  # the group's last arm once, untimed: every timed call follows a call
+            with nvtx.annotate(LEAD, domain=DOMAIN):
+                run_between(flush, predecessor)
+                self.ready[group[-1][0]].launch()
+        timed = []
+        for name, r in group:
+            enqueue_start = time.perf_counter_ns()
+            run_between(flush, predecessor, annotate=True)
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            message = CallName(name, self.shape.name, self.letters[name], r).message
+            with nvtx.annotate(message, domain=DOMAIN):
+                start.record()
+                self.ready[name].launch()
+                stop.record()
+            self.log.add_call(name, time.perf_counter_ns() - enqueue_start)
+            timed.append((name, r, start, stop))
+        if held is not None:
+            held.release()
+        torch.cuda.synchronize()  # one group in flight at a time
+        if held is not None:
+            released = held.result()
+            self.log.add(released)
+            if released.timed_out and self.last_timed_out:  # twice running: a call synchronizes inside
+                say(f"hold {self.shape.name}: timed out twice after {DEFAULT_TIMEOUT_S:g} s (a call "
+                    "synchronizes?); the shape's remaining groups run without it")  # fmt: skip
+                self.held = None
+            self.last_timed_out = released.timed_out
+        for name, r, start, stop in timed:  # read now: the stopping rule needs them
+            us = round(start.elapsed_time(stop) * 1000.0, 3)
+            self.times[name].append(us)
+            self.events.append({"backend": name, "shape": self.shape.name, "iter": r, "event_us": us})
 
 
 def main(argv: list[str] | None = None) -> None:

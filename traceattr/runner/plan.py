@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from traceattr.backends.arms import parse_arm
 from traceattr.core.errors import TraceattrError
+from traceattr.core.protocol import DEFAULT_MAX_ITERS, MAX_HOLD_US, ORDERS
 from traceattr.core.records import RunPlan
 
 __all__ = ["RunPlan", "arm_letters", "between_arm", "call_order", "check_between", "check_timing", "event_directional",
@@ -16,7 +17,6 @@ __all__ = ["RunPlan", "arm_letters", "between_arm", "call_order", "check_between
 
 
 BETWEEN = ("flush", "none")  # or "flush+ARM"
-ORDERS = ("abba", "blocked")
 
 
 def between_arm(between: str) -> str | None:
@@ -53,7 +53,6 @@ def round_order(backends: tuple[str, ...], r: int) -> tuple[str, ...]:
     return backends if r % 2 == 0 else tuple(reversed(backends))
 
 
-DEFAULT_MAX_ITERS = 500  # with max_noise and no max_iters: ~500 × (flush + call) per arm stays under a second at 900k
 NOISE_STEP = 10  # rounds added at a time while the noise is above max_noise (even: both ABBA orders alike)
 
 
@@ -76,8 +75,8 @@ def call_order(arms: tuple[str, ...], iters: int, order: str, start: int = 0) ->
 
 def check_timing(iters: int, max_noise: float | None, max_iters: int | None, hold_us: float = 0.0) -> None:
     """--max-noise a fraction in (0, 1), --max-iters at least --iters, --hold-us in [0, 10 ms]; one line otherwise."""
-    if not 0 <= hold_us <= 10_000:
-        raise TraceattrError(f"--hold-us must lie in [0, 10000] µs per call, got {hold_us:g}")
+    if not 0 <= hold_us <= MAX_HOLD_US:
+        raise TraceattrError(f"--hold-us must lie in [0, {MAX_HOLD_US:g}] µs per call, got {hold_us:g}")
     if max_noise is not None and not 0 < max_noise < 1:
         raise TraceattrError(
             f"--max-noise is a fraction of the median in (0, 1), e.g. 0.005 for ±0.5%, got {max_noise}"

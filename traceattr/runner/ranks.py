@@ -38,12 +38,13 @@ from traceattr.backends.base import SM_SCALE
 from traceattr.backends.inputs import build_inputs
 from traceattr.backends.reference import LSE_LIMIT, lse_error, merge_reference, mla_reference_lse, relative_error
 from traceattr.core.callnames import DCP_ATTENTION, DCP_GATHER, DCP_MERGE, DOMAIN, FLUSH, CallName
+from traceattr.core.progress import Progress, emit
 from traceattr.core.shapes import parse_shape
 from traceattr.runner.environment import gpu_facts, versions
 
 
 def say(rank: int, message: str) -> None:
-    print(f"[traceattr] rank {rank}: {message}", flush=True)
+    emit(Progress(f"rank {rank}: {message}"))
 
 
 class RankStep:

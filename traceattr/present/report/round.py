@@ -19,6 +19,7 @@ from typing import Any
 
 import polars as pl
 
+from traceattr.analysis.causes import row_values
 from traceattr.analysis.hostbound import HOST_SHARE
 from traceattr.analysis.rounds import Receipt
 from traceattr.present.formats import count, pct, rule_text, us, with_interval
@@ -180,7 +181,7 @@ def _host(r: dict[str, Any], names: tuple[str, str]) -> str:
     calls = r.get("calls_rounds")
     if not calls:
         return ""
-    parts = [f"{name} {', '.join(count(n) for n in r.get(f'host_bound_{side}') or [])} of {', '.join(count(c) for c in calls)}"
+    parts = [f"{name} {', '.join(count(n) for n in row_values(r, f'host_bound_{side}'))} of {', '.join(count(c) for c in calls)}"
              for name, side in zip(names, ("baseline", "candidate"), strict=True)]  # fmt: skip
     if r.get("hold_gpu_wait_us") is not None:
         parts.append(f"GPU waited {us(r['hold_gpu_wait_us'])} µs per group")

@@ -26,7 +26,7 @@ from traceattr.analysis.dispatch_table import FamilyTable, dispatch_table, looku
 from traceattr.analysis.search_points import dispatch_frames, replay, time_falls
 from traceattr.analysis.stats import SAME_WITHIN
 from traceattr.core.output import write_text
-from traceattr.core.records import SearchRecord
+from traceattr.core.records import SearchPoint, SearchRecord
 from traceattr.core.shapes import fmt_ctx
 from traceattr.present.dispatch import regret_text, segments_text
 from traceattr.present.formats import (
@@ -54,7 +54,7 @@ def write_sweep_report(record: SearchRecord, path: Path, title: str) -> Path:
 def sweep_page(record: SearchRecord, title: str) -> str:
     """The page of a sweep (see the module doc) as one HTML document."""
     h = record.header
-    below, above = str(h.get("below") or "?"), str(h.get("above") or "?")
+    below, above = _sides(record)
     sections = [
         answer_section(record),
         Section(
@@ -73,7 +73,7 @@ def sweep_page(record: SearchRecord, title: str) -> str:
     ]
     mode = "graphs" if h.get("graphs") else "eager"
     lo, hi = h["ctx_range"]
-    seconds = sum(s.get("seconds") or 0 for s in record.steps)
+    seconds = record.seconds
     subtitle = (f"{h['family']} · {mode} · {below} vs {above} · {ctx_span(lo, hi)} · {len(record.steps)} steps, "
                 f"{decimals(seconds, 0)} s of capture")  # fmt: skip
     return page(title, f'<p class="subtitle">{html.escape(subtitle)}</p>', sections, get_plotlyjs())
@@ -105,9 +105,9 @@ def answer_section(record: SearchRecord) -> Section:
 def search_figure(record: SearchRecord) -> go.Figure:
     """The decision chart with the bisection steps on it (module doc)."""
     h = record.header
-    below, above = str(h.get("below") or "?"), str(h.get("above") or "?")
+    below, above = _sides(record)
     colors = backend_colors([below, above])
-    measured = [(s["step"], p) for s in record.steps for p in s["points"] if p.get("ratio")]
+    measured = [(s.step, p) for s in record.search_steps for p in s.points if p.ratio]
     fig = new_figure(500, hovermode="closest", margin={"l": 70, "r": 30, "t": 40, "b": 110})
     kinds = (
         ("below", f"{below} really faster (passed)", colors.get(below), "circle"),
@@ -117,20 +117,20 @@ def search_figure(record: SearchRecord) -> go.Figure:
         ("refused", "refused by a gate (not used)", REFUSED_COLOR, "x"),
     )
     for side, name, color, symbol in kinds:
-        pts = [(step, p) for step, p in measured if p["side"] == side]
+        pts = [(step, p) for step, p in measured if p.side == side]
         if not pts:
             continue
-        ratio = [p["ratio"] for _, p in pts]
+        ratio = [p.ratio for _, p in pts]
         fig.add_trace(
             go.Scatter(
-                x=[p["ctx"] for _, p in pts], y=ratio, mode="markers+text", name=esc(name),
+                x=[p.ctx for _, p in pts], y=ratio, mode="markers+text", name=esc(name),
                 text=[str(step) for step, _ in pts],
                 textposition="bottom center" if side == "refused" else "top center",
                 textfont={"color": color, "size": 12},
                 marker={"size": 12, "color": color, "symbol": symbol, "line": {"width": 2, "color": color}},
                 error_y={"type": "data", "symmetric": False, "thickness": 1.2, "width": 5, "color": color,
-                         "array": [_gap(p.get("high"), p["ratio"]) for _, p in pts],
-                         "arrayminus": [_gap(p["ratio"], p.get("low")) for _, p in pts]},
+                         "array": [_gap(p.high, p.ratio) for _, p in pts],
+                         "arrayminus": [_gap(p.ratio, p.low) for _, p in pts]},
                 hovertext=[_hover(step, p, below, above) for step, p in pts],
                 hovertemplate="%{hovertext}<extra></extra>", meta=side,
             )
@@ -139,7 +139,7 @@ def search_figure(record: SearchRecord) -> go.Figure:
     fig.add_hrect(y0=1 - SAME_WITHIN, y1=1 + SAME_WITHIN, fillcolor="rgba(120,120,120,0.12)", line_width=0,
                   layer="below")  # fmt: skip
     fig.add_hline(y=1, line={"color": "#888", "width": 1})
-    ctx = sorted({p["ctx"] for _, p in measured}) or [int(c) for c in h["ctx_range"]]
+    ctx = sorted({p.ctx for _, p in measured}) or [int(c) for c in h["ctx_range"]]
     ticks: list[int] = []
     for c in ctx:  # a tick at each measured ctx, thinned where they crowd
         if not ticks or c / ticks[-1] >= 1.12:
@@ -147,7 +147,7 @@ def search_figure(record: SearchRecord) -> go.Figure:
     fig.update_xaxes(type="log", range=[math.log10(min(ctx) / 1.3), math.log10(max(ctx) * 1.3)], tickvals=ticks,
                      ticktext=[fmt_ctx(c) for c in ticks], title_text="context length (tokens, log)",
                      title_standoff=6)  # fmt: skip
-    ys = [v for _, p in measured for v in (p.get("low"), p.get("high"), p["ratio"]) if v and v > 0] or [1.0]
+    ys = [v for _, p in measured for v in (p.low, p.high, p.ratio) if v and v > 0] or [1.0]
     bottom, top = min(min(ys), 1 - 2 * SAME_WITHIN) / 1.02, max(max(ys), 1 + 2 * SAME_WITHIN) * 1.02
     fig.update_yaxes(type="log", range=[math.log10(bottom), math.log10(top)],
                      title_text=f"{esc(above)} ÷ {esc(below)} (median time, log)")  # fmt: skip
@@ -160,12 +160,17 @@ def _gap(a: float | None, b: float | None) -> float:
     return 0.0 if a is None or b is None else max(a - b, 0.0)
 
 
-def _hover(step: int, p: Mapping[str, Any], below: str, above: str) -> str:
-    medians = p.get("medians_us") or {}
-    gates = "passed every gate" if p["status"] == "pass" else f"refused: {p.get('refused_by') or p['status']}"
+def _sides(record: SearchRecord) -> tuple[str, str]:
+    """(below, above) as the page names them; ``?`` before step 1 named them."""
+    return str(record.below) if record.below else "?", str(record.above) if record.above else "?"
+
+
+def _hover(step: int, p: SearchPoint, below: str, above: str) -> str:
+    medians = p.medians_us
+    gates = "passed every gate" if p.status == "pass" else f"refused: {p.refusal}"
     return (
-        f"<b>step {step}</b> · {esc(p['shape'])}<br>{esc(above)} ÷ {esc(below)}: "
-        f"{times_with_interval(p.get('ratio'), p.get('low'), p.get('high'), 3)} ({esc(p.get('verdict') or '')})"
+        f"<b>step {step}</b> · {esc(p.shape)}<br>{esc(above)} ÷ {esc(below)}: "
+        f"{times_with_interval(p.ratio, p.low, p.high, 3)} ({esc(p.verdict if p.verdict else '')})"
         f"<br>{esc(below)} {us(medians.get(below), 2)} µs, {esc(above)} {us(medians.get(above), 2)} µs<br>{esc(gates)}"
     )
 
@@ -174,7 +179,8 @@ def _shade(fig: go.Figure, shown: Mapping[str, Any] | None) -> None:
     """The bracket, band or crossings of the answer shown, and where the medians cross."""
     if not shown:
         return
-    several = shown.get("crossings") or () if shown["kind"] == "several crossovers" else ()
+    crossings = shown.get("crossings")
+    several = crossings if crossings and shown["kind"] == "several crossovers" else ()
     for lo, hi in several:
         fig.add_vrect(x0=lo, x1=hi, fillcolor=CROSSINGS_FILL, line_width=0, layer="below")
     if shown.get("bracket"):
@@ -192,22 +198,20 @@ def _shade(fig: go.Figure, shown: Mapping[str, Any] | None) -> None:
 
 def steps_table(record: SearchRecord) -> str:
     """Every measured point by step: ctx, side, ratio with its interval, both medians, gates, the decision after."""
-    h = record.header
-    below, above = str(h.get("below") or "?"), str(h.get("above") or "?")
+    below, above = _sides(record)
     head = ("step", "ctx", "shape", "side", f"{above} ÷ {below} [95%]", f"{below} µs", f"{above} µs", "gates",
             "then", "s")  # fmt: skip
     rows = []
-    for s in record.steps:
-        d = s["decision"]
+    for s in record.search_steps:
+        d = s.decision
         then = f"measure {fmt_ctx(d['next_ctx'])}" if d.get("next_ctx") else d["kind"]
-        for p in s["points"]:
-            medians = p.get("medians_us") or {}
-            gates = "pass" if p["status"] == "pass" else f"refused: {p.get('refused_by') or p['status']}"
-            cells = (str(s["step"]), fmt_ctx(p["ctx"]), p["shape"], p["side"],
-                     times_with_interval(p.get("ratio"), p.get("low"), p.get("high"), 3),
+        for p in s.points:
+            medians = p.medians_us
+            gates = "pass" if p.status == "pass" else f"refused: {p.refusal}"
+            cells = (str(s.step), fmt_ctx(p.ctx), p.shape, p.side, times_with_interval(p.ratio, p.low, p.high, 3),
                      us(medians.get(below), 2), us(medians.get(above), 2), gates, then,
-                     decimals(s.get("seconds"), 0))  # fmt: skip
-            mark = ' class="refused"' if p["status"] != "pass" else ""
+                     decimals(s.seconds, 0))  # fmt: skip
+            mark = ' class="refused"' if p.status != "pass" else ""
             rows.append(f"<tr{mark}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
     return _table("steps", head, rows)
 
@@ -284,16 +288,17 @@ def _family_html(t: FamilyTable, distribution: str) -> str:
 def metadata_section(record: SearchRecord) -> Section:
     h = record.header
     lo, hi = h["ctx_range"]
+    argv = h.get("argv")
     facts = [
         ("family", str(h["family"])),
-        ("arms", ", ".join(map(str, h.get("arms") or ()))),
+        ("arms", ", ".join(map(str, h["arms"]))),  # required in a search record
         ("below / above", f"{h.get('below')} / {h.get('above')} (the fastest at the low end / at the high end)"),
         ("context range", ctx_span(lo, hi)),
         ("width asked", f"±{pct(h['width'], 0)} of ctx"),
         ("step budget", f"{h['max_steps']} captures ({h.get('max_steps_from', 'recorded')})"),
         ("mode", "CUDA graphs" if h.get("graphs") else "eager"),
-        ("steps run", f"{len(record.steps)}, {decimals(sum(s.get('seconds') or 0 for s in record.steps), 0)} s"),
-        ("traceattr", f"{h.get('version', '?')}: {' '.join(map(str, h.get('argv') or ()))}"),
+        ("steps run", f"{len(record.steps)}, {decimals(record.seconds, 0)} s"),
+        ("traceattr", f"{h.get('version', '?')}: {' '.join(map(str, argv)) if argv else ''}"),
     ]
     details = facts_html(facts) + run_html({k: v for k, v in h.items() if k not in ("argv",)}).replace(
         "<details open>", "<details>"
