@@ -386,8 +386,12 @@ def test_cli_round_through_profile_with_a_fake_capture(
     monkeypatch.setattr(profile, "require_runnable", lambda plan: None)  # the round checks the GPU first
     with pytest.raises(SystemExit) as exit_info:
         main(["round", "--rows", "smoke", "--baseline", BASE, "--candidate", "fa3[splits=4]", "--iters", "8",
-              "--sensitivity", "--between", "flush+fa2", "--out-root", str(tmp_path)])  # fmt: skip
-    assert exit_info.value.code in (0, None)
+              "--sensitivity", "--between", "flush+fa2", "--out-root", str(tmp_path),
+              "--fail-on", "refused", "--fail-on", f"loses:{BASE}"])  # fmt: skip
+    # the candidate is 10% faster on every row: the receipt is written, then the CI gate fails on the baseline
+    assert exit_info.value.code == 3
+    captured = capsys.readouterr()
+    assert f"fail: --fail-on loses:{BASE}: {BASE} is really slower than the winner at" in captured.err
     # what reached the runner: arm order alternating, ABBA then back to back, the predecessor for every call
     assert [(p.run.arms, p.run.order) for p in plans] == [
         ((BASE, CAND), "abba"),
@@ -408,7 +412,7 @@ def test_cli_round_through_profile_with_a_fake_capture(
         "round-3",
         "sensitivity",
     ]
-    out = capsys.readouterr().out
+    out = captured.out
     assert "**2 / 2 rows pass**" in out and "| q1_ctx8k |" in out
     receipt = read_receipt(folder)
     assert receipt.header["protocol"]["between"] == "flush+fa2" and receipt.rows["verdict"].to_list() == ["faster"] * 2

@@ -10,8 +10,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from traceattr.analysis.round_decision import receipt_decision
 from traceattr.analysis.rounds import Gates, Receipt
 from traceattr.cli import app, options_given
+from traceattr.cli.decide import FailOnOpt, check_fail_on, gate
 from traceattr.cli.options import GatesOption, protocol_options
 from traceattr.core.errors import TraceattrError
 from traceattr.core.progress import parse
@@ -53,13 +55,14 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the captures a
 def round_command(
     ctx: typer.Context, rows: RowsOpt = None, baseline: BaselineOpt = None, candidate: CandidateOpt = None,
     rounds: RoundsOpt = None, protocol: Protocol = ROUND, gates: GatesOption = Gates, retry: RetryOpt = None,
-    out_root: OutRootOpt = Path("reports"), dry_run: DryRunOpt = False,
+    out_root: OutRootOpt = Path("reports"), dry_run: DryRunOpt = False, fail_on: FailOnOpt = [],  # noqa: B006
 ) -> None:  # fmt: skip
     """A/B a candidate arm against a baseline over a row set: per-row ratio, verdict and gates, PR-ready receipts.
 
     Example: traceattr round --rows decode-h200 --baseline fa3 --candidate 'fa3\\[splits=4]'
     """
     previous = None
+    check_fail_on(fail_on)
     if retry is not None:
         # a retry measures as the round did, or its attempts could not sit in one receipt
         _refuse_given(options_given(ctx, (name for name in ctx.params if name not in _RETRY_MAY_SET)))
@@ -83,6 +86,7 @@ def round_command(
         raise
     _say(con, markdown(receipt))
     _say(con, f"receipts: {plan.folder}/receipt.md, receipt.csv, receipt.json, report.html")
+    gate(receipt_decision(receipt, str(plan.folder)), fail_on)  # a CI gate on what the receipt states
 
 
 def _say(con: Console, text: str) -> None:
