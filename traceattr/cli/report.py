@@ -68,7 +68,8 @@ def report_command(
     Example: traceattr report reports/2026-11-29_q8_ctx900k/   (writes report.html into the run folder)
     A round folder (traceattr round) gives its receipt, then its first capture's figures; a sweep folder
     (traceattr sweep) or its search.json gives its answer, the bisection on the decision chart and the
-    regret of its dispatch table.
+    regret of its dispatch table; a decode receipt (traceattr decode: its NAME.json, or a folder holding
+    one) gives each contender's total, the dispatcher's gain and regret, and every step along ctx.
     """
     chosen = (domain, match, group, rules, mode != ModeChoice.nsys, basis != Basis.span)  # type: ignore[attr-defined]
     if fmt.value == "text":
@@ -76,6 +77,10 @@ def report_command(
         return
     if trace.is_dir() and (trace / f"{runfolder.RECEIPT}.json").is_file():
         _round_report(trace, out, title, chosen=chosen)
+        return
+    receipt = _decode_receipt(trace)
+    if receipt is not None:
+        _decode_report(trace, receipt, out, title, chosen)
         return
     search = trace / SEARCH if trace.is_dir() else trace
     if search.suffix == ".json" and search.is_file():
@@ -156,6 +161,51 @@ def _sweep_report(given: Path, search: Path, out: Path | None, title: str | None
 
     name = given.name if given.is_dir() else given.stem
     written = write_sweep_report(record, target, title or f"traceattr sweep {name}")
+    print(f"wrote {written} ({size(written.stat().st_size, 1)})")
+
+
+def _decode_receipt(trace: Path) -> Path | None:
+    """The ``traceattr.decode/1`` receipt *trace* names: the file itself, or the one such file in the folder."""
+    from traceattr.jobs.decode import SCHEMA as DECODE
+
+    def is_decode(path: Path) -> bool:
+        try:
+            with path.open("rb") as fh:
+                head = fh.read(4096)
+        except OSError:
+            return False
+        return f'"schema": "{DECODE}"'.encode() in head
+
+    if trace.is_file():
+        return trace if trace.suffix == ".json" and is_decode(trace) else None
+    if not trace.is_dir() or (trace / SEARCH).is_file():
+        return None
+    found = sorted(p for p in trace.glob("*.json") if is_decode(p))
+    if len(found) > 1:
+        raise TraceattrError(f"{trace}: holds {len(found)} decode receipts ({', '.join(p.name for p in found)}): "
+                             "give one of them")  # fmt: skip
+    return found[0] if found else None
+
+
+def _decode_report(given: Path, receipt: Path, out: Path | None, title: str | None, chosen: tuple[Any, ...]) -> None:
+    import json
+
+    from traceattr.jobs.decode import result_from_json
+
+    if any(chosen):
+        raise TraceattrError(f"{given}: a decode receipt's report reads its JSON; drop "
+                             "--mode/--domain/--match/--group/--rules/--time")  # fmt: skip
+    target = _target(receipt, out) if given.is_file() or out is not None else given / runfolder.REPORT
+    check_file_target(target, (receipt,), ours=_is_report)
+    try:
+        result = result_from_json(json.loads(receipt.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise TraceattrError(f"{receipt}: not JSON ({err})") from None
+    except (KeyError, TypeError, ValueError, IndexError) as err:  # a field missing or of the wrong kind
+        raise TraceattrError(f"{receipt}: not a readable decode receipt ({type(err).__name__}: {err})") from None
+    from traceattr.present.report.decode import write_decode_report  # imports plotly: after the cheap checks
+
+    written = write_decode_report(result, target, title or f"traceattr decode {receipt.stem}")
     print(f"wrote {written} ({size(written.stat().st_size, 1)})")
 
 

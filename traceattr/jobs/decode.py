@@ -282,6 +282,11 @@ def result_json(r: DecodeResult) -> dict[str, Any]:
     }
 
 
+def contender_memory_mib(r: DecodeResult, label: str) -> float:
+    """A contender's graph memory in MiB: torch's reserved bytes plus what the driver took beyond them, per arm."""
+    return sum(fp["reserved_bytes"] + max(fp["driver_bytes"], 0) for fp in r.memory[label].values()) / 2**20
+
+
 def _iv(v: Any, scale: float = 1.0, unit: str = "") -> str:
     return f"{v.value * scale:,.1f}{unit} [{v.lo * scale:,.1f}, {v.hi * scale:,.1f}]"
 
@@ -324,8 +329,7 @@ def result_markdown(r: DecodeResult) -> str:
         "|---|---|---|---|",
     ]
     for label, tot in s.totals.items():
-        mem = sum(fp["reserved_bytes"] + max(fp["driver_bytes"], 0) for fp in r.memory[label].values()) / 2**20
-        lines.append(f"| {label} | {_iv(tot)} | {r.graphs[label]} | {mem:,.0f} |")
+        lines.append(f"| {label} | {_iv(tot)} | {r.graphs[label]} | {contender_memory_mib(r, label):,.0f} |")
     lines.append(f"| oracle (fastest fixed arm per step) | {_iv(s.oracle)} | | |")
     for label, o in r.others.items():
         lines += ["", f"Rule `{label.split('-', 1)[1]}` (`{label}`, the same table): {o.totals[label].value / 1e3:,.3f} ms, "

@@ -22,18 +22,11 @@ from traceattr.analysis.segments import ShapePoint, lookup
 from traceattr.core.jsonable import finite
 from traceattr.present.columns import Column, dropped_line, fitted_table
 from traceattr.present.dispatch import dispatch_table_doc, regret_text, segments_text
-from traceattr.present.formats import pct
+from traceattr.present.formats import pct, segment_span
 from traceattr.present.names import printable
 
 SCHEMA = "traceattr.dispatch-modes/1"
 REGRET_IS = "t_graphs(eager table's choice) / t_graphs(fastest) - 1 of the medians at a graphs-measured shape"
-
-
-def ctx_span(lo: int | None, hi: int | None) -> str:
-    """``[lo, hi)`` in exact tokens: ``< 151,390``, ``151,390–151,809``, ``≥ 151,809``, ``all ctx``."""
-    if lo is None:
-        return "all ctx" if hi is None else f"< {hi:,}"
-    return f"≥ {lo:,}" if hi is None else f"{lo:,}–{hi:,}"
 
 
 def flip_text(r: FlipRange) -> str:
@@ -43,7 +36,7 @@ def flip_text(r: FlipRange) -> str:
     else:
         where = "no graphs point inside"
     est = "" if r.interpolated_max is None else f", ≤ +{pct(r.interpolated_max)} interpolated"
-    return f"{ctx_span(r.ctx_from, r.ctx_to)}: eager {r.eager}, graphs {r.graphs} ({where}{est})"
+    return f"{segment_span(r.ctx_from, r.ctx_to)}: eager {r.eager}, graphs {r.graphs} ({where}{est})"
 
 
 def _fastest(p: ShapePoint | None) -> str:
@@ -76,7 +69,7 @@ def _render_family(c: ModeComparison, con: Console) -> None:
         probe = lo if lo is not None else (hi - 1 if hi is not None else 1)
         e, g = _arm(c, "eager", probe), _arm(c, "graphs", probe)
         inside = any((a is None or probe >= a) and (b is None or probe < b) for a, b in flipped)
-        side.append([ctx_span(lo, hi), e, g, "flips" if inside else ""])
+        side.append([segment_span(lo, hi), e, g, "flips" if inside else ""])
     columns = [
         Column("ctx", "left"),
         Column("eager table", "left"),
