@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers import page_figures, run
 from traceattr.jobs.decode import result_from_json
-from traceattr.present.report.decode import MISS_COLOR, decode_page
+from traceattr.jobs.decode_report import MISS_COLOR, decode_page
 from traceattr.present.report.style import backend_colors
 
 DECODE = Path(__file__).resolve().parent.parent / "examples" / "decode"

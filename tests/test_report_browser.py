@@ -321,7 +321,7 @@ DECODE = Path(__file__).parents[1] / "examples" / "decode" / "q8_grow.json"
 def test_decode_report_opens_on_the_answer_then_the_trajectory(browser: Browser, tmp_path: Path) -> None:
     """A decode receipt's page (H200 q8 grow): the answer above the fold, the trajectory drawn, nothing wrong."""
     from traceattr.jobs.decode import result_from_json
-    from traceattr.present.report.decode import write_decode_report
+    from traceattr.jobs.decode_report import write_decode_report
 
     result = result_from_json(json.loads(DECODE.read_text(encoding="utf-8")))
     page = write_decode_report(result, tmp_path / "decode.html", "decode")

@@ -203,7 +203,7 @@ def _decode_report(given: Path, receipt: Path, out: Path | None, title: str | No
         raise TraceattrError(f"{receipt}: not JSON ({err})") from None
     except (KeyError, TypeError, ValueError, IndexError) as err:  # a field missing or of the wrong kind
         raise TraceattrError(f"{receipt}: not a readable decode receipt ({type(err).__name__}: {err})") from None
-    from traceattr.present.report.decode import write_decode_report  # imports plotly: after the cheap checks
+    from traceattr.jobs.decode_report import write_decode_report  # imports plotly: after the cheap checks
 
     written = write_decode_report(result, target, title or f"traceattr decode {receipt.stem}")
     print(f"wrote {written} ({size(written.stat().st_size, 1)})")

@@ -1,5 +1,9 @@
 """The page of a decode trajectory (``traceattr report DECODE_FOLDER`` or its receipt JSON): the answer leads.
 
+A job, not a view (as the round's page, :func:`traceattr.jobs.round.write_round_report`): it renders a
+:class:`~traceattr.jobs.decode.DecodeResult` and the dispatcher's table (``runtime``), which the present layer
+may not import, with the report's parts (:mod:`traceattr.present.report.html`, ``style``).
+
 Rendered from a :class:`~traceattr.jobs.decode.DecodeResult` read back by
 :func:`~traceattr.jobs.decode.result_from_json` (every summary recomputed from the raw times and checked
 against the stored one), so the page and the receipt's markdown show the same numbers. Order: the answer
