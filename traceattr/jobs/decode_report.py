@@ -55,7 +55,7 @@ def decode_page(result: DecodeResult, title: str) -> str:
             "per-step oracle (the fastest fixed arm at that step, same capture). "
             + (
                 "ctx is the step's key: the longest request of the batch."
-                if c.trajectory == "mix"
+                if c.trajectory in ("mix", "file")
                 else "Each step is one request; its q is in the hover."
                 if c.trajectory == "mixq"
                 else "Every request of a step is at that ctx."
@@ -82,7 +82,8 @@ def _table_of(r: DecodeResult) -> DispatchTable:
 def _trajectory_text(r: DecodeResult) -> str:
     c = r.config
     q = f"q {'/'.join(map(str, c.mix_q))}" if c.mix_q else f"q{c.q}"
-    return f"{c.trajectory}: {q} h{c.heads} b{c.batch}, ctx {c.start:,} → {c.stop:,}"
+    source = f" ({c.seq_lens})" if c.seq_lens is not None else ""
+    return f"{c.trajectory}{source}: {q} h{c.heads} b{c.batch}, ctx {c.start:,} → {c.stop:,}"
 
 
 def _iv(v: Interval, digits: int = 1) -> str:
