@@ -112,3 +112,40 @@ def test_folders_and_bad_receipts(tmp_path: Path) -> None:
     edited.write_text(json.dumps(doc), encoding="utf-8")
     wrong = run("report", str(edited))
     assert wrong.returncode == 2 and "differs from the stored" in wrong.stderr, wrong.stderr
+
+
+def _views(page: str) -> list[str]:
+    return [v["title"] for v in page_figures(page)["fig-timeline"]["layout"]["meta"]["views"]]
+
+
+def test_the_nsys_export_beside_a_receipt_gives_the_timeline(tmp_path: Path) -> None:
+    """examples/decode/q8_nsys.json and its q8_nsys.sqlite.xz: a few steps, each contender's call side by side."""
+    out = tmp_path / "nsys.html"
+    done = run("report", str(DECODE / "q8_nsys.json"), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    page = out.read_text(encoding="utf-8")
+    views = _views(page)
+    doc = json.loads((DECODE / "q8_nsys.json").read_text(encoding="utf-8"))
+    steps = doc["per_step"]
+    switch = next(i for i in range(1, len(steps)) if steps[i]["chosen"] != steps[i - 1]["chosen"])
+    offered = sorted(int(t.split("step ")[1].split(":")[0]) for t in views)
+    assert 0 in offered and len(steps) - 1 in offered and switch in offered and len(offered) <= 6
+    fig = page_figures(page)["fig-timeline"]
+    lanes = fig["layout"]["meta"]["views"][0]["lanes"]
+    assert [lane for lane in lanes if lane.endswith("NVTX")] == ["fa3 │ NVTX", "flashmla │ NVTX", "dispatch │ NVTX"]
+    roles = {t["name"] for t in fig["data"] if t["meta"] == 0}
+    assert {"attention", "schedule", "reduce"} <= roles  # FlashMLA's three kernels, fa3's one
+    assert "the page has no timeline" not in done.stderr
+    # the same trace beside another run's receipt is refused as that, and the page still written
+    other = tmp_path / "q8_grow.json"
+    shutil.copy(DECODE / "q8_grow.json", other)
+    shutil.copy(DECODE / "q8_nsys.sqlite.xz", tmp_path / "q8_grow.sqlite.xz")
+    mixed = run("report", str(other), "-o", str(tmp_path / "grow.html"))
+    assert mixed.returncode == 0, mixed.stderr
+    text = _body((tmp_path / "grow.html").read_text(encoding="utf-8"))
+    assert "the trace is not this receipt&#x27;s run: 72 timed calls, the receipt 1,200" in text
+    # a broken .xz: one line, exit 2
+    (tmp_path / "q8_grow.sqlite.xz").write_bytes(b"not xz at all")
+    broken = run("report", str(other), "-o", str(tmp_path / "grow.html"))
+    assert broken.returncode == 2 and broken.stderr.count("\n") == 1, broken.stderr
+    assert "q8_grow.sqlite.xz: not a readable .xz file" in broken.stderr

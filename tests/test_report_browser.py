@@ -340,6 +340,26 @@ def test_decode_report_opens_on_the_answer_then_the_trajectory(browser: Browser,
     assert 0 <= seen["at"] < 600 and seen["answerBottom"] < seen["screen"], seen
     assert seen["traces"] == [["fa3", 40], ["flashmla", 40], ["dispatch", 40]]
     assert browser.problems() == []
+    # with the run's nsys export (q8_nsys): the timeline of a few steps draws, and its picker switches steps
+    import lzma
+
+    nsys = DECODE.with_name("q8_nsys.json")
+    trace = tmp_path / "q8_nsys.sqlite"
+    trace.write_bytes(lzma.decompress(nsys.with_name("q8_nsys.sqlite.xz").read_bytes()))
+    page = write_decode_report(result_from_json(json.loads(nsys.read_text(encoding="utf-8"))),
+                               tmp_path / "nsys.html", "nsys", trace)  # fmt: skip
+    plots = _open_report(browser, page)
+    assert [p["id"] for p in plots] == ["fig-trajectory", "fig-timeline"] and all(p["marks"] > 0 for p in plots)
+    title = browser.evaluate("""
+      new Promise(function (done) {
+        var sel = document.querySelector('select[data-views="fig-timeline"]');
+        sel.value = String(sel.options.length - 1);
+        sel.dispatchEvent(new Event('change'));
+        setTimeout(function () { done(document.getElementById('fig-timeline').layout.title.text); }, 300);
+      })
+    """)  # fmt: skip
+    assert title.startswith("Steps (round 0) — step 7: ctx 900,000"), title
+    assert browser.problems() == []
 
 
 def test_hostile_names_stay_text_in_the_browser(browser: Browser, tmp_path: Path) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -205,8 +207,38 @@ def _decode_report(given: Path, receipt: Path, out: Path | None, title: str | No
         raise TraceattrError(f"{receipt}: not a readable decode receipt ({type(err).__name__}: {err})") from None
     from traceattr.jobs.decode_report import write_decode_report  # imports plotly: after the cheap checks
 
-    written = write_decode_report(result, target, title or f"traceattr decode {receipt.stem}")
+    with _decode_trace(receipt) as trace:
+        written = write_decode_report(result, target, title or f"traceattr decode {receipt.stem}", trace)
+    if trace is None:
+        print(f"note: no {receipt.stem}.sqlite or {receipt.stem}.sqlite.xz beside {printable(str(receipt))}: "
+              "the page has no timeline", file=sys.stderr)  # fmt: skip
     print(f"wrote {written} ({size(written.stat().st_size, 1)})")
+
+
+XZ_LIMIT = 4 << 30  # bytes a compressed export may expand to: a larger one is refused, not filled into /tmp
+
+
+@contextlib.contextmanager
+def _decode_trace(receipt: Path) -> Iterator[Path | None]:
+    """The run's nsys export beside *receipt* (NAME.sqlite, or NAME.sqlite.xz expanded into a temporary folder)."""
+    plain, packed = receipt.with_suffix(".sqlite"), receipt.with_name(f"{receipt.stem}.sqlite.xz")
+    if plain.is_file() or not packed.is_file():
+        yield plain if plain.is_file() else None
+        return
+    import lzma
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="traceattr-decode-") as tmp:
+        target = Path(tmp) / plain.name
+        try:
+            with lzma.open(packed) as src, target.open("wb") as dst:
+                while chunk := src.read(1 << 20):
+                    if dst.tell() + len(chunk) > XZ_LIMIT:
+                        raise TraceattrError(f"{packed}: expands past {size(XZ_LIMIT)}: expand it yourself")
+                    dst.write(chunk)
+        except (lzma.LZMAError, EOFError, OSError) as err:
+            raise TraceattrError(f"{packed}: not a readable .xz file ({err})") from None
+        yield target
 
 
 def _target(trace: Path, out: Path | None) -> Path:

@@ -10,39 +10,49 @@ against the stored one), so the page and the receipt's markdown show the same nu
 (each contender's total GPU time per pass with its 95% interval, the dispatcher's gain over the best fixed
 arm and its regret against the per-step oracle, switches, graphs and memory, the other rules, bitwise
 checks, the host time per step); the trajectory (per step every contender's median along ctx, the
-dispatcher's chosen arm marked, its misses ringed), with the per-step numbers folded below; the timeline,
-or what the receipt lacks for one; the table the dispatcher loaded; the run's configuration, folded.
+dispatcher's chosen arm marked, its misses ringed), with the per-step numbers folded below; the timeline
+of a few steps (each contender's call of round 0 side by side, kernels on their streams) when the nsys
+export of the same run is given (the receipt holds durations, not kernel starts: without the export the
+section says so); the table the dispatcher loaded; the run's configuration, folded.
 """
 
 from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from traceattr.attribution.engine import Attribution, RangeFilter, attribute
+from traceattr.core.errors import TraceattrError
 from traceattr.core.output import write_text
 from traceattr.core.shapes import fmt_ctx
 from traceattr.jobs.decode import DISPATCHER, DecodeResult, contender_memory_mib
 from traceattr.jobs.decode_summary import Interval, TrajectorySummary
 from traceattr.present.formats import segment_span
+from traceattr.present.report.data import TimelineView, calls_timeline
+from traceattr.present.report.figures_timeline import picker_html, timeline_figure
 from traceattr.present.report.html import Section, facts_html, page, run_html
 from traceattr.present.report.style import backend_colors, esc, figure_html, new_figure
 from traceattr.runtime.table import DispatchTable, parse_table
+from traceattr.trace.loader import load_trace
 
 MISS_COLOR = "#cf222e"
 ORACLE_COLOR = "#444444"
+STEP_RANGE = re.compile(r"decode step=(\d+) arm=(\S+) round=(\d+)")  # runtime.measure's NVTX range per timed call
+TIMELINE_STEPS = 6  # steps offered in the timeline: the ends, the switches, the misses, then evenly spaced
 
 
-def write_decode_report(result: DecodeResult, path: Path, title: str) -> Path:
-    """Write the page of *result* to *path* atomically; the path written."""
-    return write_text(path, decode_page(result, title))
+def write_decode_report(result: DecodeResult, path: Path, title: str, trace: Path | None = None) -> Path:
+    """Write the page of *result* to *path* atomically (*trace*: the run's nsys export, for the timeline)."""
+    return write_text(path, decode_page(result, title, trace))
 
 
-def decode_page(result: DecodeResult, title: str) -> str:
+def decode_page(result: DecodeResult, title: str, trace: Path | None = None) -> str:
     """The page of a decode receipt (module doc) as one HTML document."""
     c, s = result.config, result.summary
     sections = [
@@ -62,7 +72,7 @@ def decode_page(result: DecodeResult, title: str) -> str:
             ),
             figure_html(trajectory_figure(result), "fig-trajectory") + _steps_table(result),
         ),
-        timeline_section(result),
+        timeline_section(result, trace),
         table_section(result),
         config_section(result),
     ]
@@ -248,20 +258,77 @@ def _steps_table(r: DecodeResult) -> str:
     return f"<details><summary>Per step (medians over rounds, µs)</summary>{table}</details>"
 
 
-def timeline_section(r: DecodeResult) -> Section:
-    """No timeline can be drawn from a receipt: say what it holds, and where one comes from."""
-    rounds = len(next(iter(r.times_us.values()))[0]) if r.times_us else 0
-    return Section(
-        "timeline",
+MISSING = (
+    "the receipt holds each call's duration (a CUDA event pair around one graph replay), not when its kernels "
+    "ran. For the timeline run the trajectory under nsys (nsys profile --trace=cuda,nvtx --cuda-graph-trace=node "
+    "--capture-range=cudaProfilerApi traceattr decode …) and put the export beside the receipt as NAME.sqlite "
+    "or NAME.sqlite.xz (examples/decode/q8_nsys.sqlite.xz is one)."
+)
+
+
+def timeline_section(r: DecodeResult, trace: Path | None) -> Section:
+    """A few steps' calls side by side, from *trace*; else what is missing for them."""
+    title, intro = (
         "Timeline of a few steps",
-        "Not drawn: the receipt holds each call's duration (a CUDA event pair around one graph replay, "
-        f"{len(r.times_us)} contenders × {len(r.summary.ctx)} steps × {rounds} rounds), not when its kernels ran "
-        "or where the flush and the host's re-plan fall between them. For the timeline run the trajectory under "
-        "nsys (nsys profile --trace=cuda,nvtx --cuda-graph-trace=node --capture-range=cudaProfilerApi traceattr "
-        "decode …): each call is an NVTX range `decode step=<i> arm=<label> round=<r>`, and `traceattr report` on "
-        "the export draws its kernels on their streams (examples/decode/q8_nsys.sqlite.xz is such a trace).",
-        "",
+        (
+            "Per step, each contender's call of round 0 side by side (lanes: contender │ device · stream), µs from "
+            "the call's first GPU op, kernels coloured by role, the NVTX range of the call above them; the picker "
+            "offers the first and last steps, the dispatcher's switches and misses."
+        ),
     )
+    if trace is None:
+        shape = f"{len(r.times_us)} contenders × {len(r.summary.ctx)} steps"
+        return Section("timeline", title, f"Not drawn: {MISSING} ({shape} in this receipt.)", "")
+    try:
+        att = attribute(load_trace(trace), select=RangeFilter(None, STEP_RANGE.pattern))
+        views, total = step_views(att, r)
+    except TraceattrError as err:
+        return Section("timeline", title, "Not drawn.", "", notes=(f"{err}",))
+    data = calls_timeline(att, views, total)
+    body = picker_html(data, "fig-timeline") + figure_html(timeline_figure(data), "fig-timeline")
+    return Section("timeline", title, f"{intro} From {trace.name}.", body)
+
+
+def step_views(att: Attribution, r: DecodeResult) -> tuple[tuple[TimelineView, ...], int]:
+    """(one view per step offered, every timed call of the trace): the trace must be this receipt's run."""
+    calls: dict[tuple[int, str, int], int] = {}
+    for rid, name in att.ranges.filter(att.ranges["range_id"].is_not_null()).select("range_id", "name").iter_rows():
+        m = STEP_RANGE.fullmatch(name or "")
+        if m:
+            calls[(int(m[1]), m[2], int(m[3]))] = rid
+    if not calls:
+        raise TraceattrError("the trace has no NVTX range 'decode step=<i> arm=<label> round=<r>': no timeline")
+    s = r.summary
+    contenders = [*s.totals, *r.others]
+    rounds = len(r.times_us[DISPATCHER][0])
+    want = {(i, a, k) for i in range(len(s.ctx)) for a in contenders for k in range(rounds)}
+    if set(calls) != want:  # traceattr decode times the whole trajectory inside one capture range
+        raise TraceattrError(f"the trace is not this receipt's run: {len(calls):,} timed calls, the receipt "
+                             f"{len(want):,} ({len(s.ctx)} steps × {len(contenders)} contenders × {rounds} "
+                             "rounds): no timeline")  # fmt: skip
+    steps = _few_steps(s, {step for step, _, _ in calls})
+    views = []
+    for i in steps:
+        miss = "" if s.chosen[i] == s.fastest[i] else f"; the oracle: {s.fastest[i]}"
+        views.append(TimelineView(
+            label=f"step {i}: ctx {s.ctx[i]:,}, the dispatcher chose {s.chosen[i]}{miss}",
+            group="Steps (round 0)",
+            calls=tuple((calls[(i, a, 0)], f"{a} │ ") for a in contenders if (i, a, 0) in calls),
+        ))  # fmt: skip
+    return tuple(v for v in views if v.calls), len(calls)
+
+
+def _few_steps(s: TrajectorySummary, measured: set[int]) -> list[int]:
+    """At most TIMELINE_STEPS of the *measured* steps: the ends, each switch, each miss, then evenly spaced."""
+    n = len(s.ctx)
+    switches = [i for i in range(1, n) if s.chosen[i] != s.chosen[i - 1]]
+    misses = [i for i in range(n) if s.chosen[i] != s.fastest[i]]
+    even = [round(k * (n - 1) / (TIMELINE_STEPS - 1)) for k in range(TIMELINE_STEPS)]
+    out: list[int] = []
+    for i in (0, n - 1, *switches, *misses, *even):
+        if i in measured and i not in out and len(out) < TIMELINE_STEPS:
+            out.append(i)
+    return sorted(out)
 
 
 def table_section(r: DecodeResult) -> Section:
