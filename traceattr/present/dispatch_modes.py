@@ -62,7 +62,7 @@ def render_modes(cmp: ModesComparison, con: Console) -> None:
 
 def _render_family(c: ModeComparison, con: Console) -> None:
     flipped = {(r.ctx_from, r.ctx_to) for r in c.flip_ranges}
-    cuts = sorted({x for s in (*c.eager.segments, *c.graphs.segments) for x in (s.ctx_from, s.ctx_to) if x})
+    cuts = sorted({x for s in (*c.eager.segments, *c.graphs.segments) for x in (s.ctx_from, s.ctx_to) if x is not None})
     bounds: list[int | None] = [None, *cuts, None]
     side = []
     for lo, hi in itertools.pairwise(bounds):
