@@ -166,6 +166,7 @@ def test_sweep_command_without_a_gpu(tmp_path: Path) -> None:
 
 # -- tables from sweeps (traceattr sweep's search.json): the points that passed, with the search's verdicts ------
 SWEEPS = Path(__file__).parents[1] / "examples" / "sweeps"
+EAGER_LEAD = SWEEPS / "h200_q8_fa3_flashmla_eager_lead.json"
 
 
 def searched(tmp_path: Path, t, **kw) -> SearchRecord:  # type: ignore[no-untyped-def]
@@ -253,11 +254,16 @@ def test_dispatch_command_on_the_h200_sweeps(tmp_path: Path) -> None:
     assert run("dispatch", str(SWEEPS / "h200_q8_fa3_flashmla_graphs.json"), "-o", str(graphs)).returncode == 0
     (fam,) = json.loads(graphs.read_text(encoding="utf-8"))["families"]
     assert fam["measured_ctx"] == [900_000] and [s["backend"] for s in fam["dispatch"]] == ["flashmla"]
-    # eager and graphs are separate answers: one table each
+    # eager and graphs: one table each, compared (tests/test_dispatch_modes.py); the graphs table of one point
+    # picks flashmla at every ctx, so below the eager breakpoint the choice differs where graphs measured nothing
     both = run(
         "dispatch", str(SWEEPS / "h200_q8_fa3_flashmla_eager.json"), str(SWEEPS / "h200_q8_fa3_flashmla_graphs.json")
     )
-    assert both.returncode == 2 and both.stderr.count("\n") == 1 and "one sweep per family" in both.stderr
+    assert both.returncode == 0, both.stderr
+    assert "the choice differs in: < 162,794: eager fa3, graphs flashmla (no graphs point inside)" in both.stdout
+    # two sweeps of one family in one mode are still two answers to one question
+    twice = run("dispatch", str(SWEEPS / "h200_q8_fa3_flashmla_eager.json"), str(EAGER_LEAD))
+    assert twice.returncode == 2 and twice.stderr.count("\n") == 1 and "one sweep per family and mode" in twice.stderr
 
 
 @pytest.mark.slow
@@ -277,14 +283,19 @@ def test_sweeps_and_traces_pool_by_family(tmp_path: Path) -> None:
     (fam,) = json.loads(pooled.read_text(encoding="utf-8"))["families"]
     # the search's six ctx, and the shipped sweep's 8k, 131k, 512k (its 32k and 900k: the search's points)
     assert fam["measured_ctx"] == [8_000, 32_000, 73_800, 112_000, 131_000, 138_000, 170_000, 512_000, 900_000]
-    # a run folder that says it ran eager, beside a --graphs sweep of its family: separate answers
+    # a run folder that says it ran eager, beside a --graphs sweep of its family: not pooled, compared; the
+    # 5-point eager trace puts the breakpoint at ≈238k, so under graphs it ships fa3 at 153k and 170k
     folder = tmp_path / "eager_run"
     folder.mkdir()
     shutil.copy(EXAMPLE, folder / "trace.sqlite")
     (folder / "runner.json").write_text(json.dumps({"protocol": {"graphs": False}}), encoding="utf-8")
-    mixed = run("dispatch", str(SWEEPS / "h200_q8_fa3_flashmla_graphs_lead.json"), str(folder))
-    assert mixed.returncode == 2 and mixed.stderr.count("\n") == 1, mixed.stderr
-    assert "measured eager and with --graphs" in mixed.stderr
+    modes = tmp_path / "modes.json"
+    mixed = run("dispatch", str(SWEEPS / "h200_q8_fa3_flashmla_graphs_lead.json"), str(folder), "-o", str(modes))
+    assert mixed.returncode == 0, mixed.stderr
+    (fam,) = json.loads(modes.read_text(encoding="utf-8"))["families"]
+    assert [(r["ctx_from"], r["ctx_to"], r["graphs_measured"]) for r in fam["flip_ranges"]] == [
+        (151_809, 237_574, [153_000, 170_000])]  # fmt: skip
+    assert fam["regret_under_graphs"]["eager_table"]["max"] == pytest.approx(108.367 / 102.1435 - 1)
     bad = tmp_path / "other.json"
     bad.write_text('{"schema": "traceattr.dispatch/2"}', encoding="utf-8")
     wrong = run("dispatch", str(bad))

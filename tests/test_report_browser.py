@@ -315,6 +315,53 @@ def test_sweep_report_opens_on_the_answer_then_the_bisection(browser: Browser, t
     assert browser.problems() == []
 
 
+DECODE = Path(__file__).parents[1] / "examples" / "decode" / "q8_grow.json"
+
+
+def test_decode_report_opens_on_the_answer_then_the_trajectory(browser: Browser, tmp_path: Path) -> None:
+    """A decode receipt's page (H200 q8 grow): the answer above the fold, the trajectory drawn, nothing wrong."""
+    from traceattr.jobs.decode import result_from_json
+    from traceattr.jobs.decode_report import write_decode_report
+
+    result = result_from_json(json.loads(DECODE.read_text(encoding="utf-8")))
+    page = write_decode_report(result, tmp_path / "decode.html", "decode")
+    plots = _open_report(browser, page)
+    assert [p["id"] for p in plots] == ["fig-trajectory"]
+    (plot,) = plots
+    assert plot["laidOut"] and plot["width"] > 300 and plot["height"] > 300 and plot["marks"] > 0, plot
+    seen = browser.evaluate("""
+      (function () {
+        var text = document.body.innerText, answer = document.querySelector('#answer ul.rules li');
+        var gd = document.getElementById('fig-trajectory');
+        return {at: text.indexOf('Dispatcher 4,593.4'), answerBottom: answer.getBoundingClientRect().bottom,
+                screen: window.innerHeight, traces: gd.data.map(function (t) { return [t.meta, t.x.length]; })};
+      })()
+    """)  # fmt: skip
+    assert 0 <= seen["at"] < 600 and seen["answerBottom"] < seen["screen"], seen
+    assert seen["traces"] == [["fa3", 40], ["flashmla", 40], ["dispatch", 40]]
+    assert browser.problems() == []
+    # with the run's nsys export (q8_nsys): the timeline of a few steps draws, and its picker switches steps
+    import lzma
+
+    nsys = DECODE.with_name("q8_nsys.json")
+    trace = tmp_path / "q8_nsys.sqlite"
+    trace.write_bytes(lzma.decompress(nsys.with_name("q8_nsys.sqlite.xz").read_bytes()))
+    page = write_decode_report(result_from_json(json.loads(nsys.read_text(encoding="utf-8"))),
+                               tmp_path / "nsys.html", "nsys", trace)  # fmt: skip
+    plots = _open_report(browser, page)
+    assert [p["id"] for p in plots] == ["fig-trajectory", "fig-timeline"] and all(p["marks"] > 0 for p in plots)
+    title = browser.evaluate("""
+      new Promise(function (done) {
+        var sel = document.querySelector('select[data-views="fig-timeline"]');
+        sel.value = String(sel.options.length - 1);
+        sel.dispatchEvent(new Event('change'));
+        setTimeout(function () { done(document.getElementById('fig-timeline').layout.title.text); }, 300);
+      })
+    """)  # fmt: skip
+    assert title.startswith("Steps (round 0) — step 7: ctx 900,000"), title
+    assert browser.problems() == []
+
+
 def test_hostile_names_stay_text_in_the_browser(browser: Browser, tmp_path: Path) -> None:
     att = traceattr.open(flashmla_export(tmp_path / "flashmla.sqlite")).attribute()
     page = write_report(att, tmp_path / "report.html").path

@@ -1,45 +1,43 @@
 """Eager against ``--graphs``: where a family's choice flips between the modes, and what shipping the eager
 table inside CUDA graphs costs.
 
-Input: two sweeps (``search.json`` records) of one family, one eager and one with ``--graphs``. Each mode's
-usable points (:func:`traceattr.analysis.search_points.usable`: the latest measurement per ctx that passed)
-give its fastest arm per ctx (the lower median; ``decided`` when the point's interval excludes a tie) and a
-table: the fastest arm per measured ctx, a breakpoint at the geometric middle of two neighbouring points whose
-fastest arms differ, the ends extrapolated (as :func:`traceattr.jobs.decode_summary.derive_family` derives a
-table from a grid).
+Input: each mode's dispatch table (:func:`traceattr.analysis.dispatch_table.dispatch_table` of that mode's
+decision: the table ``traceattr dispatch`` writes for the mode's inputs alone), so the tables compared are
+the ones an engine would load, never a second derivation of them. Per family measured in both modes:
 
-* **flips**: the ctx measured in both modes whose fastest arm differs, each marked decided or not per mode.
-* **flip ranges**: the ctx intervals where the two tables pick different arms (a breakpoint that moved).
-* **regret under graphs** of the eager table: at every ctx the graphs sweep measured,
-  t_graphs(eager table's arm) / t_graphs(fastest) − 1; mean and max.
+* **flips**: the ctx measured in both modes whose fastest arm (lowest median) differs, each marked decided
+  or not per mode (decided: no other arm ties with the fastest there);
+* **flip ranges**: the ctx intervals where the two tables pick different arms (a breakpoint that moved, or
+  a segment one mode has and the other has not), with the graphs-measured ctx inside each (none: the range
+  lies between measured points, and its cost is not measured) and, as an estimate only, the worst
+  t_graphs(eager arm) / t_graphs(graphs arm) − 1 across it with log t interpolated linearly in log ctx
+  between the graphs points (the graph-safe choice's interpolation), the range clamped to the measured ctx;
+* **regret under graphs** of the eager table: at every ctx the graphs inputs measured,
+  t_graphs(eager table's arm) / t_graphs(fastest) − 1 (:class:`~traceattr.analysis.dispatch_table.Regret`:
+  mean, max, right/shapes, and where the eager choice was not measured under graphs).
 
-Pure functions of the records: no GPU, tested on the H200 records in ``examples/sweeps/``.
+Pure functions of the tables: no GPU, tested on the H200 records in ``examples/sweeps/``.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from traceattr.analysis.search_points import usable
+import numpy as np
+
+# _times: the one interpolation of a family's times between measured ctx (the graph-safe choice's), not a second
+from traceattr.analysis.dispatch_table import DispatchTable, FamilyTable, Regret, _times, dispatch_table
+from traceattr.analysis.search_points import dispatch_frames
+from traceattr.analysis.segments import Segment, lookup
 from traceattr.core.errors import TraceattrError
 from traceattr.core.records import SearchRecord
-
-Segments = tuple[tuple[int | None, int | None, str], ...]  # (ctx_from, ctx_to, arm): [from, to), None open
-
-
-@dataclass(frozen=True)
-class ModePoint:
-    ctx: int
-    fastest: str
-    decided: bool  # the point's interval excludes a tie (side below/above), not "ambiguous"
-    medians_us: dict[str, float]
 
 
 @dataclass(frozen=True)
 class Flip:
+    """A ctx measured in both modes whose fastest arm differs."""
+
     ctx: int
     eager: str
     graphs: str
@@ -48,88 +46,160 @@ class Flip:
 
 
 @dataclass(frozen=True)
+class FlipRange:
+    """``[ctx_from, ctx_to)`` (None: open) where the eager table picks ``eager`` and the graphs table ``graphs``."""
+
+    ctx_from: int | None
+    ctx_to: int | None
+    eager: str
+    graphs: str
+    graphs_measured: tuple[int, ...]  # the graphs points inside: where the flip's cost is measured
+    interpolated_max: float | None  # an estimate between points (module doc); None: an arm not measured under graphs
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """One graphs-measured ctx: what the eager table picks there and what that costs under graphs."""
+
+    ctx: int
+    shape: str
+    eager_choice: str | None
+    graphs_choice: str | None
+    fastest: str  # under graphs
+    regret: float | None  # None: the eager choice was not measured under graphs
+    right: bool  # the eager choice is the fastest under graphs or ties with it
+
+
+@dataclass(frozen=True)
 class ModeComparison:
+    """One family measured in both modes."""
+
     family: str
-    arms: tuple[str, str]
-    eager: tuple[ModePoint, ...]
-    graphs: tuple[ModePoint, ...]
-    eager_table: Segments
-    graphs_table: Segments
+    eager: FamilyTable
+    graphs: FamilyTable
     common_ctx: tuple[int, ...]
     flips: tuple[Flip, ...]
-    flip_ranges: tuple[tuple[int | None, int | None, str, str], ...]  # (from, to, eager arm, graphs arm)
-    regret_under_graphs: dict[int, float]  # graphs-measured ctx -> regret of the eager table's choice
-    regret_mean: float
-    regret_max: float
+    flip_ranges: tuple[FlipRange, ...]
+    shipped: tuple[Shipped, ...]  # per graphs point, by ctx
+    regret: Regret  # the eager table's under graphs (graphs.regret: the graphs table's own, in-sample)
 
 
-def mode_points(record: SearchRecord) -> tuple[ModePoint, ...]:
-    below, above = str(record.header.get("below")), str(record.header.get("above"))
-    out = []
-    for r in usable(record).iter_rows(named=True):
-        medians = {below: r["below_us"], above: r["above_us"]}
-        fastest = min(medians, key=lambda a: medians[a])
-        out.append(ModePoint(r["ctx"], fastest, r["side"] in ("below", "above"), medians))
-    return tuple(out)
+@dataclass(frozen=True)
+class ModesComparison:
+    """Every family of two modes' tables: compared where both measured it, named where only one did."""
+
+    eager: DispatchTable
+    graphs: DispatchTable
+    families: tuple[ModeComparison, ...]
+    only_eager: tuple[str, ...]
+    only_graphs: tuple[str, ...]
 
 
-def table_of(points: Sequence[ModePoint]) -> Segments:
-    """The fastest arm per measured ctx, cut at the geometric middle where it changes."""
-    if not points:
-        raise TraceattrError("a mode with no usable point has no table")
-    pts = sorted(points, key=lambda p: p.ctx)
-    segments: list[tuple[int | None, int | None, str]] = []
-    lo: int | None = None
-    for a, b in itertools.pairwise(pts):
-        if a.fastest != b.fastest:
-            cut = round(math.sqrt(a.ctx * b.ctx))
-            segments.append((lo, cut, a.fastest))
-            lo = cut
-    segments.append((lo, None, pts[-1].fastest))
-    return tuple(segments)
+def _decided(table: FamilyTable, ctx: int) -> bool:
+    point = next(p for p in table.points if p.ctx == ctx)
+    return point.good == {point.fastest}  # no other arm ties with the fastest
 
 
-def pick(table: Segments, ctx: int) -> str:
-    return next(arm for lo, hi, arm in table if (lo is None or ctx >= lo) and (hi is None or ctx < hi))
-
-
-def _differences(a: Segments, b: Segments) -> tuple[tuple[int | None, int | None, str, str], ...]:
-    cuts = sorted({c for lo, hi, _ in (*a, *b) for c in (lo, hi) if c is not None})
+def flip_ranges(eager: FamilyTable, graphs: FamilyTable) -> tuple[FlipRange, ...]:
+    """The ctx intervals where the two tables' segments pick different arms, neighbours with the same pair merged."""
+    cuts = sorted({c for s in (*eager.segments, *graphs.segments) for c in (s.ctx_from, s.ctx_to) if c is not None})
     bounds: list[int | None] = [None, *cuts, None]
-    out: list[tuple[int | None, int | None, str, str]] = []
+    spans: list[tuple[int | None, int | None, str, str]] = []
     for lo, hi in itertools.pairwise(bounds):
         probe = lo if lo is not None else (hi - 1 if hi is not None else 1)
-        x, y = pick(a, probe), pick(b, probe)
+        x, y = _pick(eager.segments, probe), _pick(graphs.segments, probe)
         if x == y:
             continue
-        if out and out[-1][1] == lo and out[-1][2:] == (x, y):
-            out[-1] = (out[-1][0], hi, x, y)  # one range across a cut that changes neither choice
+        if spans and spans[-1][1] == lo and spans[-1][2:] == (x, y):
+            spans[-1] = (spans[-1][0], hi, x, y)  # one range across a cut that changes neither choice
         else:
-            out.append((lo, hi, x, y))
-    return tuple(out)
+            spans.append((lo, hi, x, y))
+    return tuple(
+        FlipRange(
+            lo,
+            hi,
+            x,
+            y,
+            tuple(p.ctx for p in graphs.points if _inside(p.ctx, lo, hi)),
+            _interpolated(graphs, x, y, lo, hi),
+        )
+        for lo, hi, x, y in spans
+    )
+
+
+def _interpolated(graphs: FamilyTable, shipped: str, best: str, lo: int | None, hi: int | None) -> float | None:
+    """The worst interpolated t(shipped) / t(best) − 1 under graphs over ``[lo, hi)`` clamped to the measured ctx."""
+    pts = graphs.points
+    if not all(shipped in p.median_us and best in p.median_us for p in pts):
+        return None
+    first, last = min(p.ctx for p in pts), max(p.ctx for p in pts)
+    a, b = max(lo or first, first), min(hi or last, last)
+    if a > b:  # the range lies wholly beyond the measured ctx: an extrapolation, not an estimate
+        return None
+    inside = [p.ctx for p in pts if a <= p.ctx <= b]  # the measured points too: the worst may sit on one
+    x = np.union1d(np.geomspace(a, b, 33) if b > a else np.array([float(a)]), np.array(inside, dtype=float))
+    return float(np.max(_times(pts, shipped, x) / _times(pts, best, x) - 1))
+
+
+def _pick(segments: tuple[Segment, ...], ctx: int) -> str:
+    arm = lookup(segments, ctx)
+    if arm is None:  # the decision's segments tile every ctx; a gap is a bug upstream, not an answer
+        raise TraceattrError(f"a dispatch table with no segment at ctx {ctx}")
+    return arm
+
+
+def _inside(ctx: int, lo: int | None, hi: int | None) -> bool:
+    return (lo is None or ctx >= lo) and (hi is None or ctx < hi)
+
+
+def compare_family(eager: FamilyTable, graphs: FamilyTable) -> ModeComparison:
+    """The comparison of the module doc for one family's two tables."""
+    if eager.family != graphs.family:
+        raise TraceattrError(f"two families: {eager.family} eager, {graphs.family} with graphs")
+    e_at = {p.ctx: p for p in eager.points}
+    common = tuple(sorted(set(e_at) & {p.ctx for p in graphs.points}))
+    flips = tuple(
+        Flip(g.ctx, e_at[g.ctx].fastest, g.fastest, _decided(eager, g.ctx), _decided(graphs, g.ctx))
+        for g in graphs.points
+        if g.ctx in e_at and e_at[g.ctx].fastest != g.fastest
+    )
+    pairs = [(g, lookup(eager.segments, g.ctx)) for g in graphs.points]
+    shipped = tuple(
+        Shipped(g.ctx, g.shape, arm, lookup(graphs.segments, g.ctx), g.fastest, g.regret(arm), arm in g.good)
+        for g, arm in pairs
+    )
+    return ModeComparison(eager.family, eager, graphs, common, flips, flip_ranges(eager, graphs), shipped,
+                          Regret.of(pairs))  # fmt: skip
+
+
+def compare_tables(eager: DispatchTable, graphs: DispatchTable) -> ModesComparison:
+    """Each family of both tables compared (:func:`compare_family`); refused when no family is in both."""
+    g_by = {t.family: t for t in graphs.families}
+    e_names = [t.family for t in eager.families]
+    both = [(t, g_by[t.family]) for t in eager.families if t.family in g_by]
+    if not both:
+        raise TraceattrError(f"no family measured in both modes: eager {', '.join(e_names) or 'none'}, "
+                             f"with graphs {', '.join(g_by) or 'none'}")  # fmt: skip
+    return ModesComparison(
+        eager,
+        graphs,
+        tuple(compare_family(e, g) for e, g in both),
+        tuple(f for f in e_names if f not in g_by),
+        tuple(f for f in g_by if f not in e_names),
+    )
 
 
 def compare_modes(eager: SearchRecord, graphs: SearchRecord) -> ModeComparison:
-    """The comparison in the module doc; both records must be one family and the same two arms, one per mode."""
+    """Two sweeps of one family and two arms, one per mode: their tables (``dispatch_frames``) compared."""
     for record, want in ((eager, False), (graphs, True)):
         if bool(record.header.get("graphs")) != want:
             raise TraceattrError(f"the {'graphs' if want else 'eager'} record was measured with graphs={not want}")
     family = str(eager.header.get("family"))
     if graphs.header.get("family") != family:
         raise TraceattrError(f"two families: {family} eager, {graphs.header.get('family')} with graphs")
-    arms = (str(eager.header.get("below")), str(eager.header.get("above")))
-    if {graphs.header.get("below"), graphs.header.get("above")} != set(arms):
-        raise TraceattrError(f"different arms: {arms} eager, {graphs.header.get('below')}/{graphs.header.get('above')}")
-    ep, gp = mode_points(eager), mode_points(graphs)
-    et, gt = table_of(ep), table_of(gp)
-    by_ctx = {p.ctx: p for p in ep}
-    common = tuple(sorted(set(by_ctx) & {p.ctx for p in gp}))
-    flips = tuple(
-        Flip(g.ctx, by_ctx[g.ctx].fastest, g.fastest, by_ctx[g.ctx].decided, g.decided)
-        for g in sorted(gp, key=lambda p: p.ctx)
-        if g.ctx in by_ctx and by_ctx[g.ctx].fastest != g.fastest
-    )
-    regret = {g.ctx: g.medians_us[pick(et, g.ctx)] / min(g.medians_us.values()) - 1 for g in gp}
-    values = list(regret.values())
-    return ModeComparison(family, arms, ep, gp, et, gt, common, flips, _differences(et, gt), regret,
-                          sum(values) / len(values), max(values))  # fmt: skip
+    arms = {eager.header.get("below"), eager.header.get("above")}
+    if {graphs.header.get("below"), graphs.header.get("above")} != arms:
+        raise TraceattrError(f"different arms: {sorted(map(str, arms))} eager, "
+                             f"{graphs.header.get('below')}/{graphs.header.get('above')} with graphs")  # fmt: skip
+    (one,) = compare_tables(dispatch_table(*dispatch_frames(eager)), dispatch_table(*dispatch_frames(graphs))).families
+    return one

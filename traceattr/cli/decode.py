@@ -48,9 +48,20 @@ def decode_command(
     trajectory: Annotated[
         str,
         typer.Option(
-            "--trajectory", help="grow (every request at the step's ctx), mix (ragged, log-uniform) or mixq (--mix-q)."
+            "--trajectory",
+            help="grow (every request at the step's ctx), mix (ragged, log-uniform), mixq (--mix-q) or file "
+            "(--seq-lens).",
         ),
     ] = "grow",
+    seq_lens: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--seq-lens",
+            help="The file trajectory's batches (a serving log): one batch a line, seq_lens as whole numbers "
+            "separated by blanks or commas, # comments; every line one batch size. Batch, ctx range and steps "
+            "are the file's (--from/--to/--steps are not used).",
+        ),
+    ] = None,
     rule: Annotated[
         Optional[list[str]], typer.Option("--rule", help="Batch key rule, max or mean (repeat: one dispatcher each).")
     ] = None,
@@ -66,20 +77,27 @@ def decode_command(
     graphs and memory, and the host time per step split into choose / re-plan / launch.
 
     Example: traceattr decode --q 8 -a fa3 -a flashmla --table examples/sweeps/h200_27shapes_graphs_dispatch.json --table-mode graphs -o out
+    From a serving log: traceattr decode --q 8 --trajectory file --seq-lens batches.txt --table T.json -o out
     """
     from traceattr.core.errors import TraceattrError
-    from traceattr.jobs.decode import DecodeConfig, parse_arms_text, run_decode, write_receipts
+    from traceattr.jobs.decode import DecodeConfig, config_for_file, parse_arms_text, run_decode, write_receipts
 
     if q is None and not mix_q:
         raise TraceattrError("give --q, or --mix-q with --trajectory mixq")
     if table_mode not in (None, "eager", "graphs"):
         raise TraceattrError(f"--table-mode must be eager or graphs, got {table_mode!r}")
-    cfg = DecodeConfig(
-        q=q if q is not None else max(mix_q or [1]), heads=heads, batch=batch, start=start, stop=stop, steps=steps, rounds=rounds,
+    if (trajectory == "file") != (seq_lens is not None):
+        raise TraceattrError("--trajectory file and --seq-lens FILE go together")
+    common = dict(
+        q=q if q is not None else max(mix_q or [1]), heads=heads, rounds=rounds,
         arms=parse_arms_text(arm or ["fa3", "flashmla"]), table=str(table) if table else None,
-        table_mode=table_mode, allow_other_mode=allow_other_mode, grid=grid, verify=not no_verify,  # type: ignore[arg-type]
-        trajectory=trajectory, rules=tuple(rule or ["max"]), mix_q=tuple(mix_q or ()),  # type: ignore[arg-type]
+        table_mode=table_mode, allow_other_mode=allow_other_mode, grid=grid, verify=not no_verify,
+        rules=tuple(rule or ["max"]), mix_q=tuple(mix_q or ()),
     )  # fmt: skip
+    if seq_lens is not None:  # read and checked here, before any GPU work: a bad file costs nothing
+        cfg = config_for_file(str(seq_lens), batch=batch, **common)
+    else:
+        cfg = DecodeConfig(batch=batch, start=start, stop=stop, steps=steps, trajectory=trajectory, **common)  # type: ignore[arg-type]
     result = run_decode(cfg, log=lambda m: typer.echo(f"[decode] {m}"))
     jpath, mpath = write_receipts(result, out, name)
     s = result.summary

@@ -1,9 +1,10 @@
-"""``traceattr dispatch``: a dispatch table (``traceattr.dispatch/2``) from sweeps, run folders or traces, with its regret."""
+"""``traceattr dispatch``: a dispatch table (``traceattr.dispatch/2``) from sweeps, run folders or traces, with its regret;
+given eager and ``--graphs`` inputs, one per mode and how they differ (``traceattr.dispatch-modes/1``)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -14,6 +15,7 @@ from rich.markup import escape
 from traceattr.analysis.crossover import with_family
 from traceattr.analysis.decision import Decision, Provenance, decide, frame_crossings
 from traceattr.analysis.dispatch_table import dispatch_table, parse_histogram
+from traceattr.analysis.mode_compare import compare_tables
 from traceattr.analysis.pipeline import analyse, analyse_calls
 from traceattr.analysis.search_points import SUMMARY_COLUMNS, dispatch_frames
 from traceattr.backends.arms import same_program
@@ -27,6 +29,7 @@ from traceattr.core.records import SEARCH, SearchRecord, read_runner
 from traceattr.core.shapes import parse_shape
 from traceattr.jobs.many import Settings, expand_inputs, rounds_per_report
 from traceattr.present.dispatch import dispatch_table_doc, render_table
+from traceattr.present.dispatch_modes import modes_doc, render_modes
 from traceattr.present.terminal import render_notes
 from traceattr.session import Session
 
@@ -48,8 +51,8 @@ def record_frames(records: list[tuple[Path, SearchRecord]]) -> tuple[pl.DataFram
         for shape in summary["shape"].unique().to_list():
             family = parse_shape(shape).family
             if owner.setdefault(family, path) != path:
-                raise TraceattrError(f"{owner[family]} and {path} both measured {family}: give one sweep per "
-                                     "family (eager and --graphs are separate answers: one table each)")  # fmt: skip
+                raise TraceattrError(f"{owner[family]} and {path} both measured {family} in one mode: give one "
+                                     "sweep per family and mode")  # fmt: skip
         summaries.append(summary)
         crossings.append(cross)
     return pl.concat(summaries), pl.concat(crossings)
@@ -59,7 +62,13 @@ def record_frames(records: list[tuple[Path, SearchRecord]]) -> tuple[pl.DataFram
 def dispatch_command(
     traces: TracesArg,
     out: Annotated[
-        Optional[Path], typer.Option("--out", "-o", help="Write the table as JSON (traceattr.dispatch/2) here.")
+        Optional[Path],
+        typer.Option(
+            "--out",
+            "-o",
+            help="Write the table as JSON (traceattr.dispatch/2) here; eager and --graphs inputs: both tables and "
+            "their comparison (traceattr.dispatch-modes/1).",
+        ),
     ] = None,
     ctx_dist: Annotated[
         Optional[Path],
@@ -83,6 +92,11 @@ def dispatch_command(
 
     Inputs: sweeps (a sweep folder or its search.json: the points that passed their gates, with the
     search's own verdicts), run folders, exports.
+
+    Eager and --graphs inputs (a sweep's record, a run folder's runner.json say which): one table per mode,
+    side by side, the ctx where the choice flips, and the regret of shipping the eager table under graphs.
+    Example: traceattr dispatch examples/sweeps/h200_q8_fa3_flashmla_eager_lead.json
+    examples/sweeps/h200_q8_fa3_flashmla_graphs_lead.json
     """
     check_regex(match)
     check_group(group)
@@ -110,6 +124,39 @@ def dispatch_command(
     paths = expand_inputs([arg for arg, r in found if r is None]) if len(records) < len(found) else []
     if out is not None:
         check_file_target(out, [*paths, *(arg for arg, _ in records)], ours=_is_dispatch)
+    modes = {arg: bool(r.header.get("graphs")) for arg, r in records} | {p: _run_mode(p) for p in paths}
+    known = {m for m in modes.values() if m is not None}
+    settings = _Inputs(match, group, workers, dask)
+    if len(known) == 2:  # eager and --graphs among the inputs: one table per mode, and how they differ
+        unknown = [str(arg) for arg, m in modes.items() if m is None]
+        if unknown:
+            raise TraceattrError(f"{unknown[0]}: no runner.json says whether it ran eager or with --graphs: "
+                                 "give inputs of known mode to compare the modes")  # fmt: skip
+        by_mode = {
+            m: _decision([(a, r) for a, r in records if modes[a] == m], [p for p in paths if modes[p] == m], settings)
+            for m in (False, True)
+        }
+        (eager, s0), (graphs, s1) = by_mode[False], by_mode[True]
+        _show_and_write_modes(eager, graphs, out, bins, distribution)
+        raise typer.Exit(max(s0, s1))
+    decision, status = _decision(records, paths, settings)
+    mode = None if len(known) != 1 or None in modes.values() else ("graphs" if known == {True} else "eager")
+    _show_and_write(decision, out, bins, distribution, (records[0][0] if records else paths[0]), mode)
+    raise typer.Exit(status)
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """How traces are read (the command's options), for each mode's decision alike."""
+
+    match: str | None
+    group: str | None
+    workers: int | None
+    dask: str | None
+
+
+def _decision(records: list[tuple[Path, SearchRecord]], paths: list[Path], how: _Inputs) -> tuple[Decision, int]:
+    """The decision of one mode's inputs (sweeps and traces pooled by family), and the exit status of reading them."""
     status = 0
     frames = []
     if records:
@@ -118,11 +165,11 @@ def dispatch_command(
             raise NoDataError(records[0][0], "no point of the search passed its gates: nothing to dispatch")
     if paths:
         if len(paths) == 1:
-            att = Session(paths[0]).attribute(match=match)
-            analysis = analyse(att, group=group, same_program=same_program)
+            att = Session(paths[0]).attribute(match=how.match)
+            analysis = analyse(att, group=how.group, same_program=same_program)
         else:
-            settings = Settings(match=match, calls=True, group=group)
-            with attribute_many(paths, settings, workers=workers, dask=dask, out=None) as combined:
+            settings = Settings(match=how.match, calls=True, group=how.group)
+            with attribute_many(paths, settings, workers=how.workers, dask=how.dask, out=None) as combined:
                 table = combined.calls if combined.calls is not None else pl.DataFrame()
                 analysis = analyse_calls(rounds_per_report(table), None, "unknown", same_program=same_program)
                 status = exit_status(combined)
@@ -130,31 +177,22 @@ def dispatch_command(
             raise NoDataError(paths[0], analysis.note or "has no NVTX ranges with GPU work to compare")
         frames.append((analysis.summary, analysis.crossovers))
     source = ", ".join(str(p) for p in [*(arg for arg, _ in records), *paths])
-    if records or len(frames) > 1:
-        summary, crossings = frames[0] if len(frames) == 1 else _pooled(*frames, _graph_modes(records, paths))
-        decision = decide(summary, frame_crossings(crossings), Provenance(source=source))
-    else:
-        decision = replace(analysis.decision, provenance=replace(analysis.decision.provenance, source=source))
-    _show_and_write(decision, out, bins, distribution, (records[0][0] if records else paths[0]))
-    raise typer.Exit(status)
+    if records:
+        summary, crossings = frames[0] if len(frames) == 1 else _pooled(*frames)
+        return decide(summary, frame_crossings(crossings), Provenance(source=source)), status
+    return replace(analysis.decision, provenance=replace(analysis.decision.provenance, source=source)), status
 
 
 def _pooled(
-    sweeps: tuple[pl.DataFrame, pl.DataFrame],
-    traces: tuple[pl.DataFrame, pl.DataFrame],
-    modes: tuple[set[bool], set[bool]],
+    sweeps: tuple[pl.DataFrame, pl.DataFrame], traces: tuple[pl.DataFrame, pl.DataFrame]
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The sweeps' frames beside the traces' (the columns the table reads).
 
     A family measured by both is pooled by shape: the sweep's gated points, and the traces' shapes the
     sweep did not measure (a bisection sees only its bracket: on the H200 a grid found FlashMLA slower
-    again at 200k–262k, above the one crossover the search bracketed). *modes*: the graph modes
-    (``--graphs`` or not) of the sweeps and of the run folders among the traces, where known; pooling
-    eager with graphs is refused (separate answers)."""
+    again at 200k–262k, above the one crossover the search bracketed). The inputs of one mode only: eager
+    and ``--graphs`` inputs are split before (one table each, compared)."""
     both = set(with_family(sweeps[0])["family"].to_list()) & set(with_family(traces[0])["family"].to_list())
-    if both and len(modes[0] | modes[1]) > 1:
-        raise TraceattrError(f"{', '.join(sorted(both))}: measured eager and with --graphs by the inputs given: "
-                             "separate answers, one table each")  # fmt: skip
     others = traces[0].filter(~pl.col("shape").is_in(sweeps[0]["shape"].unique().to_list()))
     if both:
         counts = with_family(others).filter(pl.col("family").is_in(sorted(both)))["shape"].n_unique()
@@ -164,23 +202,22 @@ def _pooled(
     return summary, pl.concat([sweeps[1], traces[1]])
 
 
-def _graph_modes(records: list[tuple[Path, SearchRecord]], paths: list[Path]) -> tuple[set[bool], set[bool]]:
-    """(the sweeps' graph modes, the run folders' among *paths*): runner.json's protocol where one is beside."""
-    sweeps = {bool(r.header.get("graphs")) for _, r in records}
-    runs = set()
-    for path in paths:
-        runner = read_runner(path if path.is_dir() else path.parent)
-        graphs = None if runner is None else (runner.facts("protocol") or {}).get("graphs")
-        if isinstance(graphs, bool):
-            runs.add(graphs)
-    return sweeps, runs
+def _run_mode(path: Path) -> bool | None:
+    """Whether the run folder of *path* ran with ``--graphs`` (runner.json's protocol); None: not said."""
+    runner = read_runner(path if path.is_dir() else path.parent)
+    graphs = None if runner is None else (runner.facts("protocol") or {}).get("graphs")
+    return graphs if isinstance(graphs, bool) else None
 
 
-def _is_dispatch(head: bytes) -> bool:
-    return head.lstrip().startswith(b"{") and b'"traceattr.dispatch/' in head
+def _is_dispatch(head: bytes) -> bool:  # a dispatch/1, /2 or dispatch-modes/1 document
+    return head.lstrip().startswith(b"{") and (b'"traceattr.dispatch/' in head or b'"traceattr.dispatch-modes/' in head)
 
 
-def _show_and_write(decision: Decision, out: Path | None, bins: tuple | None, distribution: str, first: Path) -> None:
+def _show_and_write(
+    decision: Decision, out: Path | None, bins: tuple | None, distribution: str, first: Path, mode: str | None = None
+) -> None:
+    """*mode*: ``eager``/``graphs`` when every input said it (the document then says it: the dispatcher refuses
+    an eager table under graphs unless told); None: not written."""
     from traceattr.present.console import console
 
     table = dispatch_table(None, None, bins, distribution, decision=decision)
@@ -189,6 +226,19 @@ def _show_and_write(decision: Decision, out: Path | None, bins: tuple | None, di
     con = console()
     render_table(table, con)
     if out is not None:
-        doc = dispatch_table_doc(decision, table)
+        doc = dispatch_table_doc(decision, table) | ({} if mode is None else {"mode": mode})
         write_text(out, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+        con.print(escape(f"wrote {out}"))
+
+
+def _show_and_write_modes(eager: Decision, graphs: Decision, out: Path | None, bins: tuple | None, dist: str) -> None:
+    """Both modes' tables and how they differ (:func:`compare_tables`), shown and, with -o, written."""
+    from traceattr.present.console import console
+
+    tables = [dispatch_table(None, None, bins, dist, decision=d) for d in (eager, graphs)]
+    cmp = compare_tables(*tables)
+    con = console()
+    render_modes(cmp, con)
+    if out is not None:
+        write_text(out, json.dumps(modes_doc(eager, graphs, cmp), indent=1, ensure_ascii=False) + "\n")
         con.print(escape(f"wrote {out}"))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -68,7 +70,8 @@ def report_command(
     Example: traceattr report reports/2026-11-29_q8_ctx900k/   (writes report.html into the run folder)
     A round folder (traceattr round) gives its receipt, then its first capture's figures; a sweep folder
     (traceattr sweep) or its search.json gives its answer, the bisection on the decision chart and the
-    regret of its dispatch table.
+    regret of its dispatch table; a decode receipt (traceattr decode: its NAME.json, or a folder holding
+    one) gives each contender's total, the dispatcher's gain and regret, and every step along ctx.
     """
     chosen = (domain, match, group, rules, mode != ModeChoice.nsys, basis != Basis.span)  # type: ignore[attr-defined]
     if fmt.value == "text":
@@ -76,6 +79,10 @@ def report_command(
         return
     if trace.is_dir() and (trace / f"{runfolder.RECEIPT}.json").is_file():
         _round_report(trace, out, title, chosen=chosen)
+        return
+    receipt = _decode_receipt(trace)
+    if receipt is not None:
+        _decode_report(trace, receipt, out, title, chosen)
         return
     search = trace / SEARCH if trace.is_dir() else trace
     if search.suffix == ".json" and search.is_file():
@@ -157,6 +164,81 @@ def _sweep_report(given: Path, search: Path, out: Path | None, title: str | None
     name = given.name if given.is_dir() else given.stem
     written = write_sweep_report(record, target, title or f"traceattr sweep {name}")
     print(f"wrote {written} ({size(written.stat().st_size, 1)})")
+
+
+def _decode_receipt(trace: Path) -> Path | None:
+    """The ``traceattr.decode/1`` receipt *trace* names: the file itself, or the one such file in the folder."""
+    from traceattr.jobs.decode import SCHEMA as DECODE
+
+    def is_decode(path: Path) -> bool:
+        try:
+            with path.open("rb") as fh:
+                head = fh.read(4096)
+        except OSError:
+            return False
+        return f'"schema": "{DECODE}"'.encode() in head
+
+    if trace.is_file():
+        return trace if trace.suffix == ".json" and is_decode(trace) else None
+    if not trace.is_dir() or (trace / SEARCH).is_file():
+        return None
+    found = sorted(p for p in trace.glob("*.json") if is_decode(p))
+    if len(found) > 1:
+        raise TraceattrError(f"{trace}: holds {len(found)} decode receipts ({', '.join(p.name for p in found)}): "
+                             "give one of them")  # fmt: skip
+    return found[0] if found else None
+
+
+def _decode_report(given: Path, receipt: Path, out: Path | None, title: str | None, chosen: tuple[Any, ...]) -> None:
+    import json
+
+    from traceattr.jobs.decode import result_from_json
+
+    if any(chosen):
+        raise TraceattrError(f"{given}: a decode receipt's report reads its JSON; drop "
+                             "--mode/--domain/--match/--group/--rules/--time")  # fmt: skip
+    target = _target(receipt, out) if given.is_file() or out is not None else given / runfolder.REPORT
+    check_file_target(target, (receipt,), ours=_is_report)
+    try:
+        result = result_from_json(json.loads(receipt.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise TraceattrError(f"{receipt}: not JSON ({err})") from None
+    except (KeyError, TypeError, ValueError, IndexError) as err:  # a field missing or of the wrong kind
+        raise TraceattrError(f"{receipt}: not a readable decode receipt ({type(err).__name__}: {err})") from None
+    from traceattr.jobs.decode_report import write_decode_report  # imports plotly: after the cheap checks
+
+    with _decode_trace(receipt) as trace:
+        written = write_decode_report(result, target, title or f"traceattr decode {receipt.stem}", trace)
+    if trace is None:
+        print(f"note: no {receipt.stem}.sqlite or {receipt.stem}.sqlite.xz beside {printable(str(receipt))}: "
+              "the page has no timeline", file=sys.stderr)  # fmt: skip
+    print(f"wrote {written} ({size(written.stat().st_size, 1)})")
+
+
+XZ_LIMIT = 4 << 30  # bytes a compressed export may expand to: a larger one is refused, not filled into /tmp
+
+
+@contextlib.contextmanager
+def _decode_trace(receipt: Path) -> Iterator[Path | None]:
+    """The run's nsys export beside *receipt* (NAME.sqlite, or NAME.sqlite.xz expanded into a temporary folder)."""
+    plain, packed = receipt.with_suffix(".sqlite"), receipt.with_name(f"{receipt.stem}.sqlite.xz")
+    if plain.is_file() or not packed.is_file():
+        yield plain if plain.is_file() else None
+        return
+    import lzma
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="traceattr-decode-") as tmp:
+        target = Path(tmp) / plain.name
+        try:
+            with lzma.open(packed) as src, target.open("wb") as dst:
+                while chunk := src.read(1 << 20):
+                    if dst.tell() + len(chunk) > XZ_LIMIT:
+                        raise TraceattrError(f"{packed}: expands past {size(XZ_LIMIT)}: expand it yourself")
+                    dst.write(chunk)
+        except (lzma.LZMAError, EOFError, OSError) as err:
+            raise TraceattrError(f"{packed}: not a readable .xz file ({err})") from None
+        yield target
 
 
 def _target(trace: Path, out: Path | None) -> Path:

@@ -21,7 +21,7 @@ from traceattr.core.errors import TraceattrError
 from traceattr.jobs.decode_summary import TrajectorySummary, derive_family, summarize
 from traceattr.runtime.select import RULES, Rule
 from traceattr.runtime.table import FamilyKey, FamilyTable, Mode, parse_table, read_table, table_doc
-from traceattr.runtime.trajectory import grow, key_ctx_of, mix, mixed_q
+from traceattr.runtime.trajectory import Step, grow, key_ctx_of, mix, mixed_q, read_seq_lens
 
 SCHEMA = "traceattr.decode/1"
 DISPATCHER = "dispatch"
@@ -49,10 +49,13 @@ class DecodeConfig:
     trajectory: str = "grow"  # grow: every request at the step's ctx, log-spaced; mix: ragged, log-uniform per request
     rules: tuple[Rule, ...] = ("max",)  # one dispatcher per rule; the first is the receipt's "dispatch"
     mix_q: tuple[int, ...] = ()  # trajectory mixq: the q of each step drawn from these (equal weights), batch 1
+    seq_lens: str | None = None  # trajectory file: the batches' file (config_for_file sets batch, start, stop, steps)
 
     def __post_init__(self) -> None:
-        if self.trajectory not in ("grow", "mix", "mixq"):
-            raise TraceattrError(f"trajectory must be grow, mix or mixq, got {self.trajectory!r}")
+        if self.trajectory not in ("grow", "mix", "mixq", "file"):
+            raise TraceattrError(f"trajectory must be grow, mix, mixq or file, got {self.trajectory!r}")
+        if (self.trajectory == "file") != (self.seq_lens is not None):
+            raise TraceattrError("the file trajectory and seq_lens (its file) go together")
         if (self.trajectory == "mixq") != bool(self.mix_q):
             raise TraceattrError("the mixq trajectory and mix_q (its q values) go together")
         if self.mix_q and (self.batch != 1 or self.table is None or len(self.rules) != 1):
@@ -90,6 +93,30 @@ class DecodeResult:
     times_us: dict[str, list[list[float]]]
     wall_s: float
     device: dict[str, Any] = field(default_factory=dict)
+
+
+def file_steps(cfg: DecodeConfig) -> tuple[Step, ...]:
+    """The file trajectory's batches (:func:`~traceattr.runtime.trajectory.read_seq_lens`), checked against *cfg*:
+    the file is read again when the run starts, and one that changed since the config was made is refused."""
+    assert cfg.seq_lens is not None
+    steps = read_seq_lens(cfg.seq_lens)
+    if (len(steps[0]), min(map(min, steps)), max(map(max, steps)), len(steps)) != (
+        cfg.batch, cfg.start, cfg.stop, cfg.steps):  # fmt: skip
+        raise TraceattrError(f"{cfg.seq_lens}: changed since the run was configured")
+    return steps
+
+
+def config_for_file(path: str, **given: Any) -> DecodeConfig:
+    """The config of a file trajectory: batch, ctx range and step count are the file's (*given*: the rest).
+    A ``batch`` given that is not the file's is refused; without a table the grid needs a ctx range."""
+    steps = read_seq_lens(path)
+    batch = len(steps[0])
+    if given.pop("batch", batch) not in (1, batch):  # 1: the option's default, i.e. not given
+        raise TraceattrError(f"{path}: its batches hold {batch} request(s): drop --batch or make it {batch}")
+    lo, hi = min(map(min, steps)), max(map(max, steps))
+    if given.get("table") is None and lo == hi:
+        raise TraceattrError(f"{path}: every seq_len is {lo:,}: a grid needs a ctx range (give --table)")
+    return DecodeConfig(**given, batch=batch, start=lo, stop=hi, steps=len(steps), trajectory="file", seq_lens=path)
 
 
 def dispatcher_label(rule: Rule, rules: Sequence[Rule]) -> str:
@@ -152,10 +179,7 @@ def run_decode(cfg: DecodeConfig, log: Any = print) -> DecodeResult:
         memory[label] = {k: asdict(v) for k, v in fp.items()}
     disp = dispatchers[DISPATCHER]
     contenders = {**fixed, **dispatchers}
-    if cfg.trajectory == "grow":
-        traj = grow(cfg.start, cfg.stop, cfg.steps, batch=cfg.batch)
-    else:
-        traj = mix(cfg.start, cfg.stop, cfg.steps, batch=cfg.batch, seed=cfg.seed)
+    traj = trajectory_of(cfg)
 
     def check(arm: str, step: tuple[int, ...], out: Any) -> bool:
         return bitwise_equal(out, eager_output(arm, inputs, step))
@@ -176,6 +200,15 @@ def run_decode(cfg: DecodeConfig, log: Any = print) -> DecodeResult:
         graphs={label: d.graphs for label, d in contenders.items()}, memory=memory, host=host,
         equal=run.equal, steps=list(traj), grid=grid_record, times_us=run.times_us, wall_s=time.perf_counter() - t0, device=device,
     )  # fmt: skip
+
+
+def trajectory_of(cfg: DecodeConfig) -> tuple[Step, ...]:
+    """The steps of a grow, mix or file trajectory (mixq: :func:`_run_mixed_q`)."""
+    if cfg.trajectory == "grow":
+        return grow(cfg.start, cfg.stop, cfg.steps, batch=cfg.batch)
+    if cfg.trajectory == "file":
+        return file_steps(cfg)
+    return mix(cfg.start, cfg.stop, cfg.steps, batch=cfg.batch, seed=cfg.seed)
 
 
 def _run_mixed_q(cfg: DecodeConfig, log: Any) -> DecodeResult:
@@ -282,6 +315,11 @@ def result_json(r: DecodeResult) -> dict[str, Any]:
     }
 
 
+def contender_memory_mib(r: DecodeResult, label: str) -> float:
+    """A contender's graph memory in MiB: torch's reserved bytes plus what the driver took beyond them, per arm."""
+    return sum(fp["reserved_bytes"] + max(fp["driver_bytes"], 0) for fp in r.memory[label].values()) / 2**20
+
+
 def _iv(v: Any, scale: float = 1.0, unit: str = "") -> str:
     return f"{v.value * scale:,.1f}{unit} [{v.lo * scale:,.1f}, {v.hi * scale:,.1f}]"
 
@@ -301,6 +339,8 @@ def result_markdown(r: DecodeResult) -> str:
             else f"(one request a step, q drawn from {', '.join(map(str, c.mix_q))} with equal weights, ctx "
             f"log-uniform, seed {c.seed}; the title's q is not used)"
             if c.trajectory == "mixq"
+            else f"(batches of seq_lens from `{c.seq_lens}`, one a line; the ctx column is the longest request)"
+            if c.trajectory == "file"
             else f"(each request's ctx log-uniform in the range, seed {c.seed}; the ctx column is the longest request)"
         ),
         "",
@@ -324,8 +364,7 @@ def result_markdown(r: DecodeResult) -> str:
         "|---|---|---|---|",
     ]
     for label, tot in s.totals.items():
-        mem = sum(fp["reserved_bytes"] + max(fp["driver_bytes"], 0) for fp in r.memory[label].values()) / 2**20
-        lines.append(f"| {label} | {_iv(tot)} | {r.graphs[label]} | {mem:,.0f} |")
+        lines.append(f"| {label} | {_iv(tot)} | {r.graphs[label]} | {contender_memory_mib(r, label):,.0f} |")
     lines.append(f"| oracle (fastest fixed arm per step) | {_iv(s.oracle)} | | |")
     for label, o in r.others.items():
         lines += ["", f"Rule `{label.split('-', 1)[1]}` (`{label}`, the same table): {o.totals[label].value / 1e3:,.3f} ms, "

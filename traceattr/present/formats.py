@@ -179,6 +179,13 @@ def ctx_span(low: int, high: int) -> str:
     return fmt_ctx(low) if low == high else f"{fmt_ctx(low)}–{fmt_ctx(high)}"
 
 
+def segment_span(lo: int | None, hi: int | None) -> str:
+    """``[lo, hi)`` in exact tokens: ``< 151,390``, ``151,390–151,809``, ``≥ 151,809``, ``all ctx``."""
+    if lo is None:
+        return "all ctx" if hi is None else f"< {hi:,}"
+    return f"≥ {lo:,}" if hi is None else f"{lo:,}–{hi:,}"
+
+
 def search_text(header: Mapping[str, Any], result: Mapping[str, Any] | None) -> str:
     """The answer of a ``traceattr sweep`` search (search.json's ``result``) as one sentence, family and mode first."""
     mode = "graphs" if header.get("graphs") else "eager"

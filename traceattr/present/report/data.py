@@ -303,6 +303,19 @@ def _timeline(
     return data, notes + op_notes
 
 
+def calls_timeline(
+    att: Attribution, views: tuple[TimelineView, ...], calls_total: int, per_call: int = 2000
+) -> TimelineData:
+    """The timeline of chosen calls (their range ids in *views*), drawn as the report draws its own: each call's
+    ops and NVTX ranges, µs from the call's first GPU op. For pages that pick the calls themselves (a decode
+    trajectory's steps); *calls_total*: how many calls there were to pick from."""
+    ranges = att.ranges.filter(pl.col("range_id").is_not_null())
+    ids = sorted({cid for v in views for cid, _ in v.calls})
+    picked = subtrees(ranges, pl.Series("call_id", ids, dtype=pl.Int64))
+    ops, nvtx, _ = _timeline_rows(att, ranges, picked, per_call)
+    return TimelineData(views, ops, nvtx, calls_total=calls_total, calls_shown=len(ids))
+
+
 def _choose_calls(c: pl.DataFrame, compare_shapes: set[str], limits: Limits) -> tuple[pl.DataFrame, int, list[str]]:
     """(calls offered, bars per call, notes): the medians always, then evenly spaced others while budgets allow.
 
