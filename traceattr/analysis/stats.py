@@ -31,10 +31,10 @@ import numpy as np
 from scipy import stats
 
 from traceattr.core.precision import CONFIDENCE
+from traceattr.core.protocol import SAME_WITHIN  # the gates' default, written once
 
 Verdict = Literal["faster", "slower", "same", "ambiguous"]
 VERDICTS: tuple[Verdict, ...] = ("faster", "slower", "same", "ambiguous")
-SAME_WITHIN = 0.01  # ±1%: below this a difference is noise for a kernel-level decision
 _RESAMPLES = 2000
 _SEED = 0
 _BATCH_VALUES = 20_000_000  # resampled values held at once (~160 MB): bounds memory on traces with many calls

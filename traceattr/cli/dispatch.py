@@ -205,8 +205,7 @@ def _pooled(
 def _run_mode(path: Path) -> bool | None:
     """Whether the run folder of *path* ran with ``--graphs`` (runner.json's protocol); None: not said."""
     runner = read_runner(path if path.is_dir() else path.parent)
-    graphs = None if runner is None else (runner.facts("protocol") or {}).get("graphs")
-    return graphs if isinstance(graphs, bool) else None
+    return None if runner is None else runner.protocol.graphs
 
 
 def _is_dispatch(head: bytes) -> bool:  # a dispatch/1, /2 or dispatch-modes/1 document

@@ -117,6 +117,10 @@ def _protocol(p: Mapping[str, Any], at: str) -> Protocol:
     )
 
 
+# ±1%: below this a difference is noise for a kernel-level decision (every verdict's tie: analysis.stats.classify)
+SAME_WITHIN = 0.01
+
+
 @dataclass(frozen=True)
 class Gates:
     """Thresholds of a round (and of every sweep point); each one also decides what its gate reports."""
@@ -126,7 +130,7 @@ class Gates:
     min_clock: float = 0.70  # loaded SM clock / max; 0 turns the gate off
     parity: bool = True  # outputs of arms declared the same program must agree bitwise
     confidence: float = CONFIDENCE  # of the ratio's interval
-    same_within: float = 0.01  # 'same' when the interval lies within 1 ± this
+    same_within: float = SAME_WITHIN  # 'same' when the interval lies within 1 ± this
 
     def __post_init__(self) -> None:
         if not 0 < self.directional_limit < math.inf:
