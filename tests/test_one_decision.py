@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 import traceattr
@@ -176,10 +177,11 @@ def test_fail_on_exits_with_its_own_status(case: tuple[str, Path, Decision]) -> 
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a condition" in bad.stderr
 
 
+RECORD = "cudaEventRecordWithFlags_v11010"
 FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul>>(int, T2, T3)"
 
 
-def _flush_inside(path: Path) -> Path:
+def _flush_inside(path: Path, events: bool = False) -> Path:
     """q8 calls whose ranges hold a nested L2-flush range (a 79.8 µs fill kernel) before the attention: fa3 40.9 µs,
     FlashMLA 60 µs of split + combine (a trace layout from another tool)."""
     from tests.helpers import COMBINE, FA3, SPLIT
@@ -194,6 +196,9 @@ def _flush_inside(path: Path) -> Path:
             for backend in ("fa3", "flashmla") if it % 2 == 0 else ("flashmla", "fa3"):
                 jitter = 1 + 0.002 * rng.standard_normal()
                 b.push_range(tid=1, start=t, end=t + 50 * us, message=f"backend={backend} shape={shape} iter={it}")
+                if events:  # the tool's own CUDA events around the call, recorded inside its range
+                    b.api_call(tid=1, start=t + 90 * us // 100, end=t + us, name=RECORD)
+                    b.api_call(tid=1, start=t + 49 * us, end=t + 49 * us + 200, name=RECORD)
                 b.push_range(tid=1, start=t + 1 * us, end=t + 2 * us, message="l2_flush")
                 g = t + 100 * us
                 b.launch(tid=1, start=t + 1 * us, end=t + 1 * us + 500, kernel=FILL, gpu_start=g, gpu_end=g + 79_800)
@@ -234,7 +239,7 @@ def test_a_flush_inside_the_calls_is_said_and_the_basis_is_chosen(tmp_path: Path
     assert done.returncode == 0 and "each call's attention time" in done.stdout
     assert json.loads((tmp_path / "a.json").read_text(encoding="utf-8"))["basis"] == "attention"
     bad = _run("compare", str(path), "--time", "events")
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "needs CUDA-event times" in bad.stderr
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no call has CUDA-event times" in bad.stderr
 
 
 def test_a_nested_flush_marked_by_a_rule_leaves_the_work_basis(tmp_path: Path) -> None:
@@ -265,3 +270,16 @@ def test_no_printed_win_has_an_interval_touching_1() -> None:
             seen += 1
             assert float(low) > 1 and low.rstrip("0") != "1.", (trace.name, low)
     assert seen >= 5
+
+
+def test_the_traces_own_cuda_events_are_a_basis(tmp_path: Path) -> None:
+    """A trace with a cudaEventRecord pair inside each call: --time events compares start-to-stop event times
+    (span + the stream's idle before the first op + the tail after the last), read from the trace itself."""
+    path = _flush_inside(tmp_path / "events.sqlite", events=True)
+    a = traceattr.open(path).analyse(basis="events")
+    c = a.calls.with_columns((pl.col("gpu_span_ns") + pl.col("event_lead_ns") + pl.col("event_tail_ns")).alias("ev"))
+    medians = dict(c.filter(pl.col("shape") == "q8_ctx32k").group_by("backend").agg(pl.col("ev").median()).iter_rows())
+    v = a.decision.shape("q8_ctx32k") if a.decision is not None else None
+    assert v is not None and v.margin is not None and a.decision is not None
+    assert v.margin.value == pytest.approx(max(medians.values()) / min(medians.values()), rel=1e-6)
+    assert a.decision.provenance.basis == "events" and "cudaEventRecord" in a.decision.provenance.statistic

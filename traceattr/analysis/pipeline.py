@@ -64,7 +64,11 @@ BASES: dict[str, tuple[str, str]] = {
     "span": ("gpu_span_ns", "GPU span per call (first op start to last op end)"),
     "work": ("work_span_ns", "GPU span per call of its ops other than flush-role ones"),
     "attention": ("attention_span_ns", "GPU span per call of its attention and reduce kernels"),
-    "events": ("event_ns", "CUDA-event time per call (start event to stop event)"),
+    "events": (
+        "event_ns",
+        "CUDA-event time per call (start event to stop event: the runner's, or the trace's own "
+        "cudaEventRecord pairs inside each call)",
+    ),
 }
 OTHER_WORK = 0.01  # a share of the calls' span in flush-role ops or nested ranges above this is said
 
@@ -145,21 +149,24 @@ def _with_basis(table: pl.DataFrame, basis: str, events: Sequence[dict[str, Any]
     a basis no compared call has a time for is refused (one line)."""
     if basis not in BASES:
         raise TraceattrError(f"--time {basis!r}: not a basis (one of {', '.join(BASES)})")
-    if basis == "events":
-        if not events:
-            raise TraceattrError("--time events needs CUDA-event times: a traceattr run folder (runner.json beside it)")
+    if basis == "events" and events:  # the runner's own CUDA-event times
         ev = pl.DataFrame(list(events)).select(
-            "backend",
-            "shape",
-            pl.col("iter").cast(pl.Int64),
+            "backend", "shape", pl.col("iter").cast(pl.Int64),
             (pl.col("event_us") * 1e3).round().cast(pl.Int64).alias("event_ns"),
-        )
+        )  # fmt: skip
         table = table.join(ev, on=["backend", "shape", "iter"], how="left")
+    elif basis == "events":  # any trace: its own cudaEventRecord pairs inside each call, as the stream reached them
+        recorded = pl.col("event_lead_ns").is_not_null() & pl.col("event_tail_ns").is_not_null()
+        table = table.with_columns(
+            pl.when(recorded).then(pl.col("gpu_span_ns") + pl.col("event_lead_ns") + pl.col("event_tail_ns"))
+            .alias("event_ns")
+        )  # fmt: skip
     time = BASES[basis][0]
     compared = table.filter(comparable())
     if basis != "span" and compared.height and compared[time].null_count() == compared.height:
         why = {"attention": "no call has a kernel of role attention or reduce (the role rules: --rules)",
-               "work": "every op of every call has role flush", "events": "no call has a CUDA-event time"}  # fmt: skip
+               "work": "every op of every call has role flush", "events": "no call has CUDA-event times (a traceattr run folder's runner.json, or two "
+               "cudaEventRecord calls inside each call's range)"}  # fmt: skip
         raise TraceattrError(f"--time {basis}: {why[basis]}")
     return table
 
