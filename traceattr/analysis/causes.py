@@ -153,7 +153,7 @@ def row_evidence(
     captures: Sequence[Capture],
     baseline: str,
     candidate: str,
-    spans: Mapping[str, Sequence[float]],
+    spans: Mapping[str, Sequence[float] | np.ndarray],
 ) -> dict[str, Any]:
     """The evidence columns of one row (see :data:`SPLITS`; host-bound counts per round in *rounds*' order).
 

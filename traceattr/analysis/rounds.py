@@ -282,7 +282,8 @@ def round_rows(
         rounds_us = per_round.filter(pl.col("shape") == row.shape)
         # one ratio of medians: the headline µs, their ratio and its interval, all over the paired calls
         # both arm orders of the captures weigh alike (stats.compare_samples: slots), however many each had
-        cmp = compare_samples(sp["base_us"], sp["cand_us"], paired=True, groups=sp["round"], slots=sp["slot"],
+        cmp = compare_samples(sp["base_us"].to_numpy(), sp["cand_us"].to_numpy(), paired=True,
+                              groups=sp["round"].to_numpy(), slots=sp["slot"].to_numpy(),
                               confidence=gates.confidence, same_within=gates.same_within)  # fmt: skip
         b_us, c_us = _finite(cmp.baseline), _finite(cmp.candidate)
         ratio = _finite(cmp.ratio) if b_us and c_us else None
@@ -458,7 +459,8 @@ class Receipt:
 
     def with_attempt(self, rows: pl.DataFrame, captures: Sequence[str] = ()) -> Receipt:
         """This receipt plus a new attempt's *rows* (a retry keeps both results)."""
-        attempt = int(self.rows["attempt"].max() or 0) + 1
+        last = self.rows["attempt"].max()
+        attempt = (last if isinstance(last, int) else 0) + 1
         merged = pl.concat([self.rows, rows.with_columns(pl.lit(attempt, pl.Int64).alias("attempt"))])
         return Receipt(self.header, merged, (*self.captures, *captures))
 

@@ -75,7 +75,7 @@ def usable(record: SearchRecord) -> pl.DataFrame:
     rows = []
     for ctx, (step, p) in latest.items():
         medians = p.medians_us
-        if p.side == "refused" or below not in medians or above not in medians:
+        if p.side == "refused" or below is None or above is None or below not in medians or above not in medians:
             continue
         rows.append((ctx, p.shape, step, p.side, p.ratio, p.low, p.high, medians[below], medians[above]))
     return pl.DataFrame(rows, schema=USABLE_SCHEMA, orient="row").sort("ctx")
