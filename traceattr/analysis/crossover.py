@@ -64,21 +64,6 @@ def with_family(summary: pl.DataFrame) -> pl.DataFrame:
     return summary.join(info, on="shape", how="inner")
 
 
-def all_crossings(summary: pl.DataFrame, calls: pl.DataFrame, same_program: SameProgram = same_label) -> pl.DataFrame:
-    """Every crossing of every pair of backends along ctx (:data:`CROSSOVER_SCHEMA`), judged on *calls*' samples;
-    the decision's breakpoints (:func:`traceattr.analysis.decision.crossovers`) are the ones where its line switches."""
-    found = sample_crossings(summary, calls, same_program)
-    fam = with_family(summary)
-    out = []
-    for family in sorted(fam["family"].unique().to_list()):
-        backends = sorted(fam.filter(pl.col("family") == family)["backend"].unique().to_list())
-        for i, a in enumerate(backends):
-            for b in backends[i + 1 :]:
-                out += found(family, a, b)
-    frame = pl.DataFrame(out, schema=CROSSOVER_SCHEMA, orient="row") if out else pl.DataFrame(schema=CROSSOVER_SCHEMA)
-    return frame.sort("family", "crossover_ctx")
-
-
 # (shape, below, above) -> t(above) / t(below) there, with its interval and verdict
 Judge = Callable[[str, str, str], Comparison]
 

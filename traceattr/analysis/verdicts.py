@@ -104,15 +104,3 @@ def _twins(backends: list[str], shape: str, same_program: SameProgram) -> dict[s
         if owner is not None:
             twin_of[b] = owner
     return twin_of
-
-
-def best_everywhere(rows: pl.DataFrame) -> str | None:
-    """The one backend that wins or ties with the fastest at every shape of *rows* (summary rows), if there is one.
-
-    Where no change of winner is real, a family still has an answer when a single backend is never
-    really slower than the fastest anywhere it was measured.
-    """
-    good = (pl.col("verdict").is_in(["winner", "tie"])) | (pl.col("ratio_to_best") == 1)
-    per = rows.filter(good).group_by("backend").agg(pl.col("shape").n_unique())
-    every = per.filter(pl.col("shape") == rows["shape"].n_unique())["backend"].to_list()
-    return every[0] if len(every) == 1 else None

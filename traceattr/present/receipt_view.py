@@ -7,7 +7,6 @@ so a terminal never shows a verdict the receipt refused.
 
 from __future__ import annotations
 
-import polars as pl
 from rich.console import Console
 from rich.text import Text
 
@@ -54,7 +53,3 @@ def render_round(receipt: Receipt, decision: Decision, console: Console) -> None
         console.print(Text("Verdict (the receipt's: passing rows only; a refused row has none)", "bold"))
         for line in lines:
             console.print(Text("  " + printable(line)))
-
-
-def refused_shapes(receipt: Receipt) -> list[str]:
-    return receipt.final.filter(pl.col("status") != "pass")["shape"].to_list()
