@@ -4,9 +4,8 @@ Shapes that differ only in ctx form a family (q, heads, batch, page, dtype,
 pattern alike). Along each family's ctx axis, two backends cross where their
 median times are equal; the crossing is interpolated log-linearly between
 the two measured ctx points that bracket the sign change of log(t_a / t_b).
-By default only crossings where the *fastest* backend changes are kept (the
-fastest, or an arm running its very program); ``every=True`` keeps the
-crossings of every pair.
+The crossings of one pair are found when :mod:`traceattr.analysis.decision`
+asks for them: the pairs of arms that meet where a family's line switches.
 
 A crossing is a *decision rule* (``decided``) only where the interval of the
 ratio of medians (per-call samples, :func:`traceattr.analysis.stats.compare_samples`)
@@ -14,10 +13,11 @@ excludes 1 at both measured points, each in its own direction: the backend
 below is really faster at ``ctx_low`` and the one above really faster at
 ``ctx_high``. Where the points next to the crossing tie, the bracket widens
 to the nearest measured points on each side where that holds (ties only in
-between). Otherwise the crossing is a *tie within noise* (±``noise_pct`` %,
-how far the undecided intervals reach from 1), which says no rule. Two
-arms running the same program (the caller's :data:`~traceattr.analysis.verdicts.SameProgram`)
-never cross. Terminal, ``--json`` and the report all read this one frame.
+between; a point decided the other way stops it). Otherwise the crossing is
+a *tie within noise* (±``noise_pct`` %, how far the undecided intervals reach
+from 1), which says no rule. Two arms running the same program (the caller's
+:data:`~traceattr.analysis.verdicts.SameProgram`) never cross. Each side is
+judged by a :data:`Judge`: per-call samples, or a round's receipt rows.
 """
 
 from __future__ import annotations
