@@ -10,13 +10,13 @@ What it runs, all on CPU: the ``--dry-run`` of ``round`` (new and ``--retry``), 
 ``sweep`` with default and changed options and their one-line refusals (as subprocesses); whole
 ``round`` and ``sweep`` commands in this process with the capture (``traceattr.jobs.profile.execute``)
 replaced by the synthetic captures the tests build (``tests.helpers``), so every plan.json sent to the
-runner, every receipt file, search.json and report.html are kept; ``report`` of a round folder and
+runner, every receipt file, sweep.json and report.html are kept; ``report`` of a round folder and
 of the shipped sweep records (``examples/sweeps/*.json``); receipts rendered from records the tests
 build (``tests.helpers.captures``). Not covered: runner.json as the runner writes it (needs a GPU).
 
 Masked before writing, since they differ between any two runs: folder time stamps
 (``YYYYmmdd-HHMMSS``), the report's generation date, the traceattr version, rich's elapsed
-time (``0:00:01``), search.json's per-step ``seconds`` (the clock also stands still during the sweeps)
+time (``0:00:01``), sweep.json's per-step ``seconds`` (the clock also stands still during the sweeps)
 and the checkout's path.
 Everything else is compared byte for byte.
 """
@@ -233,7 +233,7 @@ def sweeps(out: Path) -> None:
     import polars as pl
 
     import traceattr.jobs.profile as profile
-    from tests.helpers import linear_time, search_capture
+    from tests.helpers import linear_time, sweep_capture
 
     plans: list[dict[str, Any]] = []
 
@@ -241,7 +241,7 @@ def sweeps(out: Path) -> None:
         plans.append(plan.run.to_json())
         plan.folder.mkdir(parents=True)
         request = SimpleNamespace(shapes=plan.run.shapes, arms=plan.backends, round=len(plans) - 1)
-        cap = search_capture(plan.folder, request, linear_time, 12, len(plans))
+        cap = sweep_capture(plan.folder, request, linear_time, 12, len(plans))
         return profile.ProfileResult(plan.folder, cap.attribution, cap.calls, pl.DataFrame(), cap.runner, ())
 
     cases = {
@@ -251,7 +251,7 @@ def sweeps(out: Path) -> None:
     }  # fmt: skip
     import time
 
-    # a step's seconds are shown (search.json, the page): the clock stands still while the fakes run
+    # a step's seconds are shown (sweep.json, the page): the clock stands still while the fakes run
     clock = time.time
     time.time = lambda: 1_800_000_000.0  # type: ignore[assignment]
     with replaced("execute", fake_execute), replaced("require_runnable", lambda *a, **k: None):

@@ -206,21 +206,21 @@ def test_the_protocol_as_the_runner_ran_it_is_typed(tmp_path: Path) -> None:
         ReceiptRecord.from_json(edited, tmp_path / "receipt.json")
 
 
-def test_search_steps_read_as_records(tmp_path: Path) -> None:
-    from traceattr.core.records import SearchRecord
+def test_sweep_steps_read_as_records(tmp_path: Path) -> None:
+    from traceattr.core.records import SweepRecord
 
     path = Path(__file__).parents[1] / "examples" / "sweeps" / "h200_q8_fa3_flashmla_eager.json"
-    record = SearchRecord.read(path)
-    first = record.search_steps[0]
+    record = SweepRecord.read(path)
+    first = record.steps_taken[0]
     assert first.step == 1 and first.points[0].ctx == record.steps[0]["points"][0]["ctx"]
     assert first.points[0].medians_us == record.steps[0]["points"][0]["medians_us"]
     assert record.below in first.points[0].medians_us and record.seconds > 0
     bad = json.loads(path.read_text(encoding="utf-8"))
     bad["steps"][0]["points"][0]["verdict"] = 3
     with pytest.raises(
-        TraceError, match=r"search\.json: unreadable search record \(steps\[0\]\.points\[0\]\.verdict must be text"
+        TraceError, match=r"sweep\.json: unreadable sweep record \(steps\[0\]\.points\[0\]\.verdict must be text"
     ):
-        SearchRecord.from_json(bad, tmp_path / "search.json")
+        SweepRecord.from_json(bad, tmp_path / "sweep.json")
 
 
 def test_run_record_keeps_every_fact_and_adds_only_its_schema(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ precise and hold the GPU): :data:`PRESETS` names them, and the command-line opti
 ``to_json``/``from_json`` write and read the record's own form (``schema`` ``traceattr.protocol/1``
 and ``traceattr.gates/1``); ``from_json`` also reads the protocol as older files hold it (a
 receipt's or a sweep's header: ``hold`` as a flag or only ``hold_us``, no ``lead``, the order
-in words), so every receipt, plan and search record written before still reads. A value of the
+in words), so every receipt, plan and sweep record written before still reads. A value of the
 wrong type or out of range is one :class:`~traceattr.core.errors.TraceError` line naming the
 file, the field and the value.
 """
@@ -145,7 +145,7 @@ class Gates:
             raise ValueError(f"the 'same' tolerance must be a number ≥ 0, got {self.same_within}")
 
     def to_json(self) -> dict[str, Any]:
-        """As receipts and search records hold them (no schema key: their file's schema covers it)."""
+        """As receipts and sweep records hold them (no schema key: their file's schema covers it)."""
         return asdict(self)
 
     @classmethod

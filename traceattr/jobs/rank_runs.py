@@ -27,13 +27,15 @@ from traceattr.backends import gpu_count
 from traceattr.backends.arms import parse_arm
 from traceattr.core import runfolder
 from traceattr.core.errors import NsysError, TraceattrError
+from traceattr.core.protocol import PROFILE, Protocol
+from traceattr.core.records import DEFAULT_TOLERANCE
 from traceattr.core.shapes import Shape
 from traceattr.jobs.capture import profile_command
 from traceattr.trace.nsys import export_command, find_nsys, run
 
+RANK_FLUSH_BYTES = 128 << 20  # each rank's L2 flush when the protocol leaves it to the GPU (no GPU here to ask)
 RANK_STEM = "rank{}"  # rank<r>.nsys-rep / .sqlite / .json in the run folder
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-DEFAULT_TOLERANCE = {"bf16": 0.02, "fp8": 0.08}
 
 
 @dataclass(frozen=True)
@@ -43,18 +45,16 @@ class RanksPlan:
     arm: str
     folder: Path
     nsys: Path | None
-    iters: int = 20
-    warmup: int = 3
-    seed: int = 0
+    protocol: Protocol = PROFILE  # iters, warmup, seed and flush_bytes reach every rank; the rest is one process's
     validate: bool = True
-    flush_bytes: int = 128 << 20
     port: int = 29511
     tolerance: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
 
     def runner_plan(self) -> dict[str, Any]:
         """What every rank reads (plan.json)."""
-        return {"shape": self.shape.name, "arm": self.arm, "iters": self.iters, "warmup": self.warmup,
-                "seed": self.seed, "validate": self.validate, "flush_bytes": self.flush_bytes,
+        p = self.protocol
+        return {"shape": self.shape.name, "arm": self.arm, "iters": p.iters, "warmup": p.warmup, "seed": p.seed,
+                "validate": self.validate, "flush_bytes": p.flush_bytes or RANK_FLUSH_BYTES,
                 "tolerance": self.tolerance}  # fmt: skip
 
     def env(self, rank: int) -> dict[str, str]:
@@ -80,8 +80,8 @@ class RanksPlan:
 
 
 def make_ranks_plan(
-    shape: Shape, ranks: int, arm: str = "fa3", *, iters: int = 20, warmup: int = 3, seed: int = 0,
-    validate: bool = True, flush_bytes: int | None = None, out_root: Path = Path("reports"),
+    shape: Shape, ranks: int, arm: str = "fa3", *, protocol: Protocol = PROFILE, validate: bool = True,
+    out_root: Path = Path("reports"),
 ) -> RanksPlan:  # fmt: skip
     """The plan of a real DCP run; *shape* must say ``dcp<ranks>`` (each rank's share is ctx/ranks, all heads)."""
     if ranks < 2:
@@ -94,8 +94,7 @@ def make_ranks_plan(
     if parsed.label != parsed.backend or parsed.graphs:
         raise TraceattrError(f"--ranks runs one plain backend per rank (e.g. fa3), got {arm!r}")
     folder = out_root / f"{time.strftime('%Y%m%d-%H%M%S')}_{shape.name}_ranks{ranks}"
-    return RanksPlan(shape, ranks, parsed.backend, folder, find_nsys(), iters, warmup, seed, validate,
-                     flush_bytes or 128 << 20)  # fmt: skip
+    return RanksPlan(shape, ranks, parsed.backend, folder, find_nsys(), protocol, validate)
 
 
 def execute_ranks(plan: RanksPlan, *, timeout: float = 1800) -> list[Path]:
