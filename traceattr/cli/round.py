@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -18,17 +17,9 @@ from traceattr.cli.options import GatesOption, protocol_options
 from traceattr.core.errors import TraceattrError
 from traceattr.core.progress import parse
 from traceattr.core.protocol import ROUND, ROUNDS, Protocol
-from traceattr.jobs.round import (
-    ROW_SETS,
-    CaptureRequest,
-    RoundPlan,
-    plan_retry,
-    plan_round,
-    require_runnable,
-    run_round,
-)
+from traceattr.jobs.round import ROW_SETS, RoundJob, round_job
 from traceattr.present.console import console
-from traceattr.present.receipt import markdown, protocol_text
+from traceattr.present.receipt import markdown
 
 _RETRY_MAY_SET = {"retry", "rounds", "out_root", "dry_run"}
 
@@ -61,43 +52,26 @@ def round_command(
 
     Example: traceattr round --rows decode-h200 --baseline fa3 --candidate 'fa3\\[splits=4]'
     """
-    previous = None
     check_fail_on(fail_on)
     if retry is not None:
         # a retry measures as the round did, or its attempts could not sit in one receipt
         _refuse_given(options_given(ctx, (name for name in ctx.params if name not in _RETRY_MAY_SET)))
-        previous, plan = plan_retry(retry, out_root, rounds=rounds)
-    else:
-        rows, baseline, candidate = _required(rows, baseline, candidate)
-        plan = plan_round(rows, baseline, candidate, out_root, rounds=rounds, protocol=protocol, gates=gates())
+    job = round_job(rows, baseline, candidate, out_root, rounds=rounds, protocol=protocol, gates=gates, retry=retry,
+                    runnable=not dry_run)  # fmt: skip
     con = console()
-    requests = plan.requests()
-    if not dry_run:
-        require_runnable(plan)  # before the round folder exists: a refused round leaves nothing behind
-    _say(con, f"{plan.candidate} vs {plan.baseline}: {len(plan.rows)} rows × {len(requests)} captures → {plan.folder}")
+    _say(con, job.headline())
     if dry_run:
-        _show_dry_run(plan, requests, con)
+        for line in job.dry_run_lines():
+            con.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
         return
-    try:
-        receipt = _run_with_progress(plan, len(requests), previous, con)
-    except BaseException:
-        with contextlib.suppress(OSError):  # an empty round folder says nothing; one with a capture is kept
-            plan.folder.rmdir()
-        raise
+    receipt = _run_with_progress(job, con)
     _say(con, markdown(receipt))
-    _say(con, f"receipts: {plan.folder}/receipt.md, receipt.csv, receipt.json, report.html")
-    gate(receipt_decision(receipt, str(plan.folder)), fail_on)  # a CI gate on what the receipt states
+    _say(con, f"receipts: {job.plan.folder}/receipt.md, receipt.csv, receipt.json, report.html")
+    gate(receipt_decision(receipt, str(job.plan.folder)), fail_on)  # a CI gate on what the receipt states
 
 
 def _say(con: Console, text: str) -> None:
     con.print(text, highlight=False, markup=False)
-
-
-def _required(rows: str | None, baseline: str | None, candidate: str | None) -> tuple[str, str, str]:
-    missing = [name for name, v in (("--rows", rows), ("--baseline", baseline), ("--candidate", candidate)) if not v]
-    if missing or not (rows and baseline and candidate):
-        raise TraceattrError(f"missing {', '.join(missing)} (or --retry RECEIPT)")
-    return rows, baseline, candidate
 
 
 def _refuse_given(given: list[str]) -> None:
@@ -108,20 +82,11 @@ def _refuse_given(given: list[str]) -> None:
         )
 
 
-def _show_dry_run(plan: RoundPlan, requests: list[CaptureRequest], con: Console) -> None:
-    con.print(f"  {protocol_text(plan.header())}", highlight=False, markup=False, soft_wrap=True)
-    for r in requests:
-        what = "back to back" if r.order == "blocked" else f"round {r.round + 1}, ABBA"
-        con.print(f"  {r.folder.name}: {what}, first arm {r.arms[0]}", highlight=False, markup=False)
-    for row in plan.rows:
-        con.print(f"  row {row.label} = {row.shape}", highlight=False, markup=False)
-
-
-def _run_with_progress(plan: RoundPlan, captures: int, previous: Receipt | None, con: Console) -> Receipt:
+def _run_with_progress(job: RoundJob, con: Console) -> Receipt:
     """Run the round with a progress bar: one step per row and capture, nsys's own lines dimmed above it."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=con, transient=False) as progress:
-        task = progress.add_task("starting nsys …", total=len(plan.rows) * captures)
+        task = progress.add_task("starting nsys …", total=job.steps)
 
         def on_line(line: str) -> None:
             if parse(line) is not None:
@@ -130,6 +95,6 @@ def _run_with_progress(plan: RoundPlan, captures: int, previous: Receipt | None,
         def on_progress(what: str) -> None:
             progress.update(task, advance=1, description=what)
 
-        receipt = run_round(plan, on_line=on_line, on_progress=on_progress, previous=previous, report=True)
-        progress.update(task, completed=len(plan.rows) * captures, description="done")
+        receipt = job.run(on_line, on_progress)
+        progress.update(task, completed=job.steps, description="done")
     return receipt

@@ -14,6 +14,7 @@ needs a GPU and nsys), so the orchestration is tested on CPU with a fake.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import time
@@ -32,7 +33,7 @@ from traceattr.core.progress import parse
 from traceattr.core.protocol import PROFILE, ROUNDS, Gates, Protocol
 from traceattr.core.records import MAX_ROUNDS, ReceiptRecord, read_object, read_run, read_runner
 from traceattr.core.shapes import PUBLISHED_ROWS, ShapeError, parse_shape
-from traceattr.present.receipt import markdown, with_causes
+from traceattr.present.receipt import markdown, protocol_text, with_causes
 from traceattr.runner.plan import check_between, check_timing
 
 # Named row sets (--rows NAME); a file of shapes, one a line, works too.
@@ -352,10 +353,66 @@ def plan_round(
                      protocol=protocol, gates=gates, rows_source=rows)  # fmt: skip
 
 
-def plan_retry(retry: Path, out_root: Path, *, rounds: int | None = None) -> tuple[Receipt, RoundPlan]:
-    """The receipt to retry (a receipt.json or its round folder) and the plan that re-measures its refused rows."""
-    previous = read_receipt(retry)
-    return previous, retry_plan(previous, out_root, rounds=rounds)
+@dataclass(frozen=True)
+class RoundJob:
+    """A round ready to run: its plan, its captures, and the receipt it continues (a retry), checked before any
+    folder exists. What ``traceattr round`` asks of the library (:func:`round_job`)."""
+
+    plan: RoundPlan
+    previous: Receipt | None = None
+
+    @property
+    def requests(self) -> list[CaptureRequest]:
+        return self.plan.requests()
+
+    def headline(self) -> str:
+        p = self.plan
+        return f"{p.candidate} vs {p.baseline}: {len(p.rows)} rows × {len(self.requests)} captures → {p.folder}"
+
+    def dry_run_lines(self) -> list[str]:
+        """What ``--dry-run`` prints: the protocol, each capture with its first arm, each row."""
+        lines = [protocol_text(self.plan.header())]
+        for r in self.requests:
+            what = "back to back" if r.order == "blocked" else f"round {r.round + 1}, ABBA"
+            lines.append(f"{r.folder.name}: {what}, first arm {r.arms[0]}")
+        return [*lines, *(f"row {row.label} = {row.shape}" for row in self.plan.rows)]
+
+    @property
+    def steps(self) -> int:
+        """Progress steps of :meth:`run`: one per row and capture."""
+        return len(self.plan.rows) * len(self.requests)
+
+    def run(self, on_line: Callable[[str], None] = lambda _: None,
+            on_progress: Callable[[str], None] = lambda _: None) -> Receipt:  # fmt: skip
+        """Capture, judge, write the receipts and the page; an empty round folder is removed when it stops."""
+        try:
+            return run_round(self.plan, on_line=on_line, on_progress=on_progress, previous=self.previous, report=True)
+        except BaseException:
+            with contextlib.suppress(OSError):  # an empty round folder says nothing; one with a capture is kept
+                self.plan.folder.rmdir()
+            raise
+
+
+def round_job(
+    rows: str | None, baseline: str | None, candidate: str | None, out_root: Path, *, rounds: int | None = None,
+    protocol: Protocol, gates: Callable[[], Gates], retry: Path | None = None, runnable: bool = True,
+) -> RoundJob:  # fmt: skip
+    """The round ``traceattr round`` asks for: a retry of *retry*'s refused rows (its arms, protocol and gates),
+    else a new round over *rows*; with *runnable*, refused here (one line) when its first capture could not run.
+    *gates* is asked for only by a new round with its rows and arms given (so those refusals come first)."""
+    if retry is not None:
+        previous = read_receipt(retry)
+        job = RoundJob(retry_plan(previous, out_root, rounds=rounds), previous)
+    else:
+        missing = [
+            name for name, v in (("--rows", rows), ("--baseline", baseline), ("--candidate", candidate)) if not v
+        ]
+        if missing or not (rows and baseline and candidate):
+            raise TraceattrError(f"missing {', '.join(missing)} (or --retry RECEIPT)")
+        job = RoundJob(plan_round(rows, baseline, candidate, out_root, rounds=rounds, protocol=protocol, gates=gates()))
+    if runnable:
+        require_runnable(job.plan)  # before the round folder exists: a refused round leaves nothing behind
+    return job
 
 
 def require_runnable(plan: RoundPlan) -> None:

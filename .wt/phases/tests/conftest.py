@@ -1,0 +1,34 @@
+"""Shared fixtures: the real exports in tests/data, decompressed once per session."""
+
+from __future__ import annotations
+
+import lzma
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import DATA, FIXTURES
+
+
+def _export_xz(name: str) -> Path:
+    hits = sorted((DATA / name).glob("*.sqlite.xz"))
+    if len(hits) != 1:
+        raise FileNotFoundError(f"tests/data/{name}: expected one .sqlite.xz, found {len(hits)}")
+    return hits[0]
+
+
+@pytest.fixture(scope="session")
+def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """fixture name -> path of its decompressed .sqlite (read-only)."""
+    root = tmp_path_factory.mktemp("exports")
+    out = {}
+    for name in FIXTURES:
+        src = _export_xz(name)
+        dst = root / name / src.name.removesuffix(".xz")
+        dst.parent.mkdir()
+        with lzma.open(src) as fin, dst.open("wb") as fout:
+            shutil.copyfileobj(fin, fout)
+        dst.chmod(0o444)
+        out[name] = dst
+    return out

@@ -1,0 +1,3 @@
+from traceattr.cli import main
+
+main()

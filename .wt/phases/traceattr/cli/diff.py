@@ -1,0 +1,100 @@
+"""``traceattr diff``: what changed between two traces or run folders, or two sets of captures."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from traceattr.analysis.diff import diff_tallies, tally
+from traceattr.analysis.fail_on import DIFF_CONDITIONS, diff_failures
+from traceattr.cli import app
+from traceattr.cli.decide import DECISION_FAILS, DiffFailOnOpt
+from traceattr.core.errors import TraceattrError
+from traceattr.core.output import ResultSet, check_out_folder
+from traceattr.core.runfolder import round_folder_of
+from traceattr.jobs.many import expand_inputs
+from traceattr.present.console import console
+from traceattr.present.difftable import render_diff
+from traceattr.present.names import printable
+from traceattr.session import Session
+
+MANIFEST = "diff_run.json"  # names the set in --out DIR; see traceattr.core.output.ResultSet
+SEPARATOR = "vs"  # between the before and the after captures: diff a1 a2 vs b1 b2
+
+
+def sides(paths: list[str]) -> tuple[list[Path], list[Path]]:
+    """The captures before and after: ``A B`` (each a trace, a run folder or a folder of reports) or
+    ``a1 a2 … vs b1 b2 …``; a one-line error for anything else."""
+    if SEPARATOR in paths:
+        cut = paths.index(SEPARATOR)
+        before, after = paths[:cut], paths[cut + 1 :]
+        if SEPARATOR in after:
+            raise TraceattrError(f"diff: {SEPARATOR!r} given twice; write: diff a1 a2 {SEPARATOR} b1 b2")
+    elif len(paths) == 2:
+        before, after = paths[:1], paths[1:]
+    else:
+        raise TraceattrError(
+            f"diff: {len(paths)} paths and no {SEPARATOR!r}; write: diff BEFORE AFTER (traces, run folders or "
+            f"folders of reports), or diff a1 a2 {SEPARATOR} b1 b2"
+        )
+    if not before or not after:
+        raise TraceattrError(f"diff: no capture {'before' if not before else 'after'} {SEPARATOR!r}")
+    return expand_inputs(before), expand_inputs(after)
+
+
+@app.command("diff")
+def diff_command(
+    paths: Annotated[
+        list[str],
+        typer.Argument(
+            help="BEFORE AFTER: traces (.sqlite, .nsys-rep), run folders, or folders of reports (several captures "
+            f"a side); or several paths a side split by the word {SEPARATOR!r}: a1 a2 {SEPARATOR} b1 b2.",
+            show_default=False,
+        ),
+    ],
+    top: Annotated[int, typer.Option(help="Kernels and range names shown per table (0: all).")] = 15,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write diff.csv and diff.json here.")] = None,
+    fail_on: DiffFailOnOpt = [],  # noqa: B006  (typer reads the default; never mutated)
+) -> None:
+    """Per kernel, role and NVTX range name: calls, GPU time and time per call before → after, the change split into count and per call.
+
+    The change in time is "from count" (calls gained or lost) plus "from per call" (each call slower or faster);
+    with several captures a side, a 95% interval on the per-call change. Percentages are in percent everywhere
+    (the *_pct columns of diff.csv/json too).
+
+    Examples: traceattr diff before.sqlite after.sqlite · traceattr diff before/ after/ · traceattr diff a1.sqlite
+    a2.sqlite vs b1.sqlite b2.sqlite
+    """
+    wrong = [c for c in fail_on if c not in DIFF_CONDITIONS]
+    if wrong:  # refused before the work
+        raise TraceattrError(
+            f"--fail-on {wrong[0]!r}: not a diff condition (one of {', '.join(sorted(DIFF_CONDITIONS))})"
+        )
+    rounds = list(dict.fromkeys(r for r in map(round_folder_of, map(Path, paths)) if r is not None))
+    before, after = sides(paths)
+    inputs = (*before, *after)
+    if out is not None:  # refused before the work, not after it
+        check_out_folder(out, command="diff", manifest=MANIFEST, inputs=inputs)
+    # one capture attributed at a time: only its tally is kept
+    d = diff_tallies([tally(Session(p).attribute()) for p in before], [tally(Session(p).attribute()) for p in after])
+    con = console()
+    for folder in rounds:  # a round folder is its receipt, here too: its verdicts and gates lead
+        from traceattr.jobs.round import read_receipt
+        from traceattr.present.receipt_view import render_receipt
+
+        render_receipt(read_receipt(folder), con)
+    render_diff(d, con, top, captures=(len(before), len(after)))
+    if out is not None:
+        with ResultSet(out, command="diff", manifest=MANIFEST, inputs=inputs) as result:
+            files = [result.table(d, "diff", "csv"), result.table(d, "diff", "json")]
+            result.write_manifest({"inputs": [str(p) for p in inputs], "before": [str(p) for p in before],
+                                   "after": [str(p) for p in after]})  # fmt: skip
+        print(f"wrote {', '.join(map(str, files))}", file=sys.stderr)
+    met = diff_failures(d, fail_on)
+    for line in met:
+        print(f"fail: {printable(line)}", file=sys.stderr)
+    if met:
+        raise typer.Exit(DECISION_FAILS)

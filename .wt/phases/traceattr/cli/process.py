@@ -1,0 +1,115 @@
+"""What the ``traceattr`` program sets up in its own process before the libraries load, and undoes after.
+
+Only when this process is the program (not a library user importing the CLI, nor a worker that
+multiprocessing spawned): the stop signals answered in one line while the libraries load, polars'
+allocator and thread pool settings (read when polars loads, so they are set here, before any command
+module is imported), and the garbage collector off during the imports. :mod:`traceattr.cli` imports
+this module first; its ``main`` calls :func:`imports_done` once a command's module is in and
+:func:`release_semaphores` before it leaves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import signal
+import sys
+
+from traceattr.core import stopping
+from traceattr.core.cpus import usable_cpus
+
+POOL_THREADS = 4  # polars' threads at most (below)
+
+
+def interrupted_while_starting(signum: int, _frame: object) -> None:
+    # Ctrl-C (or SIGTERM, SIGHUP) while the libraries load: nothing is open yet, so leave at once, in one line
+    os.write(2, b"traceattr: interrupted\n" if signum == signal.SIGINT else b"traceattr: stopped by a signal\n")
+    os._exit(128 + signum)
+
+
+def spawned_worker() -> bool:
+    """Whether this is a worker process that multiprocessing spawned: it re-imports the program's script as
+    ``__mp_main__``, with the program's argv, and must not set itself up as the program (its stop messages
+    were printed once per worker, and the garbage collector stayed off for its whole life). It has
+    multiprocessing loaded and named before that import; the program itself has not loaded it yet."""
+    mp = sys.modules.get("multiprocessing")
+    return mp is not None and mp.current_process().name != "MainProcess"
+
+
+# only when this process is the `traceattr` program, not a library user importing the CLI nor a worker
+AS_PROGRAM = (
+    os.path.basename(sys.argv[0]) == "traceattr" or sys.argv[0].endswith(os.path.join("traceattr", "__main__.py"))
+) and not spawned_worker()
+
+
+def start() -> None:
+    """The program's settings, made before any library loads (each explained where it is made)."""
+    for signum, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL),
+                            (getattr(signal, "SIGHUP", None), signal.SIG_DFL)):  # fmt: skip
+        if signum is not None and signal.getsignal(signum) is default:  # an ignored signal stays ignored
+            signal.signal(signum, interrupted_while_starting)
+    # polars allocates through its own jemalloc, read from this variable when polars loads (a command's
+    # module imports it, after this). By default jemalloc gives each thread one of 4 × CPUs arenas, and
+    # memory freed into one arena is not reused by a thread of another: the reading threads' and polars'
+    # pool threads' freed buffers pile up side by side, more of them the more cores (2 cores: `attribute
+    # --out` peaks 360 -> 330 MB on the nested trace with one arena, same CPU time). muzzy_decay_ms:0:
+    # polars lets freed pages turn "muzzy" (MADV_FREE) after 0.5 s and keeps them so for 1 s more (1.28:
+    # for ever), all the while counted in the resident set; at 0 they are given back when they would turn
+    # muzzy (2 cores, 3 runs each: nested 287 -> 267 MB, sweep 648 -> 627 MB, the same wall time).
+    # dirty_decay_ms:0 would give back 10 MB more on the nested trace (in windows; 22 MB in one pass), but
+    # refaulting the pages costs +0.4-0.6 s of system time there. A value the user set stays as it is.
+    os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1,muzzy_decay_ms:0")
+    # polars' pool: one thread per CPU by default, and its streaming sinks hold buffers per thread. On the
+    # 16-core H200 host (benchmarks/README.md) 4 threads against 16: `attribute --out` on the nested trace
+    # 307-329 MB against 535-537 MB at the same wall time; on the 1.25 M-kernel sweep 872-892 against 962-973
+    # MB for 10% more wall time (3.10 s against 2.81 s; nsys stats: 34 s). A value the user set stays.
+    os.environ.setdefault("POLARS_MAX_THREADS", str(min(usable_cpus(), POOL_THREADS)))
+    # polars' streaming sinks write what they serialised of a morsel at once: 2-6 MB per write for the
+    # kernel table. Linux gives a write that large page-cache folios of about its size, and on a VM that
+    # hands freed memory back to its host (free page reporting, the 2-core box) those high-order pages
+    # are the ones faulted in anew: 1 MiB writes cost ~2 ms/MB there, 128-512 KiB ones ~0.2 ms/MB. With
+    # 256 KiB sink morsels (polars 2.x reads this; older versions ignore it), 2 cores, nested trace, 6
+    # interleaved pairs: 1.72 against 2.00 s started cold, 1.72 against 1.94 s warm; peak 218-224 against
+    # 225-235 MB; files byte-identical. A value the user set stays.
+    os.environ.setdefault("POLARS_IDEAL_SINK_MORSEL_SIZE_BYTES", str(256 << 10))
+    # Importing typer, polars and a command's modules makes ~10^5 long-lived objects and no garbage
+    # cycles: the collector's passes over them cost 15-25 ms of every command. Off until the command's
+    # module is in, then those objects are frozen out of every later collection (imports_done).
+    gc.disable()
+
+
+def imports_done() -> None:
+    """The collector back on, for the command's own work, once the start-up's objects are frozen; the
+    signals ignored at start ignored again."""
+    if AS_PROGRAM and not gc.isenabled():
+        gc.freeze()
+        gc.enable()
+    still_ignored()
+
+
+def still_ignored() -> None:
+    """Ignore again the stop signals this program was started with ignored (a script's background job
+    ignores SIGINT, so that Ctrl-C stops only the foreground command): importing polars (2.1) sets its own
+    SIGINT handler over an ignored SIGINT, while Python still reports SIG_IGN, and a Ctrl-C then
+    interrupted a background traceattr. Every command but ``shapes`` has polars once its module is
+    imported, which is when this runs."""
+    if AS_PROGRAM:
+        for signum in stopping.STOP_SIGNALS:
+            if signal.getsignal(signum) is signal.SIG_IGN:
+                signal.signal(signum, signal.SIG_IGN)  # Python's record, set again at the C level
+
+
+def release_semaphores() -> None:
+    """Unlink the named semaphores of worker pools still referenced (after a stop the traceback holds
+    the pool; its workers are already ended, jobs.many_pool). os._exit skips multiprocessing's exit
+    hook: its resource-tracker process would then unlink them itself and print a 'leaked semaphore
+    objects' warning after our last line."""
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        with contextlib.suppress(Exception):
+            util._run_finalizers(0)  # the hook's first step, without its joins; no public way to call it
+
+
+if AS_PROGRAM:  # at import: traceattr.cli imports this module before typer, polars and the commands
+    start()

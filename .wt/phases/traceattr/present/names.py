@@ -1,0 +1,80 @@
+"""Names from a trace, made fit to show: control characters escaped, C++ names shortened, docstrings as text.
+
+Range and kernel names come from whatever program was traced: on a terminal they must never move the
+cursor or split a line (:func:`printable`), and a templated kernel name is read by its head
+(:func:`display_name`). The terminal tables and the HTML report both use these.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import re
+
+
+def shorten(name: str | None, width: int) -> str:
+    """*name* made :func:`printable` and cut to *width* characters (an ellipsis marks the cut)."""
+    if name is None:
+        return ""
+    name = printable(name[: width * 4])  # names come from the trace: never let them drive the terminal
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def plain_text(doc: str) -> str:
+    """A docstring for the terminal: reST markup (``code``, roles, ``::``) taken out, the words kept."""
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", inspect.cleandoc(doc))  # :meth:`Shape.rank_share`
+    text = re.sub(r"``([^`]+)``", r"\1", text)
+    return re.sub(r"::$", ":", text, flags=re.MULTILINE)
+
+
+def display_name(name: str | None) -> str:
+    """A C++ kernel name without return type, template arguments and parameters.
+
+    ``void flashinfer::mla::BatchMLAPagedAttentionKernel<KernelTraits<…>, …>(T2)``
+    becomes ``flashinfer::mla::BatchMLAPagedAttentionKernel<…>``.
+    """
+    if not name:
+        return ""
+    name = name.replace("(anonymous namespace)", "{anonymous}")
+    out, depth, paren = [], 0, 0
+    for ch in name:
+        if ch == "<":
+            if depth == 0 and paren == 0:
+                out.append("<…>")
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            if ch == "(":
+                if paren == 0 and out and not "".join(out).rstrip().endswith("operator"):
+                    paren += 1
+                    continue
+                paren += 1
+            elif ch == ")":
+                paren = max(0, paren - 1)
+                continue
+            if paren == 0:
+                out.append(ch)
+    text = "".join(out).strip()
+    return text.removeprefix("void ").strip() or name
+
+
+def distinct_display_names(names: list[str | None]) -> list[str]:
+    """Display names, with a short hash where two full names shorten alike."""
+    shorts = [display_name(n) for n in names]
+    seen: dict[str, int] = {}
+    for s in shorts:
+        seen[s] = seen.get(s, 0) + 1
+    return [
+        f"{s} #{hashlib.sha1((n or '').encode()).hexdigest()[:6]}" if seen[s] > 1 else s
+        for s, n in zip(shorts, names, strict=True)
+    ]
+
+
+_CONTROL = str.maketrans({c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]})
+
+
+def printable(text: str) -> str:
+    """*text* with control characters (newline, ESC, OSC, …) shown as ``\\xNN``: a name never moves the
+    cursor, clears the screen, links, or splits a line."""
+    return text.translate(_CONTROL)

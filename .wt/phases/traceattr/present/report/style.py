@@ -1,0 +1,113 @@
+"""One look for every figure: role and backend colours, the plotly template, escaping.
+
+Every user string that reaches plotly (kernel and NVTX names, backend and
+shape labels) goes through :func:`esc` first: plotly.js renders a subset of
+HTML in hover labels, ticks and annotations, so an unescaped ``<script>`` in
+a name would be markup rather than text.
+"""
+
+from __future__ import annotations
+
+import html
+import textwrap
+from collections.abc import Iterable
+from typing import Any
+
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from traceattr.attribution.roles import ROLES
+
+GAPS = "gaps"
+OVERLAP = "overlap"
+# stacked parts of a call's span, bottom up: each role's exposed time, then overlap and gaps
+SEGMENTS: tuple[str, ...] = (*ROLES, OVERLAP, GAPS)
+
+
+def segment_part(segment: str) -> str:
+    """The summary's name of a segment's part: ``gap``, ``overlap`` or ``<role>_exposed``."""
+    return {GAPS: "gap", OVERLAP: "overlap"}.get(segment, f"{segment}_exposed")
+
+
+def segment_pattern(segment: str) -> dict[str, object] | None:
+    """The fill pattern of a segment that is not a role: gaps hatched, overlap cross-hatched."""
+    if segment == GAPS:  # idle GPU time inside the call: not a kernel
+        return {"shape": "/", "fgcolor": "#8c8c8c", "solidity": 0.3}
+    if segment == OVERLAP:  # two roles at once: it belongs to neither alone
+        return {"shape": "x", "fgcolor": "#bbbbbb", "solidity": 0.4}
+    return None
+
+
+# Fixed role -> colour map, the same in every figure. Attention is blue and
+# reduce a loud orange, so a separate combine kernel (FlashMLA, trtllm-gen)
+# stands out against single-kernel backends that merge in-kernel (fa3).
+ROLE_COLORS: dict[str, str] = {
+    "attention": "#3366aa",
+    "reduce": "#ee7722",
+    "schedule": "#33a02c",
+    "flush": "#a6a6a6",
+    "copy": "#9c4f96",
+    "other": "#8c6d31",
+    OVERLAP: "#4d4d4d",
+    GAPS: "#d9d9d9",
+}
+NVTX_COLOR = "rgba(120, 120, 120, 0.35)"
+# Backends get a palette that shares no hue with the roles: a backend colour
+# is never mistaken for a role.
+BACKEND_PALETTE: tuple[str, ...] = (
+    "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#17becf", "#666666",
+)  # fmt: skip
+
+PLOT_CONFIG: dict[str, Any] = {"displaylogo": False, "responsive": True}
+
+TEMPLATE = go.layout.Template(
+    layout={
+        "font": {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12, "color": "#222"},
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "#fbfbfb",
+        "hoverlabel": {"align": "left", "font": {"family": "ui-monospace, Menlo, Consolas, monospace", "size": 11}},
+        "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
+        "xaxis": {"gridcolor": "#e6e6e6", "zerolinecolor": "#bbbbbb", "automargin": True},
+        "yaxis": {"gridcolor": "#e6e6e6", "zerolinecolor": "#bbbbbb", "automargin": True},
+        "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0},
+    }
+)
+
+
+def esc(text: object) -> str:
+    """*text* safe for plotly labels and HTML text nodes (``<``, ``>``, ``&`` escaped)."""
+    return html.escape("" if text is None else str(text), quote=False)
+
+
+def wrap_name(name: str | None, width: int = 110) -> str:
+    """A long (C++) name as escaped hover text, broken into lines of *width* characters."""
+    if not name:
+        return ""
+    # wrap first, escape each piece: an entity is never cut in two
+    lines = textwrap.wrap(name, width, break_long_words=True, break_on_hyphens=False) or [name]
+    return "<br>".join(esc(line) for line in lines)
+
+
+def backend_colors(backends: Iterable[str]) -> dict[str, str]:
+    """A stable colour per backend name (sorted, so fa2 is the same colour in every report of a run)."""
+    names = sorted(set(backends))
+    return {b: BACKEND_PALETTE[i % len(BACKEND_PALETTE)] for i, b in enumerate(names)}
+
+
+def new_figure(height: int, **layout: Any) -> go.Figure:
+    """An empty figure on the report's template."""
+    return go.Figure(layout={"template": TEMPLATE, "height": height, **layout})
+
+
+def figure_html(fig: go.Figure, div_id: str) -> str:
+    """The figure as a ``<div>`` and its ``Plotly.newPlot`` script; plotly.js is embedded once by the page."""
+    return pio.to_html(
+        fig,
+        include_plotlyjs=False,
+        include_mathjax=False,
+        full_html=False,
+        div_id=div_id,
+        config=PLOT_CONFIG,
+        default_width="100%",
+        default_height=f"{fig.layout.height or 450}px",
+    )

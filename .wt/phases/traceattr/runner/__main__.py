@@ -1,0 +1,3 @@
+from traceattr.runner.loop import main
+
+main()
