@@ -48,7 +48,7 @@ DRY_RUNS: dict[str, list[str]] = {
     "sweep_help": ["sweep", "--help"],
     "round_default": ["round", *SMOKE, "--dry-run"],
     "round_changed": ["round", *SMOKE, "--no-hold", "--no-lead", "--max-noise", "0", "--iters", "10", "--warmup",
-                      "2", "--graphs", "--between", "flush+fa2", "--flush-mb", "300", "--sensitivity", "--rounds",
+                      "2", "--graphs", "--between", "flush+fa2", "--flush-mb", "300", "--sensitivity", "--captures",
                       "4", "--seed", "7", "--directional-limit", "0.03", "--min-clock", "0.5", "--no-parity",
                       "--same-within", "0.02", "--confidence", "0.9", "--dry-run"],
     "round_noise": ["round", "--rows", "decode-h200", "--baseline", BASE, "--candidate", "s4=fa3[splits=4]",
@@ -61,7 +61,7 @@ DRY_RUNS: dict[str, list[str]] = {
     "round_err_between": ["round", *SMOKE, "--between", "bogus", "--dry-run"],
     "round_err_directional": ["round", *SMOKE, "--directional-limit", "0", "--dry-run"],
     "round_err_clock": ["round", *SMOKE, "--min-clock", "2", "--dry-run"],
-    "round_err_rounds": ["round", *SMOKE, "--rounds", "0", "--dry-run"],
+    "round_err_rounds": ["round", *SMOKE, "--captures", "0", "--dry-run"],
     "round_err_warmup": ["round", *SMOKE, "--warmup", "0", "--dry-run"],
     "round_err_flush": ["round", *SMOKE, "--flush-mb", "-1", "--dry-run"],
     "round_err_missing": ["round", "--rows", "smoke", "--dry-run"],
@@ -198,7 +198,7 @@ def rounds(out: Path) -> None:
     cases = {
         "default": [*SMOKE],
         "changed": [*SMOKE, "--iters", "8", "--sensitivity", "--between", "flush+fa2", "--no-lead", "--no-hold",
-                    "--max-noise", "0.01", "--max-iters", "40", "--flush-mb", "300", "--rounds", "2", "--seed", "5",
+                    "--max-noise", "0.01", "--max-iters", "40", "--flush-mb", "300", "--captures", "2", "--seed", "5",
                     "--graphs", "--directional-limit", "0.05", "--min-clock", "0.6"],
         "biased": [*SMOKE, "--iters", "8", "--sensitivity"],
     }  # fmt: skip
@@ -217,7 +217,7 @@ def rounds(out: Path) -> None:
             keep(out, f"round/{name}/retry_dry.txt", cli("round", "--retry", str(folder), "--dry-run", "--out-root",
                                                          str(retry)))  # fmt: skip
             keep(out, f"round/{name}/retry_dry5.txt", cli("round", "--retry", str(folder / "receipt.json"),
-                                                          "--rounds", "5", "--dry-run", "--out-root", str(retry)))  # fmt: skip
+                                                          "--captures", "5", "--dry-run", "--out-root", str(retry)))  # fmt: skip
             keep(out, f"round/{name}/retry_err.txt", cli("round", "--retry", str(folder), "--iters", "5"))
             bias[0] = 0.0
             plans.clear()
@@ -348,8 +348,8 @@ def receipts(out: Path) -> None:
     one = synth_capture(late, 9, (BASE, CAND), timing(0.9))
     write("bare_header", Receipt({"baseline": BASE, "candidate": CAND}, round_rows(ROWS, [one], BASE, CAND)))
     for name, h in {
-        "old_hold_us": {"protocol": {"rounds": 3, "iters": 20, "hold_us": 100.0, "between": "flush"}},
-        "old_no_lead": {"protocol": {"rounds": 2, "iters": 20, "hold_us": 0.0, "max_noise": 0.005, "max_iters": 100}},
+        "old_hold_us": {"protocol": {"captures": 3, "iters": 20, "hold_us": 100.0, "between": "flush"}},
+        "old_no_lead": {"protocol": {"captures": 2, "iters": 20, "hold_us": 0.0, "max_noise": 0.005, "max_iters": 100}},
         "empty": {},
     }.items():
         keep(out, f"receipts/protocol_{name}.txt", protocol_text(h))

@@ -270,8 +270,8 @@ def synth_capture(
     return Capture(index, call_table(att), runner_record, str(path), order, attribution=att)
 
 
-def captures(path: Path, t: Timing, rounds: int = 3, **kw: Any) -> list[Capture]:
-    return [synth_capture(path, r, (BASE, CAND) if r % 2 == 0 else (CAND, BASE), t, **kw) for r in range(rounds)]
+def captures(path: Path, t: Timing, count: int = 3, **kw: Any) -> list[Capture]:
+    return [synth_capture(path, r, (BASE, CAND) if r % 2 == 0 else (CAND, BASE), t, **kw) for r in range(count)]
 
 
 # -- orchestration with a fake executor, retry, receipts ---------------------------------------
@@ -286,7 +286,7 @@ class FakeExecutor:
         request.folder.mkdir(parents=True)
         for shape in request.shapes:
             on_line(Progress.timing_of(shape, f"2 arms × {plan.protocol.iters} rounds").line)
-        return synth_capture(request.folder, request.round, request.arms, self.t, order=request.order,
+        return synth_capture(request.folder, request.index, request.arms, self.t, order=request.order,
                              shapes=request.shapes, **self.runner)  # fmt: skip
 
 
@@ -374,7 +374,7 @@ def sweep_capture(
         "arms": {a: {"backend": a, "options": {}, "program": a} for a in request.arms},
         "protocol": {"between": "flush", "order": "abba", "flush_bytes": 256 << 20},
     }  # fmt: skip
-    return Capture(request.round, call_table(att), RunnerRecord.from_json(runner), str(folder), "abba", attribution=att)
+    return Capture(request.index, call_table(att), RunnerRecord.from_json(runner), str(folder), "abba", attribution=att)
 
 
 class FakeSweep:

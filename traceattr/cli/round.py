@@ -16,12 +16,12 @@ from traceattr.cli.decide import FailOnOpt, check_fail_on, gate
 from traceattr.cli.options import GatesOption, protocol_options
 from traceattr.core.errors import TraceattrError
 from traceattr.core.progress import parse
-from traceattr.core.protocol import ROUND, ROUNDS, Protocol
+from traceattr.core.protocol import CAPTURES, ROUND, Protocol
 from traceattr.jobs.round import ROW_SETS, RoundJob, round_job
 from traceattr.present.console import console
 from traceattr.present.receipt import markdown
 
-_RETRY_MAY_SET = {"retry", "rounds", "out_root", "dry_run"}
+_RETRY_MAY_SET = {"retry", "captures", "out_root", "dry_run"}
 
 
 RowsOpt = Annotated[
@@ -31,9 +31,14 @@ BaselineOpt = Annotated[Optional[str], typer.Option("--baseline", help="The ship
 CandidateOpt = Annotated[
     Optional[str], typer.Option("--candidate", help="The lever (e.g. 'fa3\\[splits=4]'; A/A: again=fa3).")
 ]
-RoundsOpt = Annotated[
-    Optional[int], typer.Option(help=f"Separate captures; arm order alternates between them. [default: {ROUNDS}]")
-]
+CapturesOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--captures", "--captures",
+        help=f"Separate captures (nsys runs); arm order alternates between them (--captures: its old name). "
+        f"[default: {CAPTURES}]",
+    ),
+]  # fmt: skip
 RetryOpt = Annotated[
     Optional[Path], typer.Option("--retry", help="A receipt.json (or its round folder): re-measure its refused rows.")
 ]
@@ -45,7 +50,7 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the captures a
 @protocol_options("round")
 def round_command(
     ctx: typer.Context, rows: RowsOpt = None, baseline: BaselineOpt = None, candidate: CandidateOpt = None,
-    rounds: RoundsOpt = None, protocol: Protocol = ROUND, gates: GatesOption = Gates, retry: RetryOpt = None,
+    captures: CapturesOpt = None, protocol: Protocol = ROUND, gates: GatesOption = Gates, retry: RetryOpt = None,
     out_root: OutRootOpt = Path("reports"), dry_run: DryRunOpt = False, fail_on: FailOnOpt = [],  # noqa: B006
 ) -> None:  # fmt: skip
     """A/B a candidate arm against a baseline over a row set: per-row ratio, verdict and gates, PR-ready receipts.
@@ -56,7 +61,7 @@ def round_command(
     if retry is not None:
         # a retry measures as the round did, or its attempts could not sit in one receipt
         _refuse_given(options_given(ctx, (name for name in ctx.params if name not in _RETRY_MAY_SET)))
-    job = round_job(rows, baseline, candidate, out_root, rounds=rounds, protocol=protocol, gates=gates, retry=retry,
+    job = round_job(rows, baseline, candidate, out_root, captures=captures, protocol=protocol, gates=gates, retry=retry,
                     runnable=not dry_run)  # fmt: skip
     con = console()
     _say(con, job.headline())
@@ -78,7 +83,7 @@ def _refuse_given(given: list[str]) -> None:
     if given:
         raise TraceattrError(
             f"--retry takes rows, arms, protocol and gates from the receipt; drop {', '.join(given)} "
-            "(--rounds and --out-root may change)"
+            "(--captures and --out-root may change)"
         )
 
 

@@ -45,7 +45,7 @@ MAX_HOLD_US = 10_000.0  # --hold-us: a hold is on or off; the bound keeps old sp
 # what "hold on" is written as (hold_us): any value > 0 switches the host-released hold on, the host sets its length
 HOLD_ON_US = 100.0
 ORDERS: tuple[str, ...] = ("abba", "blocked")
-ROUNDS = 3  # captures in a round (arm order alternating between them), unless --rounds says otherwise
+CAPTURES = 3  # captures in a round (arm order alternating between them), unless --captures says otherwise
 # with max_noise and no max_iters, the runner's cap: ~500 × (flush + call) per arm stays under a second at 900k
 DEFAULT_MAX_ITERS = 500
 

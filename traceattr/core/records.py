@@ -52,16 +52,35 @@ from traceattr.core.fields import (
     read_object,
     section,
 )
-from traceattr.core.protocol import MAX_HOLD_US, MAX_ITERS, PROFILE, ROUNDS, Gates, Protocol, read_gates, read_protocol
+from traceattr.core.protocol import (
+    CAPTURES,
+    MAX_HOLD_US,
+    MAX_ITERS,
+    PROFILE,
+    Gates,
+    Protocol,
+    read_gates,
+    read_protocol,
+)
 
 PLAN_FORMAT = "traceattr.plan/1"
 RUNNER_FORMAT = "traceattr.runner/1"
 RUN_FORMAT = "traceattr.run/1"
-RECEIPT_FORMAT = "traceattr.receipt/1"
+RECEIPT_FORMAT = "traceattr.receipt/2"
+# /1 called a round's captures "rounds" (rounds, retry_rounds, baseline_rounds_us, …): read under today's names  # /1 names
+OLD_RECEIPT_FORMAT = "traceattr.receipt/1"
+_RECEIPT_RENAMED = {  # /1 names
+    "rounds": "captures",  # /1 names
+    "retry_rounds": "retry_captures",  # /1 names
+    "iters_rounds": "iters_captures",  # /1 names
+    "baseline_rounds_us": "baseline_captures_us",  # /1 names
+    "candidate_rounds_us": "candidate_captures_us",  # /1 names
+    "calls_rounds": "calls_captures",  # /1 names
+}
 
 # how far an arm's output may stray from the reference (max |err| / max |ref|), per KV dtype
 DEFAULT_TOLERANCE: Mapping[str, float] = {"bf16": 0.02, "fp8": 0.08}
-MAX_ROUNDS = 1000  # captures in one round (or retry): each is a whole nsys run
+MAX_CAPTURES = 1000  # captures in one round (or retry): each is a whole nsys run
 # what runs before each timed call to leave it cold (traceattr.runner.flush says what each does)
 FLUSH_KINDS: tuple[str, ...] = ("fill+evict", "fill")
 
@@ -414,8 +433,8 @@ def read_run(folder: Path) -> RunRecord | None:
 RECEIPT_COLUMNS: dict[str, str] = {
     "row": "str", "shape": "str", "attempt": "int", "status": "str", "refused_by": "str",
     "baseline_us": "float", "candidate_us": "float", "ratio": "float", "low": "float", "high": "float",
-    "verdict": "str", "rounds": "int", "pairs": "int", "iters_rounds": "list[int]", "noise": "float",
-    "baseline_rounds_us": "list[float]", "candidate_rounds_us": "list[float]",
+    "verdict": "str", "captures": "int", "pairs": "int", "iters_captures": "list[int]", "noise": "float",
+    "baseline_captures_us": "list[float]", "candidate_captures_us": "list[float]",
     "arms_gate": "str", "arms_note": "str", "directional": "float", "directional_gate": "str",
     "clock_fraction": "float", "clock_mhz": "float", "clock_gate": "str",
     "parity": "str", "parity_value": "str", "parity_gate": "str",
@@ -426,7 +445,7 @@ RECEIPT_COLUMNS: dict[str, str] = {
     "baseline_after_self": "list[float]", "baseline_after_other": "list[float]",  # [median, low, high] µs
     "candidate_after_self": "list[float]", "candidate_after_other": "list[float]",
     "baseline_modes": "list[float]", "candidate_modes": "list[float]",  # [lower µs, upper µs, upper share]
-    "host_bound_baseline": "list[int]", "host_bound_candidate": "list[int]", "calls_rounds": "list[int]",
+    "host_bound_baseline": "list[int]", "host_bound_candidate": "list[int]", "calls_captures": "list[int]",
     "hold_timeouts": "int", "hold_gpu_wait_us": "float",
 }  # fmt: skip
 _REQUIRED_COLUMNS = ("row", "shape", "attempt", "status", "verdict")
@@ -462,7 +481,7 @@ def _round_protocol(value: Any, name: str) -> dict[str, Any]:
     p, at = _object(value, name), f"{name}."
     iters = _field(p, "iters", _int(2, MAX_ITERS), at, None)
     checks: dict[str, Callable[[Any, str], Any]] = {
-        "rounds": _int(1, MAX_ROUNDS), "warmup": _int(1, MAX_ITERS),
+        "captures": _int(1, MAX_CAPTURES), "warmup": _int(1, MAX_ITERS),
         "max_noise": _number(0, 1, open_low=True, open_high=True), "max_iters": _int(iters or 2, MAX_ITERS),
         "hold_us": _number(0, MAX_HOLD_US), "hold": _bool, "lead": _bool, "between": _str, "order": _str, "flush_bytes": _int(1, 1 << 40),
         "graphs": _bool, "sensitivity": _bool, "seed": _int(),
@@ -477,6 +496,26 @@ def _round_protocol(value: Any, name: str) -> dict[str, Any]:
 def _round_gates(value: Any, name: str) -> dict[str, Any]:
     read_gates(value, name)
     return dict(value)
+
+
+def _renamed(obj: Any) -> Any:
+    """*obj* with /1's keys under today's names (anything not an object as it is: the checks refuse it)."""
+    return {_RECEIPT_RENAMED.get(k, k): v for k, v in obj.items()} if isinstance(obj, Mapping) else obj
+
+
+def _receipt_v1(c: Mapping[str, Any]) -> dict[str, Any]:
+    """A /1 receipt (or one written before schemas) as /2 holds it: the same facts, captures named captures."""
+    out = {k: v for k, v in _renamed(c).items() if k != "captures"}
+    if "captures" in c:
+        out["captures"] = c["captures"]  # the folder names: the same key in both versions
+    if isinstance(c.get("protocol"), Mapping):
+        protocol = _renamed(c["protocol"])
+        if protocol.get("arm_order") == "alternating between rounds":  # /1 names
+            protocol["arm_order"] = "alternating between captures"
+        out["protocol"] = protocol
+    if isinstance(c.get("rows"), list):
+        out["rows"] = [_renamed(row) for row in c["rows"]]
+    return out
 
 
 @dataclass(frozen=True)
@@ -498,9 +537,9 @@ class ReceiptRecord:
         return Gates.from_json(self._header_object("gates"), "receipt gates")
 
     @property
-    def rounds(self) -> int:
+    def round_captures(self) -> int:
         """The round's own captures (receipts written before the key: 3, the default)."""
-        return int(self._header_object("protocol").get("rounds", ROUNDS))
+        return int(self._header_object("protocol").get("captures", CAPTURES))
 
     @property
     def rows_source(self) -> str:
@@ -516,9 +555,9 @@ class ReceiptRecord:
         return arms.get("baseline", self.header["baseline"]), arms.get("candidate", self.header["candidate"])
 
     @property
-    def rounds_done(self) -> int:
+    def captures_done(self) -> int:
         """Captures run so far: the round's, then every retry's (a retry continues the numbering)."""
-        done, retries = self._header_object("protocol").get("rounds"), self.header.get("retry_rounds")
+        done, retries = self._header_object("protocol").get("captures"), self.header.get("retry_captures")
         return int(done if done is not None else 0) + (sum(retries) if retries else 0)
 
     def to_json(self) -> dict[str, Any]:
@@ -531,7 +570,9 @@ class ReceiptRecord:
 
     @classmethod
     def _parse(cls, c: Mapping[str, Any]) -> ReceiptRecord:
-        _check_schema(c, RECEIPT_FORMAT)
+        _check_schema(c, RECEIPT_FORMAT, OLD_RECEIPT_FORMAT)
+        if c.get("schema", OLD_RECEIPT_FORMAT) == OLD_RECEIPT_FORMAT:
+            c = _receipt_v1(c)
         if c.get("command") != "round":
             raise Invalid("not a traceattr round receipt")
         _field(c, "baseline", _str)
@@ -544,14 +585,14 @@ class ReceiptRecord:
         _field(c, "rows_source", _str, default=None)
         _field(c, "protocol", _round_protocol, default=None)
         _field(c, "gates", _round_gates, default=None)
-        _field(c, "retry_rounds", _list(_int(1, MAX_ROUNDS)), default=None)
+        _field(c, "retry_captures", _list(_int(1, MAX_CAPTURES)), default=None)
         _field(_field(c, "runner", _object, default={}), "protocol", read_runner_protocol, "runner.", None)
         rows = tuple(_field(c, "rows", _list(_receipt_row)))
         captures = tuple(_field(c, "captures", _list(_str), default=[]))
         header = {k: v for k, v in c.items() if k not in ("schema", "summary", "captures", "rows")}
         record = cls(header, rows, captures, _field(c, "summary", _object, default={}))
-        if record.rounds_done > MAX_ROUNDS * 10:
-            raise Invalid(f"{record.rounds_done} rounds so far: more than a retry may continue")
+        if record.captures_done > MAX_CAPTURES * 10:
+            raise Invalid(f"{record.captures_done} captures so far: more than a retry may continue")
         return record
 
     @classmethod

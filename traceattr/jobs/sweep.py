@@ -116,7 +116,7 @@ class SweepPlan:
     def round_plan(self) -> RoundPlan:
         """The capture settings as a one-round plan (what the executor reads)."""
         ends = tuple(Row(s.name, s.name) for s in self.shapes(self.ctx_low, self.ctx_high))
-        return RoundPlan(rows=ends, baseline=self.arms[0], candidate=self.arms[1], folder=self.folder, rounds=1,
+        return RoundPlan(rows=ends, baseline=self.arms[0], candidate=self.arms[1], folder=self.folder, captures=1,
                          protocol=self.protocol, gates=self.gates, rows_source=self.family)  # fmt: skip
 
     def describe(self) -> str:

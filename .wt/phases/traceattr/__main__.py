@@ -1,3 +1,0 @@
-from traceattr.cli import main
-
-main()

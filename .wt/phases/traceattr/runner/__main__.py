@@ -1,3 +1,0 @@
-from traceattr.runner.loop import main
-
-main()
