@@ -13,9 +13,11 @@ from traceattr.core.callnames import (
     CallName,
     check_regex,
     checked_group,
+    group_fields,
     group_pattern,
     parse_message,
     series_and_iteration,
+    shape_runs,
     without_counters,
 )
 from traceattr.core.errors import TraceattrError
@@ -62,3 +64,30 @@ def test_call_names_round_trip() -> None:
     name = CallName("flashmla", "q8_ctx900k_h16_b1_bf16_p64", "C", 7)
     assert parse_message(name.message) == name
     assert parse_message("flush") is None and parse_message("backend=x shape=y") is None
+
+
+@pytest.mark.parametrize(
+    ("preset", "name", "want"),
+    [
+        ("keyvalue", "backend=fa3|shape=q8_ctx900k|arm=A|iter=3", ("fa3", "q8_ctx900k", "3", "A")),
+        ("keyvalue", "backend=fa3, shape=q8_ctx900k", ("fa3", "q8_ctx900k", None, None)),
+        ("slash", "fa3/q8_ctx900k:3", ("fa3", "q8_ctx900k", "3", None)),
+        ("slash", "fa3/q8_ctx900k#3", ("fa3", "q8_ctx900k", "3", None)),
+        ("pipe", "fa3|q8_ctx900k", ("fa3", "q8_ctx900k", None, None)),
+        ("dot", "fa3.q8_ctx900k.3", ("fa3", "q8_ctx900k", "3", None)),
+        ("underscore", "fa3_pertoken_q8_ctx900k_3", ("fa3_pertoken", "q8_ctx900k", "3", None)),  # "_" in a backend
+        ("separated", "probe:fa2_q1_ctx131072", ("probe:fa2", "q1_ctx131072", None, None)),
+    ],
+)
+def test_each_preset_reads_its_example(preset: str, name: str, want: tuple[str | None, ...]) -> None:
+    pattern = group_pattern(preset)
+    assert group_fields(pattern)[:2] == ["backend", "shape"]
+    got = pl.Series([name]).str.extract_groups(pattern).struct.unnest()
+    assert tuple(got[g][0] if g in got.columns else None for g in ("backend", "shape", "iter", "arm")) == want
+
+
+def test_group_fields_and_shape_runs() -> None:
+    assert group_fields(r"(?P<shape>\S+) (?P<backend>\S+) (?P<iter>\d+)") == ["backend", "shape", "iter"]
+    assert group_fields(MESSAGE_PATTERN) == ["backend", "shape", "iter", "arm"]
+    runs = pl.Series(["fa3_q8_ctx900k_3", "no shape here"]).to_frame("n").select(shape_runs(pl.col("n")))["n"]
+    assert runs.to_list() == ["_q8_ctx900k_", ""]

@@ -27,3 +27,13 @@ def test_median_noise_needs_enough_samples_and_is_scale_free() -> None:
     assert median_noise(x) == pytest.approx(median_noise(10 * x))
     assert median_noise([*x, math.nan, math.inf]) == median_noise(x)  # the median and its interval skip the same
     assert median_noise(np.full(50, 7.0)) == 0.0
+
+
+def test_median_interval_is_two_order_statistics() -> None:
+    # 95%: with 10 samples the binomial puts the bounds at the 2nd and 9th smallest; 6 is the fewest that
+    # give an interval at all (the extremes), 5 give none
+    assert median_interval(np.arange(10.0)[::-1]) == (1.0, 8.0)
+    assert median_interval([6.0, 1.0, 5.0, 2.0, 4.0, 3.0]) == (1.0, 6.0)
+    assert all(math.isnan(x) for x in median_interval([1.0, 2.0, 3.0, 4.0, 5.0]))
+    assert median_interval([*range(10), math.nan, math.inf]) == (1.0, 8.0)  # non-finite samples are left out
+    assert median_interval(np.arange(10.0), confidence=0.5)[0] > 1.0  # less confidence: a narrower interval
