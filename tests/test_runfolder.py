@@ -14,7 +14,7 @@ def test_names() -> None:
 
 def test_a_round_folder_is_found_from_itself_a_capture_or_a_capture_s_trace(tmp_path: Path) -> None:
     folder = tmp_path / "r"
-    capture = folder / runfolder.round_capture(0)
+    capture = folder / "round-1"  # a capture folder; its name does not matter here
     capture.mkdir(parents=True)
     trace = capture / runfolder.TRACE
     trace.write_bytes(b"")
