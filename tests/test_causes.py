@@ -34,7 +34,7 @@ def test_predecessor_split_tells_after_self_from_after_other() -> None:
         after_other = i > 0 and order[i - 1] != arm
         rows.append((0, "s", arm, t, 10.0 + (1.0 if after_other else 0.0) + 0.01 * (i % 3)))
         t += 100
-    calls = pl.DataFrame(rows, schema=["round", "shape", "backend", "start_ns", "t_us"], orient="row")
+    calls = pl.DataFrame(rows, schema=["capture", "shape", "backend", "start_ns", "t_us"], orient="row")
     got = {(r["backend"], r["after"]): r for r in predecessor_split(calls.sample(fraction=1, shuffle=True, seed=1))
            .iter_rows(named=True)}  # fmt: skip
     assert set(got) == {("A", "self"), ("A", "other"), ("B", "self"), ("B", "other")}
@@ -64,25 +64,27 @@ def test_predecessor_shift_counts_when_apart_and_big_enough() -> None:
 
 
 def test_drift_needs_more_than_the_limit_and_the_noise() -> None:
-    assert drift({"candidate_rounds_us": [10.0, 10.5, 10.1], "noise": 0.005}, "candidate", LIMIT) == pytest.approx(0.05)
-    assert drift({"candidate_rounds_us": [10.0, 10.1], "noise": 0.0}, "candidate", LIMIT) is None  # 1% < limit
-    assert drift({"candidate_rounds_us": [10.0, 10.5], "noise": 0.02}, "candidate", LIMIT) is None  # < 3 × noise
-    assert drift({"candidate_rounds_us": [10.0, None]}, "candidate", LIMIT) is None
+    assert drift({"candidate_captures_us": [10.0, 10.5, 10.1], "noise": 0.005}, "candidate", LIMIT) == pytest.approx(
+        0.05
+    )
+    assert drift({"candidate_captures_us": [10.0, 10.1], "noise": 0.0}, "candidate", LIMIT) is None  # 1% < limit
+    assert drift({"candidate_captures_us": [10.0, 10.5], "noise": 0.02}, "candidate", LIMIT) is None  # < 3 × noise
+    assert drift({"candidate_captures_us": [10.0, None]}, "candidate", LIMIT) is None
 
 
 def test_host_bound_refusal_names_the_worst_capture() -> None:
-    row = {"calls_rounds": [100, 100], "host_bound_baseline": [10, 80], "host_bound_candidate": [0, 0]}
+    row = {"calls_captures": [100, 100], "host_bound_baseline": [10, 80], "host_bound_candidate": [0, 0]}
     names = {"baseline": "fa2", "candidate": "fa3"}
     assert HOST_SHARE < 0.8
-    assert host_bound_refusal(row, names) == "host-bound: 80 / 100 fa2 calls in round 2"
+    assert host_bound_refusal(row, names) == "host-bound: 80 / 100 fa2 calls in capture 2"
     assert host_bound_refusal({**row, "host_bound_baseline": [0, 0]}, names) is None
 
 
 def test_cause_kinds_in_order() -> None:
     row = {
         "clock_gate": "refused", "arms_gate": "pass", "parity_gate": None,
-        "calls_rounds": [100], "host_bound_baseline": [90], "host_bound_candidate": [0],
-        "candidate_rounds_us": [10.0, 11.0], "noise": 0.001,
+        "calls_captures": [100], "host_bound_baseline": [90], "host_bound_candidate": [0],
+        "candidate_captures_us": [10.0, 11.0], "noise": 0.001,
         "baseline_modes": [10.0, 12.0, 0.3],
     }  # fmt: skip
     assert cause_kinds(row, LIMIT) == ["clock", "host-bound", "drift", "bimodal"]

@@ -9,7 +9,7 @@ from traceattr.core import runfolder
 
 def test_names() -> None:
     assert (runfolder.TRACE, runfolder.TRACE_REPORT) == ("trace.sqlite", "trace.nsys-rep")
-    assert [runfolder.round_capture(i) for i in range(3)] == ["round-1", "round-2", "round-3"]
+    assert [runfolder.capture_folder(i) for i in range(3)] == ["capture-1", "capture-2", "capture-3"]
 
 
 def test_a_round_folder_is_found_from_itself_a_capture_or_a_capture_s_trace(tmp_path: Path) -> None:
