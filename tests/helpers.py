@@ -33,7 +33,7 @@ from traceattr.core.records import RunnerRecord
 from traceattr.core.shapes import parse_shape
 from traceattr.jobs.round import RoundPlan
 from traceattr.jobs.sweep import SweepPlan
-from traceattr.runner.plan import arm_letters, round_order
+from traceattr.runner.plan import arm_letters, iteration_order
 from traceattr.trace.loader import load_trace
 
 # ---------------------------------------------------------------- the real exports in tests/data
@@ -241,7 +241,7 @@ def synth_capture(
         if shapes is not None and row.shape not in shapes:
             continue
         if order == "abba":
-            sequence = [(i, arm) for i in range(iters) for arm in round_order(arms, i)]
+            sequence = [(i, arm) for i in range(iters) for arm in iteration_order(arms, i)]
         else:
             sequence = [(i, arm) for arm in arms for i in range(iters)]
         for n, (i, arm) in enumerate(sequence):
@@ -285,7 +285,7 @@ class FakeExecutor:
         self.requests.append(request)
         request.folder.mkdir(parents=True)
         for shape in request.shapes:
-            on_line(Progress.timing_of(shape, f"2 arms × {plan.protocol.iters} rounds").line)
+            on_line(Progress.timing_of(shape, f"2 arms × {plan.protocol.iters} iterations").line)
         return synth_capture(request.folder, request.index, request.arms, self.t, order=request.order,
                              shapes=request.shapes, **self.runner)  # fmt: skip
 
@@ -353,7 +353,7 @@ def sweep_capture(
     now = 10_000
     for shape in request.shapes:
         for i in range(iters):
-            for arm in round_order(request.arms, i):
+            for arm in iteration_order(request.arms, i):
                 dur = int(1000 * t(shape, arm) * (1 + 0.002 * rng.standard_normal()))
                 b.push_range(tid=1, start=now, end=now + 5_000, message=CallName(arm, shape, letters[arm], i).message,
                              domain=dom)  # fmt: skip

@@ -22,7 +22,7 @@ from traceattr.attribution.engine import attribute
 from traceattr.core.shapes import parse_shape
 from traceattr.jobs.capture import profile_command
 from traceattr.jobs.profile import make_plan
-from traceattr.runner.plan import RunPlan, arm_letters, round_order
+from traceattr.runner.plan import RunPlan, arm_letters, iteration_order
 from traceattr.trace.loader import load_trace
 
 SWEEP = "h200_traceattr_sweep"
@@ -63,7 +63,7 @@ def test_plan_roundtrip_and_round_order(tmp_path: Path) -> None:
     again = RunPlan.read(path)
     assert again == plan.run and again.shapes == ("q8_ctx900k_h16_b1_bf16_p64",)
     arms = ("fa3", "fa2", "flashmla")
-    assert [round_order(arms, r) for r in range(3)] == [arms, arms[::-1], arms]
+    assert [iteration_order(arms, r) for r in range(3)] == [arms, arms[::-1], arms]
     assert arm_letters(arms) == {"fa3": "A", "fa2": "B", "flashmla": "C"}
     assert plan.run.flush_bytes >= 128 << 20
 

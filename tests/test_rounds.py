@@ -617,15 +617,15 @@ def test_only_the_decided_row_stops(tmp_path: Path) -> None:
 
 
 def test_the_runners_noise_loop_stops_when_more_calls_cannot_help() -> None:
-    from traceattr.runner.plan import HOPELESS_DIRECTIONAL, RunPlan, event_directional, more_rounds
+    from traceattr.runner.plan import HOPELESS_DIRECTIONAL, RunPlan, event_directional, more_iterations
 
     plan = RunPlan(shapes=("s",), arms=("a", "b"), iters=20, max_noise=0.005, max_iters=500)
     noisy = {"a": 0.02, "b": 0.03}
-    assert more_rounds(20, noisy, plan) == 10  # the noise rule alone: ten more
-    assert more_rounds(20, noisy, plan, host_waited=True) == 0  # the hold timed out: the host sets the spread
-    assert more_rounds(20, noisy, plan, directional=HOPELESS_DIRECTIONAL * 2) == 0
-    assert more_rounds(20, noisy, plan, directional=0.05) == 10  # refused maybe, but not hopeless
-    assert more_rounds(10, noisy, plan, directional=1.0) == 10  # never before the minimum --iters
+    assert more_iterations(20, noisy, plan) == 10  # the noise rule alone: ten more
+    assert more_iterations(20, noisy, plan, host_waited=True) == 0  # the hold timed out: the host sets the spread
+    assert more_iterations(20, noisy, plan, directional=HOPELESS_DIRECTIONAL * 2) == 0
+    assert more_iterations(20, noisy, plan, directional=0.05) == 10  # refused maybe, but not hopeless
+    assert more_iterations(10, noisy, plan, directional=1.0) == 10  # never before the minimum --iters
     # ABBA: round r runs a then b on even r; b is 20% faster when it runs first (odd rounds)
     times = {"a": [100.0] * 6, "b": [100.0, 80.0] * 3}
     assert event_directional(times, ("a", "b")) == pytest.approx(0.2)

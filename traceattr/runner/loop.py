@@ -6,11 +6,11 @@ measured rank's shard). Each arm is prepared, run once and compared with the
 torch reference (a wrong kernel is refused, never timed), the output of that
 call is fingerprinted, then it is warmed up. The timed calls follow
 ``plan.order`` (:func:`traceattr.runner.plan.call_order`): ``abba`` runs
-``iters`` rounds in which every arm runs once, in A B … order on even rounds
-and reversed on odd ones (with ``plan.max_noise``, rounds are added ten at
+``iters`` iterations in which every arm runs once, in A B … order on even iterations
+and reversed on odd ones (with ``plan.max_noise``, iterations are added ten at
 a time, up to ``plan.max_iters``, until every arm's CUDA-event median is that
 precise: nvbench's stopping rule, which never looks at how the arms compare);
-``blocked`` runs each arm's calls back to back (added rounds: one more block
+``blocked`` runs each arm's calls back to back (added iterations: one more block
 per arm, so the back-to-back medians are as precise as the interleaved ones).
 Before every call runs ``plan.between``: the L2 flush in its own
 ``traceattr:flush`` range (``flush``; :mod:`traceattr.runner.flush`: a fill, then reads that evict), the flush and then another arm's call in
@@ -53,7 +53,7 @@ runner.json — the protocol ``profile``, ``compare`` and ``round`` read::
     events: [{backend: label, shape, iter, event_us}]   CUDA-event time of every timed call
     clocks: {...}                   the whole timed loop (samples, medians, temperature, power)
     shapes[shape].sampling: {iters, max_noise, noise: {label: fraction}}
-                                    ABBA rounds run on the shape and each arm's median noise (half the
+                                    ABBA iterations run on the shape and each arm's median noise (half the
                                     95% interval of its CUDA-event median, relative) when they stopped
     shapes[shape].hold: {groups, timeouts, gpu_wait_us: {median, max}, group_enqueue_us: {median, max},
                          call_enqueue_us: {label: {median, max}}}
@@ -93,7 +93,7 @@ from traceattr.core.shapes import Shape, parse_shape
 from traceattr.runner.environment import ClockSampler, gpu_facts, versions
 from traceattr.runner.flush import Flush
 from traceattr.runner.hold import DEFAULT_TIMEOUT_S, HoldLog, HostHold
-from traceattr.runner.plan import RunPlan, arm_letters, between_arm, call_order, event_directional, more_rounds
+from traceattr.runner.plan import RunPlan, arm_letters, between_arm, call_order, event_directional, more_iterations
 
 
 def say(message: str) -> None:
@@ -386,7 +386,7 @@ def time_shapes(timed_shapes: list[ShapeReady], plan: RunPlan, labels: tuple[str
 
 @dataclass
 class ShapeTiming:
-    """One shape's timed loop: groups of calls (ABBA rounds, or blocks) until the stopping rule says enough."""
+    """One shape's timed loop: groups of calls (ABBA iterations, or blocks) until the stopping rule says enough."""
 
     shape: Shape
     ready: dict[str, Prepared]
@@ -402,7 +402,7 @@ class ShapeTiming:
     last_timed_out: bool = False
 
     def run(self, plan: RunPlan) -> tuple[int, dict[str, float], HoldLog]:
-        """(rounds run, each arm's median noise, the hold's log)."""
+        """(iterations run, each arm's median noise, the hold's log)."""
         self.times = {name: [] for name in self.order_arms}
         self.held = self.holder
         done, todo = 0, plan.iters
@@ -414,11 +414,11 @@ class ShapeTiming:
             noise = {name: median_noise(v) for name, v in self.times.items()}
             # stop early when more calls cannot help: the orders disagree far beyond any gate, or the
             # hold gave up (the host sets the spread); the round names the cause
-            todo = more_rounds(done, noise, plan, directional=event_directional(self.times, self.order_arms),
+            todo = more_iterations(done, noise, plan, directional=event_directional(self.times, self.order_arms),
                                host_waited=self.holder is not None and self.held is None)  # fmt: skip
             if todo:
                 worst = max(noise, key=lambda k: math.inf if math.isnan(noise[k]) else noise[k])
-                say(f"noise {self.shape.name}: {done} rounds, {worst} median ±{noise[worst]:.2%}: {todo} more")
+                say(f"noise {self.shape.name}: {done} iterations, {worst} median ±{noise[worst]:.2%}: {todo} more")
         return done, noise, self.log
 
     def group(self, group: list[tuple[str, int]], plan: RunPlan) -> None:
