@@ -110,7 +110,7 @@ def test_which_path_each_backend_takes() -> None:
     assert plan.shape == parse_shape(SEEDS_ROW).with_(kv_dtype="fp8").rank_share()
 
 
-def test_ranks_runs_say_their_path(tmp_path: object) -> None:
+def test_ranks_runs_say_their_path() -> None:
     cute = make_ranks_plan(parse_shape("q8_ctx131k_h64_dcp8"), 8, "cute-dsl")
     fa3 = make_ranks_plan(parse_shape("q8_ctx1m_dcp2"), 2, "fa3")
     assert (cute.dcp_path(), fa3.dcp_path()) == (FLASHINFER_DCP, CONTIGUOUS_SHARDS)
