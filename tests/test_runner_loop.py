@@ -145,7 +145,8 @@ def _stand_ins() -> Iterator[None]:
     stubs = {
         "torch": _fake_torch(),
         "nvtx": _stub("nvtx", annotate=lambda *a, **k: contextlib.nullcontext()),
-        "traceattr.backends.dcp": _stub("traceattr.backends.dcp", DcpCall=type("DcpCall", (), {}), prepare_dcp=None),
+        "traceattr.backends.dcp": _stub("traceattr.backends.dcp", DcpCall=type("DcpCall", (), {}), prepare_dcp=None,
+                                        dcp_path=None),
         "traceattr.backends.inputs": _stub("traceattr.backends.inputs", as_shape=lambda base, shape: base,
                                            build_inputs=lambda shape, **k: _Inputs(shape)),
         "traceattr.backends.reference": _stub(

@@ -4,7 +4,10 @@ One paged cache ``[num_pages, page, 576]`` (512 latent + 64 rope dims, bf16 or
 fp8 e4m3 with a per-tensor scale), the queries ``[total_q, H, 576]`` bf16 in
 request order, and int32 metadata made on demand from a :class:`Requests`.
 Backends take views of these (FlashMLA wants ``[P, 64, 1, 576]``; trtllm-gen
-``[B, q, H, 576]``): no backend gets data another did not.
+``[B, q, H, 576]``): no backend gets data another did not. A DCP row's inputs
+are the measured rank's shard; flashinfer's own DCP path (cute-dsl) adds the
+other ranks' shards and the whole context they interleave into
+(:func:`dcp_rank_inputs`, :func:`dcp_whole`; :mod:`traceattr.backends.dcp`).
 """
 
 from __future__ import annotations
@@ -99,3 +102,44 @@ def _token_rows(pages: tuple[int, ...], page: int, tok: torch.Tensor, device: to
     """Row of each token in a ``[pages·page, 576]`` view of the cache."""
     ids = torch.tensor(pages, dtype=torch.long, device=device)
     return ids[tok // page] * page + tok % page
+
+
+def dcp_rank_inputs(measured: MLAInputs, row: Shape, seed: int = 0) -> list[MLAInputs]:
+    """Every rank's shard of the DCP *row* for flashinfer's cyclic DCP, rank 0 first; the last is *measured*.
+
+    The other ranks get their own random tokens (seed ``seed + 1 + r``) in *measured*'s page size, KV
+    dtype and page order, and *measured*'s queries: every rank attends with the same query rows.
+    """
+    from traceattr.backends.dcp import DcpRank
+
+    out = []
+    for r in range(row.dcp - 1):
+        shard = build_inputs(DcpRank(row, r).shape(measured.shape), device=measured.device,
+                             shuffle=measured.layout.shuffle, seed=seed + 1 + r)  # fmt: skip
+        out.append(MLAInputs(shard.shape, shard.layout, shard.kv, measured.kv_scale, measured.q))
+    return [*out, measured]
+
+
+def dcp_whole(shards: list[MLAInputs], row: Shape) -> MLAInputs:
+    """The whole context *shards* (rank order) interleave into: rank r's local token k at position N·k + r.
+
+    What the torch reference reads to check the merged output of flashinfer's DCP ranks.
+    """
+    from traceattr.backends.dcp import DcpRank
+
+    first = shards[0]
+    shape = first.shape.with_(ctx=row.ctx)
+    layout = KvLayout(shape)
+    # copied as bytes: index_put has no float8 kernel
+    kv = torch.zeros(layout.num_pages * shape.page, HEAD_DIM, dtype=first.kv.dtype, device=first.device)
+    flat = kv.view(torch.uint8).view(-1, HEAD_DIM * first.kv.element_size())
+    for r, shard in enumerate(shards):
+        where = DcpRank(row, r).positions()
+        pos = torch.arange(where.start, where.stop, where.step, device=first.device)
+        local = torch.arange(len(where), device=first.device)
+        src_flat = shard.kv.view(torch.uint8).view(-1, HEAD_DIM * shard.kv.element_size())
+        for b in range(shape.batch):
+            flat[_token_rows(layout.owned[b], shape.page, pos, first.device)] = src_flat[
+                _token_rows(shard.layout.owned[b], shape.page, local, first.device)
+            ]
+    return MLAInputs(shape, layout, kv.view(layout.num_pages, shape.page, HEAD_DIM), first.kv_scale, first.q)

@@ -5,7 +5,9 @@ Each rank (:mod:`traceattr.runner.ranks`) runs under its own ``nsys profile``
 joined over NCCL by torch.distributed on this host. Afterwards every report is
 exported and attributed together (:mod:`traceattr.jobs.many`): per rank the
 ``dcp attention``, ``dcp all-gather`` and ``dcp merge`` ranges, side by side,
-and across ranks the slowest one. The plan (commands, environments) is built
+and across ranks the slowest one. On ``cute-dsl`` every rank's call is
+flashinfer's own DCP path (cyclic shards: :mod:`traceattr.backends.dcp`), on
+other backends each rank attends over one contiguous span. The plan (commands, environments) is built
 anywhere; ``--dry-run`` prints it. NVLink multicast stays off in every rank
 (NCCL_NVLS_ENABLE=0 and its PyTorch/NVSHMEM twins): on shared hosts it can
 take the GPUs out of service.
@@ -24,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from traceattr.backends import gpu_count
-from traceattr.backends.arms import parse_arm
+from traceattr.backends.arms import arm_backend, parse_arm
+from traceattr.backends.dcp import CONTIGUOUS_SHARDS, FLASHINFER_DCP, DcpPath, dcp_path
 from traceattr.core import runfolder
 from traceattr.core.errors import NsysError, TraceattrError
 from traceattr.core.protocol import PROFILE, Protocol
@@ -69,11 +72,17 @@ class RanksPlan:
     def shards(self) -> list[int]:
         return self.shape.dcp_shards()
 
+    def dcp_path(self) -> DcpPath:
+        """flashinfer's own DCP on cute-dsl (cyclic shards), contiguous shards on every other backend."""
+        return FLASHINFER_DCP if dcp_path(arm_backend(parse_arm(self.arm))) == FLASHINFER_DCP else CONTIGUOUS_SHARDS
+
     def describe(self) -> str:
-        lines = [f"{self.shape.name}: {self.ranks} DCP ranks, one process and one report per GPU ({self.arm})"]
+        path = self.dcp_path()
+        lines = [f"{self.shape.name}: {self.ranks} DCP ranks, one process and one report per GPU ({self.arm}, {path})"]
         for r, tokens in enumerate(self.shards()):
             env = " ".join(f"{k}={v}" for k, v in self.env(r).items())
-            lines.append(f"  rank {r}: {tokens:,} tokens × {self.shape.batch}, all {self.shape.heads} heads")
+            held = f"positions {r}, {r + self.ranks}, {r + 2 * self.ranks}, …" if path == FLASHINFER_DCP else "one span"
+            lines.append(f"  rank {r}: {tokens:,} tokens × {self.shape.batch} ({held}), all {self.shape.heads} heads")
             lines.append(f"    {env} {shlex.join(self.command(r))}")
         lines.append(f"  then: traceattr attribute {self.folder}/rank*.sqlite (per rank and across ranks)")
         return "\n".join(lines)

@@ -47,7 +47,10 @@ runner.json — the protocol ``profile``, ``compare`` and ``round`` read::
         backends: {label: {arm: "A", status: "ok" | "unavailable" | "wrong" | "failed", reason?: str,
                            notes: [str], prepare_s: float, relative_error: float (vs the torch reference),
                            merge_relative_error?, lse_abs_error?: float (DCP rows: the merge vs a torch merge, the
-                           rank's base-2 LSE vs the torch one), output_sha256: str (bitwise hash of the
+                           base-2 LSE vs the torch one), dcp_path?: "flashinfer dcp" | "emulated" (DCP rows:
+                           traceattr.backends.dcp; on "flashinfer dcp" relative_error and lse_abs_error are the
+                           merged output's over the whole context, on "emulated" the measured rank's over its
+                           shard), output_sha256: str (bitwise hash of the
                            output rows [rows, heads, 512] of one deterministic call, taken before timing)}}}}
     timed: bool
     events: [{backend: label, shape, iter, event_us}]   CUDA-event time of every timed call
@@ -82,9 +85,9 @@ import torch
 from traceattr.backends import current_device
 from traceattr.backends.arms import Arm, arm_backend, check_arm, parse_arm, parse_arms
 from traceattr.backends.base import SM_SCALE
-from traceattr.backends.dcp import DcpCall, prepare_dcp
+from traceattr.backends.dcp import DcpCall, dcp_path, prepare_dcp
 from traceattr.backends.inputs import as_shape, build_inputs
-from traceattr.backends.reference import LSE_LIMIT, lse_error, merge_reference, mla_reference_lse, relative_error
+from traceattr.backends.reference import LSE_LIMIT, mla_reference_lse, relative_error
 from traceattr.core.callnames import BETWEEN, DOMAIN, FLUSH, HOLD, LEAD, WARMUP, CallName
 from traceattr.core.errors import BackendUnsupported
 from traceattr.core.precision import median_noise
@@ -167,8 +170,7 @@ def prepare_arm(arm: Arm, shape: Shape, data: ShapeInputs, seed: int) -> tuple[A
     backend = arm_backend(arm)
     if shape.dcp == 1:
         return backend.prepare(call_shape, inputs), inputs
-    call = backend.prepare(call_shape, inputs, lse=True)
-    return prepare_dcp(call.plan, call, shape.dcp, seed), inputs
+    return prepare_dcp(backend, shape, inputs, seed), inputs
 
 
 def check_output(arm: Arm, shape: Shape, call: Any, inputs: Any, data: ShapeInputs, plan: RunPlan,
@@ -181,14 +183,8 @@ def check_output(arm: Arm, shape: Shape, call: Any, inputs: Any, data: ShapeInpu
         return None
     limit = plan.tolerance[inputs.shape.kv_dtype]
     if isinstance(call, DcpCall):
-        merged = merge_reference(call.partials, call.partial_lse)
-        entry["merge_relative_error"] = relative_error(rows, merged)
-        if not entry["merge_relative_error"] <= limit:
-            return f"DCP merge differs from a torch merge: relative error {entry['merge_relative_error']:.3g}"
-        entry["lse_abs_error"] = lse_error(call.partial_lse[-1], data.reference_lse(inputs))
-        if not entry["lse_abs_error"] <= LSE_LIMIT[inputs.shape.kv_dtype]:
-            return f"the rank's LSE differs from the torch reference by {entry['lse_abs_error']:.3g} (base 2 expected)"
-        rows = call.rank_rows()
+        shard = lambda: (data.reference(inputs), data.reference_lse(inputs))  # noqa: E731
+        return call.check(rows, shard, limit, LSE_LIMIT[inputs.shape.kv_dtype], entry)
     err = relative_error(rows, data.reference(inputs))
     entry["relative_error"] = err
     if not err <= limit:
@@ -296,6 +292,8 @@ def prepare_checked(arm: Arm, shape: Shape, data: ShapeInputs, plan: RunPlan, de
         say(f"{name}: unavailable: {entry['reason']}")
         return None
     entry["notes"] = list(call_plan.notes)
+    if shape.dcp > 1:
+        entry["dcp_path"] = dcp_path(arm_backend(arm))
     try:
         started = time.time()
         say(f"{name}: preparing (first use compiles)")
