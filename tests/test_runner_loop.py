@@ -255,8 +255,10 @@ def test_the_split_loop_writes_what_the_one_function_wrote(
     if shown.returncode != 0:
         pytest.skip(f"commit {ONE_FUNCTION} is not in this clone")
     # the runner's helpers were renamed since (an ABBA pass is an iteration): the old function under today's names
-    renamed = shown.stdout.replace("more_rounds", "more_iterations").replace("round_order", "iteration_order")
-    renamed = renamed.replace("{done} rounds,", "{done} iterations,")  # and its progress line says so
+    renamed = shown.stdout.replace("more_rounds", "more_iterations").replace(
+        "round_order", "iteration_order"
+    )  # /1 names
+    renamed = renamed.replace("{done} rounds,", "{done} iterations,")  # and its progress line: /1 names
     before.write_text(renamed, encoding="utf-8")
     with _stand_ins():
         new = _load("traceattr.runner.loop", HERE.parent / "traceattr" / "runner" / "loop.py")
