@@ -296,10 +296,10 @@ def test_search_record_is_checked_as_input(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sweep_command_writes_search_and_report(
+def test_sweep_command_writes_its_record_and_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The command end to end, its captures from the fake: steps, answer, search.json and report.html."""
+    """The command end to end, its captures from the fake: steps, answer, sweep.json and report.html."""
     import traceattr.cli.sweep as command
 
     monkeypatch.setattr(command, "require_runnable", lambda plan: None)

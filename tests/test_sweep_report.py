@@ -1,5 +1,5 @@
-"""The report of a sweep (``traceattr report SWEEP_FOLDER`` or its search.json): the answer first, the bisection on
-the decision chart, the regret table of its dispatch table, metadata folded; from search.json alone."""
+"""The report of a sweep (``traceattr report SWEEP_FOLDER`` or its sweep.json): the answer first, the bisection on
+the decision chart, the regret table of its dispatch table, metadata folded; from sweep.json alone."""
 
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def test_the_graphs_record_says_what_its_points_say(tmp_path: Path) -> None:
 def test_sweep_folder_cli_and_errors(tmp_path: Path) -> None:
     folder = tmp_path / "20261201_sweep_q8_ctxx_eager"
     folder.mkdir()
-    shutil.copy(EAGER, folder / "search.json")
+    shutil.copy(EAGER, folder / "sweep.json")
     done = run("report", str(folder))
     assert done.returncode == 0, done.stderr
     target = folder / "report.html"
