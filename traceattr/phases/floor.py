@@ -4,8 +4,10 @@ The runner (:mod:`traceattr.runner.stamps`) launches an instrumented arm's probe
 after its shape's timed loop, each rep behind the L2 flush and alone in a range
 ``traceattr:floor arm=… probe=… shape=… rep=N``: ``empty`` (an empty kernel with the
 real grid: launch + exit) and ``one_tile`` (the kernel on one tile of KV, with its
-merge: the smallest call it can make). A rep's time is nsys's span of the kernels
-in its range (first start → last end), so host launch time never counts.
+merge: the smallest call it can make). A rep's time is the sum of nsys's durations of
+the kernels in its range: host launch time never counts, nor the gaps between a
+probe's kernels (no hold runs before a probe, so those gaps are the host's: on the
+H200 a Python launch left the GPU idle ~20 µs between split and reduce kernel).
 
 A row is **fixed-cost bound** when its median call is within ``FIXED_COST_FACTOR``
 of its arm's one-tile floor on that row: most of its time is what any call of the
@@ -58,7 +60,7 @@ def floors(kernels: pl.DataFrame) -> tuple[Floor, ...]:
         .cast(pl.Int64).alias("rep")
     )  # fmt: skip
     spans = runs.group_by("arm", "shape", "probe", "rep").agg(
-        (pl.col("end_ns").max() - pl.col("start_ns").min()).alias("ns")
+        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("ns")
     )
     out = []
     for (arm, shape, probe), part in spans.sort("arm", "shape", "probe").group_by(
