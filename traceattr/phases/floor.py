@@ -59,9 +59,7 @@ def floors(kernels: pl.DataFrame) -> tuple[Floor, ...]:
         pl.when(pl.col("rep") >= 0).then(pl.col("rep")).otherwise(pl.col("start_ns").rank("ordinal").over("range_name"))
         .cast(pl.Int64).alias("rep")
     )  # fmt: skip
-    spans = runs.group_by("arm", "shape", "probe", "rep").agg(
-        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("ns")
-    )
+    spans = runs.group_by("arm", "shape", "probe", "rep").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("ns"))
     out = []
     for (arm, shape, probe), part in spans.sort("arm", "shape", "probe").group_by(
         ["arm", "shape", "probe"], maintain_order=True
