@@ -1,4 +1,5 @@
-"""traceattr.phases: the stamp reader, alignment with nsys (offset, skew, reordered stamps, missing CTAs), phase math."""
+"""traceattr.phases: the stamp reader, alignment with nsys (offset, skew, reordered stamps, missing CTAs), phase math;
+and its surfaces: the terminal table, the verdict lines, the round's markdown, bad input (exit 2)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from rich.console import Console
 
+from traceattr.cli.phases import main
 from traceattr.core.callnames import DOMAIN, CallName
 from traceattr.phases.align import fit, windows
 from traceattr.phases.attribute import LAUNCH, TEARDOWN, call_phases, cta_phases, per_sm
 from traceattr.phases.floor import FIXED_COST_FACTOR, fixed_cost, floors
 from traceattr.phases.layout import StampError, read_index, read_stamps
-from traceattr.phases.report import phase_report
+from traceattr.phases.report import PhaseDelta, phase_report
+from traceattr.present.phases import deltas_markdown, render_phases, verdict_lines
 
 ARM = "k[merge=reduce]"
 SHAPE = "q1_ctx8k_h16_b1_bf16_p64"
@@ -195,3 +199,49 @@ def test_floor_probes_and_the_fixed_cost_verdict() -> None:
     assert near is not None and near.bound and "fixed-cost bound" in near.describe()
     assert far is not None and not far.bound and "not fixed-cost bound" in far.describe()
     assert fixed_cost("other", SHAPE, 1.0, found) is None
+
+
+def with_floor(folder: Path, kernels: pl.DataFrame, one_tile_ns: int) -> None:
+    rows = [("split_kv", 10**9 + 10**5 * r, 10**9 + 10**5 * r + one_tile_ns, f"{DOMAIN}:floor arm={ARM} probe=one_tile shape={SHAPE} rep={r}") for r in range(9)]  # fmt: skip
+    pl.concat([kernels, pl.DataFrame(rows, schema=kernels.columns, orient="row")]).write_parquet(
+        folder / "kernels.parquet"
+    )
+    gpu = {"gpu": {"name": "NVIDIA H200"}, "shapes": {SHAPE: {"kv_bytes": 4_800_000}}}
+    (folder / "runner.json").write_text(json.dumps(gpu), encoding="utf-8")
+
+
+def test_terminal_table_and_fixed_cost_verdict(tmp_path: Path) -> None:
+    a, kernels = synthetic()
+    folder = write_folder(tmp_path, a, kernels)
+    with_floor(folder, kernels, 8000)  # the call spans 11.4 µs: 1.43× the floor
+    report = phase_report(folder)
+    assert report is not None
+    (line,) = verdict_lines(report)
+    assert "one_tile floor 8.00 µs" in line and "fixed-cost bound: 11.40 µs = 1.43×" in line
+    assert "HBM roofline share 8.8%" in line  # 4.8 MB at 4.8 TB/s = 1 µs of 11.4
+    con = Console(width=200, record=True)
+    render_phases(report, con)
+    text = con.export_text()
+    assert "split_kv:loaded" in text and "gap→reduce" in text and "Σ phases / nsys span" in text
+    assert f"{ARM} · {SHAPE}" in text  # the label's [options] survive rich's markup
+
+
+def test_deltas_markdown_marks_what_moved() -> None:
+    text = deltas_markdown(
+        (PhaseDelta(SHAPE, "split_kv:merged", 0.0, 5000.0, 4800.0, 5200.0),
+         PhaseDelta(SHAPE, "split_kv:launch", 800.0, 810.0, -30.0, 40.0)), "base", "cand")  # fmt: skip
+    merged, launch = text.splitlines()[2:]
+    assert merged.endswith("+5.00 [+4.80, +5.20] | yes |")
+    assert launch.endswith("+0.01 [-0.03, +0.04] |  |") and "q1_ctx8k" in launch
+
+
+def test_cli_refuses_bad_input_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(tmp_path / "absent")]) == 2
+    assert main([str(tmp_path)]) == 2
+    a, kernels = synthetic()
+    a[0, 1, :] = 0
+    assert main([str(write_folder(tmp_path / "run", a, kernels))]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(e.startswith("traceattr phases: ") for e in err)
+    assert "wrote no stamps" in err[2]
+    np.testing.assert_array_equal(np.load(tmp_path / "run" / "stamps" / "000.npy"), a)  # input untouched

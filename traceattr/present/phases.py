@@ -16,9 +16,10 @@ from rich.table import Table
 from rich.text import Text
 
 from traceattr.analysis.roofline import PEAK_BANDWIDTH
+from traceattr.core.errors import TraceattrError
 from traceattr.phases.attribute import MedianCall
 from traceattr.phases.floor import fixed_cost
-from traceattr.phases.report import PhaseDelta, PhaseReport, phase_report
+from traceattr.phases.report import PhaseDelta, PhaseReport, phase_report, round_captures, round_deltas
 from traceattr.present.names import printable
 
 
@@ -40,7 +41,8 @@ def roofline_share(folder: Path, m: MedianCall) -> float | None:
 
 def median_table(report: PhaseReport, m: MedianCall) -> Table:
     """One (arm, shape)'s median call: each critical-path phase with its 95% interval and share."""
-    t = Table(title=printable(f"{m.arm} · {m.shape} · median of {m.calls} calls"), title_justify="left")
+    # Text, not markup: an arm label's [options] would read as a style tag
+    t = Table(title=Text(printable(f"{m.arm} · {m.shape} · median of {m.calls} calls")), title_justify="left")
     for name, just in (("phase", "left"), ("µs", "right"), ("95% interval", "right"), ("share", "right")):
         t.add_column(name, justify=just)  # type: ignore[arg-type]
     for p in m.phases:
@@ -106,3 +108,28 @@ def deltas_markdown(deltas: tuple[PhaseDelta, ...], baseline: str, candidate: st
             f"{d.delta_ns / 1e3:+.2f} [{d.low_ns / 1e3:+.2f}, {d.high_ns / 1e3:+.2f}] | {'yes' if d.moved else ''} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def round_markdown(folder: Path) -> str:
+    """A round folder's phase receipt: alignment per capture, per-row phase deltas, floors, Σ-phase checks."""
+    baseline, candidate, captures = round_captures(folder)
+    reports = [r for r in map(phase_report, captures) if r is not None]
+    if not reports:
+        raise TraceattrError(f"{folder}: no capture of the round holds stamps")
+    out = [f"## Phases: {candidate} vs {baseline}\n"]
+    out += [f"- {r.folder.name}: {r.alignment.describe()}; {r.clamped} stamps raised" for r in reports]
+    out += ["", deltas_markdown(round_deltas(reports, baseline, candidate), baseline, candidate)]
+    out += ["### Floors and fixed-cost verdicts (" + reports[0].folder.name + ")\n"]
+    out += [f"- {line}" for line in verdict_lines(reports[0])]
+    out += [
+        "",
+        "### Median call: Σ phases against the nsys span\n",
+        "| arm | row | calls | Σ phases µs | span µs | error |",
+        "|---|---|--:|--:|--:|--:|",
+    ]
+    for r in reports:
+        for m in r.medians:
+            out.append(
+                f"| {m.arm} | {m.shape.split('_h')[0]} ({r.folder.name}) | {m.calls} | {m.phase_sum_ns / 1e3:.2f} | {m.span_ns / 1e3:.2f} | {m.sum_error:+.2%} |"
+            )
+    return "\n".join(out) + "\n"

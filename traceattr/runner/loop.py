@@ -50,8 +50,8 @@ runner.json — the protocol ``profile``, ``compare`` and ``round`` read::
                            rank's base-2 LSE vs the torch one), output_sha256: str (bitwise hash of the
                            output rows [rows, heads, 512] of one deterministic call, taken before timing)}}}}
     timed: bool
-    stamps: [{file, arm, shape, iters, layout, width, kernels}]   instrumented calls' phase stamps (runner.stamps)
-    shapes[shape].floor: {label: {probe: [µs]}}   floor probes' CUDA-event times (runner.stamps)
+    stamps?: [{file, arm, shape, iters, layout, width, kernels}]  instrumented calls' phase stamps (runner.stamps)
+    shapes[shape].floor?: {label: {probe: [µs]}}  floor probes' CUDA-event times (runner.stamps)
     events: [{backend: label, shape, iter, event_us}]   CUDA-event time of every timed call
     clocks: {...}                   the whole timed loop (samples, medians, temperature, power)
     shapes[shape].sampling: {iters, max_noise, noise: {label: fraction}}
@@ -249,7 +249,8 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
     stamps = StampLog()  # phase stamps of instrumented calls (runner.stamps, docs/phases.md)
     events, clocks = time_shapes(timed_shapes, plan, tuple(a.label for a in arms), letters, flush, facts, results,
                                  stamps)  # fmt: skip
-    results["stamps"] = stamps.write(folder)
+    if index := stamps.write(folder):  # only instrumented arms add the key: runner.json is otherwise unchanged
+        results["stamps"] = index
     results["timed"] = True
     results["events"] = events
     results["clocks"] = clocks

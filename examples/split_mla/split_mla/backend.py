@@ -147,7 +147,6 @@ class SplitMLACall:
         if not self.stamps:
             self.stamp_header = {}  # the runner records nothing for a plain arm
         self.scale_log2 = SM_SCALE / math.log(2.0)
-        self.splits_p2 = triton_next_pow2(self.splits)
         self.floor_probes = {"empty": self.run_empty, "one_tile": self.run_one_tile}
 
     def launch_split(self, kv_len: int, chunk: int, splits: int, merge_inkernel: bool) -> None:
