@@ -255,10 +255,13 @@ def test_the_split_loop_writes_what_the_one_function_wrote(
     if shown.returncode != 0:
         pytest.skip(f"commit {ONE_FUNCTION} is not in this clone")
     # the runner's helpers were renamed since (an ABBA pass is an iteration): the old function under today's names
-    renamed = shown.stdout.replace("more_rounds", "more_iterations").replace(
-        "round_order", "iteration_order"
-    )  # /1 names
-    renamed = renamed.replace("{done} rounds,", "{done} iterations,")  # and its progress line: /1 names
+    renamed = shown.stdout
+    for old, new in (
+        ("more_rounds", "more_iterations"),  # /1 names
+        ("round_order", "iteration_order"),  # /1 names
+        ("{done} rounds,", "{done} iterations,"),  # /1 names: its progress line
+    ):
+        renamed = renamed.replace(old, new)
     before.write_text(renamed, encoding="utf-8")
     with _stand_ins():
         new = _load("traceattr.runner.loop", HERE.parent / "traceattr" / "runner" / "loop.py")

@@ -16,7 +16,7 @@ local token k is position N·k + r (:class:`DcpRank`), and each call is told
 per request the exclusive causal bound of the newest query token, i.e. the
 whole context ``ctx`` (flashinfer masks query row i of q at global position
 ``ctx − q + 1 + i``, the torch reference's rule). Every rank's call runs once
-at prepare on its own shard (:func:`traceattr.backends.inputs.dcp_rank_inputs`;
+at prepare on its own shard (:func:`dcp_rank_inputs`;
 the measured rank's shard is the row's shared inputs), so all N partials are
 real; the merged output is checked against the torch reference over the whole
 context those shards interleave into.
@@ -88,10 +88,10 @@ class DcpRank:
 
 
 def dcp_path(backend: Any) -> DcpPath:
-    """Which path a DCP row of *backend* takes on one GPU."""
-    from traceattr.backends.flashinfer_trtllm import TrtllmDecode
-
-    return FLASHINFER_DCP if isinstance(backend, TrtllmDecode) and backend.native_dcp else EMULATED
+    """Which path a DCP row of *backend* takes on one GPU: flashinfer's own where the backend says it has one
+    (``native_dcp``, cute-dsl's decode), else the emulation. Asked, not type-checked, so this module and the
+    backends that use its :class:`DcpRank` do not import each other."""
+    return FLASHINFER_DCP if getattr(backend, "native_dcp", False) is True else EMULATED
 
 
 @dataclass
@@ -166,8 +166,6 @@ def prepare_dcp(backend: Any, row: Shape, inputs: MLAInputs, seed: int = 0) -> D
 def _flashinfer_dcp(backend: Any, row: Shape, inputs: MLAInputs, seed: int, merge: Any) -> DcpCall:
     import torch
 
-    from traceattr.backends.inputs import dcp_rank_inputs, dcp_whole
-
     data_row = row.with_(page=inputs.shape.page, kv_dtype=inputs.shape.kv_dtype)
     shards = dcp_rank_inputs(inputs, data_row, seed)
     calls = [backend.prepare(s.shape, s, dcp=DcpRank(data_row, r)) for r, s in enumerate(shards)]
@@ -192,3 +190,48 @@ def _emulated_dcp(call: Any, ranks: int, seed: int, merge: Any) -> DcpCall:
         partials[r] = (noise * scale).to(rows.dtype)
         partial_lse[r] = lse.float() + torch.randn(lse.shape, generator=gen, device=rows.device)
     return DcpCall(call.plan, call, partials, partial_lse, merge, EMULATED)
+
+
+def dcp_rank_inputs(measured: MLAInputs, row: Shape, seed: int = 0) -> list[MLAInputs]:
+    """Every rank's shard of the DCP *row* for flashinfer's cyclic DCP, rank 0 first; the last is *measured*.
+
+    The other ranks get their own random tokens (seed ``seed + 1 + r``) in *measured*'s page size, KV
+    dtype and page order, and *measured*'s queries: every rank attends with the same query rows.
+    """
+    from traceattr.backends.inputs import MLAInputs, build_inputs
+
+    out = []
+    for r in range(row.dcp - 1):
+        shard = build_inputs(DcpRank(row, r).shape(measured.shape), device=measured.device,
+                             shuffle=measured.layout.shuffle, seed=seed + 1 + r)  # fmt: skip
+        out.append(MLAInputs(shard.shape, shard.layout, shard.kv, measured.kv_scale, measured.q))
+    return [*out, measured]
+
+
+def dcp_whole(shards: list[MLAInputs], row: Shape) -> MLAInputs:
+    """The whole context *shards* (rank order) interleave into: rank r's local token k at position N·k + r.
+
+    What the torch reference reads to check the merged output of flashinfer's DCP ranks.
+    """
+    import torch
+
+    from traceattr.backends.inputs import MLAInputs, token_rows
+    from traceattr.backends.layout import KvLayout
+    from traceattr.core.shapes import HEAD_DIM
+
+    first = shards[0]
+    shape = first.shape.with_(ctx=row.ctx)
+    layout = KvLayout(shape)
+    # copied as bytes: index_put has no float8 kernel
+    kv = torch.zeros(layout.num_pages * shape.page, HEAD_DIM, dtype=first.kv.dtype, device=first.device)
+    flat = kv.view(torch.uint8).view(-1, HEAD_DIM * first.kv.element_size())
+    for r, shard in enumerate(shards):
+        where = DcpRank(row, r).positions()
+        pos = torch.arange(where.start, where.stop, where.step, device=first.device)
+        local = torch.arange(len(where), device=first.device)
+        src_flat = shard.kv.view(torch.uint8).view(-1, HEAD_DIM * shard.kv.element_size())
+        for b in range(shape.batch):
+            flat[token_rows(layout.owned[b], shape.page, pos, first.device)] = src_flat[
+                token_rows(shard.layout.owned[b], shape.page, local, first.device)
+            ]
+    return MLAInputs(shape, layout, kv.view(layout.num_pages, shape.page, HEAD_DIM), first.kv_scale, first.q)

@@ -7,7 +7,7 @@ Backends take views of these (FlashMLA wants ``[P, 64, 1, 576]``; trtllm-gen
 ``[B, q, H, 576]``): no backend gets data another did not. A DCP row's inputs
 are the measured rank's shard; flashinfer's own DCP path (cute-dsl) adds the
 other ranks' shards and the whole context they interleave into
-(:func:`dcp_rank_inputs`, :func:`dcp_whole`; :mod:`traceattr.backends.dcp`).
+(:func:`traceattr.backends.dcp.dcp_rank_inputs`, :func:`traceattr.backends.dcp.dcp_whole`).
 """
 
 from __future__ import annotations
@@ -86,8 +86,8 @@ def as_shape(inputs: MLAInputs, shape: Shape) -> MLAInputs:
     kv = torch.zeros(new.num_pages * shape.page, HEAD_DIM, dtype=torch.bfloat16, device=inputs.device)
     tok = torch.arange(shape.ctx, device=inputs.device)
     for b in range(shape.batch):
-        src = _token_rows(old.owned[b], inputs.shape.page, tok, inputs.device)
-        dst = _token_rows(new.owned[b], shape.page, tok, inputs.device)
+        src = token_rows(old.owned[b], inputs.shape.page, tok, inputs.device)
+        dst = token_rows(new.owned[b], shape.page, tok, inputs.device)
         values = flat_old[src]
         kv[dst] = values if values.dtype == torch.bfloat16 else (values.to(torch.bfloat16) * inputs.kv_scale)
     kv = kv.view(new.num_pages, shape.page, HEAD_DIM)
@@ -98,48 +98,7 @@ def as_shape(inputs: MLAInputs, shape: Shape) -> MLAInputs:
     return MLAInputs(shape, new, kv, scale, inputs.q)
 
 
-def _token_rows(pages: tuple[int, ...], page: int, tok: torch.Tensor, device: torch.device) -> torch.Tensor:
+def token_rows(pages: tuple[int, ...], page: int, tok: torch.Tensor, device: torch.device) -> torch.Tensor:
     """Row of each token in a ``[pages·page, 576]`` view of the cache."""
     ids = torch.tensor(pages, dtype=torch.long, device=device)
     return ids[tok // page] * page + tok % page
-
-
-def dcp_rank_inputs(measured: MLAInputs, row: Shape, seed: int = 0) -> list[MLAInputs]:
-    """Every rank's shard of the DCP *row* for flashinfer's cyclic DCP, rank 0 first; the last is *measured*.
-
-    The other ranks get their own random tokens (seed ``seed + 1 + r``) in *measured*'s page size, KV
-    dtype and page order, and *measured*'s queries: every rank attends with the same query rows.
-    """
-    from traceattr.backends.dcp import DcpRank
-
-    out = []
-    for r in range(row.dcp - 1):
-        shard = build_inputs(DcpRank(row, r).shape(measured.shape), device=measured.device,
-                             shuffle=measured.layout.shuffle, seed=seed + 1 + r)  # fmt: skip
-        out.append(MLAInputs(shard.shape, shard.layout, shard.kv, measured.kv_scale, measured.q))
-    return [*out, measured]
-
-
-def dcp_whole(shards: list[MLAInputs], row: Shape) -> MLAInputs:
-    """The whole context *shards* (rank order) interleave into: rank r's local token k at position N·k + r.
-
-    What the torch reference reads to check the merged output of flashinfer's DCP ranks.
-    """
-    from traceattr.backends.dcp import DcpRank
-
-    first = shards[0]
-    shape = first.shape.with_(ctx=row.ctx)
-    layout = KvLayout(shape)
-    # copied as bytes: index_put has no float8 kernel
-    kv = torch.zeros(layout.num_pages * shape.page, HEAD_DIM, dtype=first.kv.dtype, device=first.device)
-    flat = kv.view(torch.uint8).view(-1, HEAD_DIM * first.kv.element_size())
-    for r, shard in enumerate(shards):
-        where = DcpRank(row, r).positions()
-        pos = torch.arange(where.start, where.stop, where.step, device=first.device)
-        local = torch.arange(len(where), device=first.device)
-        src_flat = shard.kv.view(torch.uint8).view(-1, HEAD_DIM * shard.kv.element_size())
-        for b in range(shape.batch):
-            flat[_token_rows(layout.owned[b], shape.page, pos, first.device)] = src_flat[
-                _token_rows(shard.layout.owned[b], shape.page, local, first.device)
-            ]
-    return MLAInputs(shape, layout, kv.view(layout.num_pages, shape.page, HEAD_DIM), first.kv_scale, first.q)

@@ -53,6 +53,8 @@ runner.json — the protocol ``profile``, ``compare`` and ``round`` read::
                            shard), output_sha256: str (bitwise hash of the
                            output rows [rows, heads, 512] of one deterministic call, taken before timing)}}}}
     timed: bool
+    stamps?: [{file, arm, shape, iters, layout, width, kernels}]  instrumented calls' phase stamps (runner.stamps)
+    shapes[shape].floor?: {label: {probe: [µs]}}  floor probes' CUDA-event times (runner.stamps)
     events: [{backend: label, shape, iter, event_us}]   CUDA-event time of every timed call
     clocks: {...}                   the whole timed loop (samples, medians, temperature, power)
     shapes[shape].sampling: {iters, max_noise, noise: {label: fraction}}
@@ -97,6 +99,7 @@ from traceattr.runner.environment import ClockSampler, gpu_facts, versions
 from traceattr.runner.flush import Flush
 from traceattr.runner.hold import DEFAULT_TIMEOUT_S, HoldLog, HostHold
 from traceattr.runner.plan import RunPlan, arm_letters, between_arm, call_order, event_directional, more_iterations
+from traceattr.runner.stamps import StampLog, time_floor_probes
 
 
 def say(message: str) -> None:
@@ -239,7 +242,11 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
     if not timed_shapes:
         results["timed"] = False
         return results
-    events, clocks = time_shapes(timed_shapes, plan, tuple(a.label for a in arms), letters, flush, facts, results)
+    stamps = StampLog()  # phase stamps of instrumented calls (runner.stamps, docs/phases.md)
+    events, clocks = time_shapes(timed_shapes, plan, tuple(a.label for a in arms), letters, flush, facts, results,
+                                 stamps)  # fmt: skip
+    if index := stamps.write(folder):  # only instrumented arms add the key: runner.json is otherwise unchanged
+        results["stamps"] = index
     results["timed"] = True
     results["events"] = events
     results["clocks"] = clocks
@@ -340,7 +347,8 @@ def prepare_predecessor(between: Arm, shape: Shape, data: ShapeInputs, plan: Run
 
 def time_shapes(timed_shapes: list[ShapeReady], plan: RunPlan, labels: tuple[str, ...], letters: dict[str, str],
                 flush: Flush | None, facts: dict[str, Any],
-                results: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
+                results: dict[str, Any],
+                stamps: StampLog | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
     """Time every ready shape inside one capture range, each shape's clocks, sampling and hold into *results*;
     (every timed call's CUDA-event time, the whole loop's clocks)."""
     events: list[dict[str, Any]] = []
@@ -368,10 +376,13 @@ def time_shapes(timed_shapes: list[ShapeReady], plan: RunPlan, labels: tuple[str
                     run_between(flush, item.predecessor)
                     ready[name].launch()
             torch.cuda.synchronize()
-            timing = ShapeTiming(shape, ready, item.predecessor, order_arms, letters, flush, holder, events)
+            timing = ShapeTiming(shape, ready, item.predecessor, order_arms, letters, flush, holder, events,
+                                 stamps=stamps or StampLog())  # fmt: skip
             done, noise, log = timing.run(plan)
             clocks.sample()
             timed_report = results["shapes"][shape.name]
+            if floor := time_floor_probes(ready, shape.name, flush):
+                timed_report["floor"] = floor
             timed_report["clocks"] = clocks.window(window_start, time.time(), max_sm)
             timed_report["sampling"] = {"iters": done, "max_noise": plan.max_noise,
                                         "noise": {k: None if math.isnan(v) else round(v, 6) for k, v in noise.items()}}  # fmt: skip
@@ -394,6 +405,7 @@ class ShapeTiming:
     flush: Flush | None
     holder: HostHold | None
     events: list[dict[str, Any]]  # every timed call's CUDA-event time is appended here
+    stamps: StampLog = field(default_factory=StampLog)
     times: dict[str, list[float]] = field(default_factory=dict)
     log: HoldLog = field(default_factory=HoldLog.empty)
     held: HostHold | None = None
@@ -439,6 +451,7 @@ class ShapeTiming:
                 start.record()
                 self.ready[name].launch()
                 stop.record()
+            self.stamps.after_call(name, self.shape.name, r, self.ready[name].call)  # outside the call's range
             self.log.add_call(name, time.perf_counter_ns() - enqueue_start)
             timed.append((name, r, start, stop))
         if held is not None:

@@ -41,8 +41,17 @@ import torch.distributed as dist
 
 from traceattr.backends.arms import arm_backend, parse_arm
 from traceattr.backends.base import SM_SCALE
-from traceattr.backends.dcp import CONTIGUOUS_SHARDS, EMULATED, FLASHINFER_DCP, DcpRank, dcp_path, merged_lse
-from traceattr.backends.inputs import build_inputs, dcp_rank_inputs, dcp_whole
+from traceattr.backends.dcp import (
+    CONTIGUOUS_SHARDS,
+    EMULATED,
+    FLASHINFER_DCP,
+    DcpRank,
+    dcp_path,
+    dcp_rank_inputs,
+    dcp_whole,
+    merged_lse,
+)
+from traceattr.backends.inputs import build_inputs
 from traceattr.backends.reference import LSE_LIMIT, lse_error, merge_reference, mla_reference_lse, relative_error
 from traceattr.core.callnames import DCP_ATTENTION, DCP_GATHER, DCP_MERGE, DOMAIN, FLUSH, CallName
 from traceattr.core.progress import Progress, emit
