@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 from traceattr.core.precision import CONFIDENCE
 from traceattr.core.protocol import SAME_WITHIN  # the gates' default, written once
@@ -127,6 +126,8 @@ def compare_samples(
     elif not paired:
         low, high = _unpaired_interval(b, c, confidence, n_resamples, seed)
     else:
+        from scipy import stats  # paired samples only: importing scipy.stats takes seconds (compare needs none)
+
         res = stats.bootstrap(
             (b, c),
             _ratio_of_medians,
@@ -241,6 +242,8 @@ def _compare_grouped(
     if np.ptp(b) == 0 and np.ptp(c) == 0:
         low = high = ratio
     else:
+        from scipy import stats
+
         res = stats.bootstrap(
             (b, c, g),
             lambda b, c, g, axis=-1: _ratio_of_group_medians(b, c, g, axis, slot_of),
@@ -273,4 +276,4 @@ def geomean(values: Sequence[float] | np.ndarray) -> float:
     """Geometric mean of positive ratios (NaN when there are none)."""
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v) & (v > 0)]
-    return float(stats.gmean(v)) if len(v) else math.nan
+    return float(np.exp(np.mean(np.log(v)))) if len(v) else math.nan  # scipy.stats.gmean's formula
