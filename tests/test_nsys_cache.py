@@ -1,20 +1,23 @@
 """The export cache of :mod:`traceattr.trace.nsys`: a ``.nsys-rep`` pays its Arrow export once.
 
-nsys is a stand-in (:func:`tests.test_arrow._fake_nsys`) that copies a prepared Arrow export and logs each
+nsys is a stand-in that copies a prepared Arrow export (the loader's tables of a fixture) and logs each
 call, so the tests count exports on CPU.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
+import sys
 import threading
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from tests.helpers import raw_report, run
-from tests.test_arrow import _fake_nsys, arrow_export
 from traceattr.trace import nsys
+from traceattr.trace import schema as S
 from traceattr.trace.loader import load_trace
 
 NAME = "h200_traceattr_sweep"  # backends and shapes in its names: compare and report have verdicts to give
@@ -22,7 +25,30 @@ NAME = "h200_traceattr_sweep"  # backends and shapes in its names: compare and r
 
 @pytest.fixture(scope="module")
 def arrow(exports: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return arrow_export(exports[NAME], tmp_path_factory.mktemp("arrow") / NAME)
+    """The fixture's tables that the loader reads, one Arrow stream each, as ``nsys export --type arrowdir``."""
+    folder = tmp_path_factory.mktemp("arrow") / NAME
+    folder.mkdir()
+    con = sqlite3.connect(f"{exports[NAME].resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        for table in (t for t in S.LOADER_TABLES if t in tables):
+            frame = pl.read_database(f'SELECT * FROM "{table}" ORDER BY rowid', con, infer_schema_length=None)
+            frame.write_ipc_stream(folder / f"{table}{nsys.ARROW_SUFFIX}")
+    finally:
+        con.close()
+    return folder
+
+
+def _fake_nsys(tmp_path: Path, arrow: Path) -> tuple[Path, Path]:
+    """An ``nsys`` whose ``export --type arrowdir`` copies *arrow* to its ``--output``; it logs each call."""
+    log, script = tmp_path / "nsys.log", tmp_path / "nsys"
+    script.write_text(
+        f"#!{sys.executable}\nimport shutil, sys\n"
+        f"open({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
+        f"shutil.copytree({str(arrow)!r}, sys.argv[sys.argv.index('--output') + 1])\n"
+    )
+    script.chmod(0o755)
+    return script, log
 
 
 @pytest.fixture
@@ -30,7 +56,7 @@ def stand_in(
     exports: dict[str, Path], arrow: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[Path, Path, Path]:
     """(nsys stand-in, its call log, the cache folder), the environment pointing at both."""
-    fake, log = _fake_nsys(tmp_path, arrow, exports[NAME])
+    fake, log = _fake_nsys(tmp_path, arrow)
     cache = tmp_path / "cache"
     monkeypatch.setenv("TRACEATTR_NSYS", str(fake))
     monkeypatch.setenv(nsys.EXPORT_CACHE_ENV, str(cache))
