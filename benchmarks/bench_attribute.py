@@ -96,7 +96,9 @@ METRICS = ("wall", "cpu", "rss", "load", "workers_rss")
 WORKERS_RSS = re.compile(r"^bench: workers' peak RSS (\d+)$", re.M)
 
 
-def measure(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> dict[str, float]:
+def measure(
+    argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, answers: tuple[int, ...] = (0,)
+) -> dict[str, float]:
     """Wall seconds, CPU seconds (user + sys), peak RSS (MB) and 1-minute load of one child process."""
     load = os.getloadavg()[0]
     start = time.perf_counter()
@@ -104,15 +106,24 @@ def measure(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     err = proc.stderr.read().decode() if proc.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
+    if os.waitstatus_to_exitcode(status) not in answers:
         raise SystemExit(f"{' '.join(argv[:4])} failed: {err.strip()[-500:]}")
     workers = WORKERS_RSS.search(err)  # the sqlite3 fallback's reading processes, where it had any
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024, "load": load,
             "workers_rss": int(workers[1]) / 1024 if workers else 0.0}  # fmt: skip
 
 
+ANALYSES = ("compare", "report")  # --with: the commands a user runs after attribute, timed beside it (issue 36)
+
+
 def contenders(
-    trace: Path, work: Path, nsys: str | None, skip: set[str], baseline: Path | None, fmt: str = "csv"
+    trace: Path,
+    work: Path,
+    nsys: str | None,
+    skip: set[str],
+    baseline: Path | None,
+    fmt: str = "csv",
+    analyses: tuple[str, ...] = (),
 ) -> dict[str, tuple[list[str], dict[str, str] | None]]:
     """name: (argv, environment) of each contender, in the order they run."""
     out = ["--out", str(work / "out"), "--format", fmt]
@@ -125,6 +136,13 @@ def contenders(
         "sqlite3-1": ([sys.executable, "-c", FALLBACK_SNIPPET, "attribute", str(trace), *out],
                       {**os.environ, "TRACEATTR_READ_PROCESSES": "0"}),
     }  # fmt: skip
+    if "compare" in analyses:  # the verdict and tables on stdout, as a user reads them
+        runs["compare"] = ([sys.executable, "-m", "traceattr", "compare", str(trace), "--format", "csv"], None)
+    if "report" in analyses:
+        runs["report"] = (
+            [sys.executable, "-m", "traceattr", "report", str(trace), "-o", str(work / "report.html")],
+            None,
+        )
     if baseline is not None:
         # before any path already there (a device's bundled packages stay importable)
         paths = [str(baseline), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
@@ -145,8 +163,9 @@ def bench(
     baseline: Path | None,
     fmt: str = "csv",
     settle: float = 0.0,
+    analyses: tuple[str, ...] = (),
 ) -> dict:
-    plan = contenders(trace, work, nsys, skip, baseline, fmt)
+    plan = contenders(trace, work, nsys, skip, baseline, fmt, analyses)
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in plan}
     for _ in range(repeat):
         for name, (argv, env) in plan.items():
@@ -154,8 +173,10 @@ def bench(
                 shutil.copyfile(trace, work / "nsys-copy.sqlite")
             # run from the scratch folder: `python -m traceattr` started in a checkout would import that
             # checkout (the current folder comes first on sys.path), whatever PYTHONPATH says
-            runs[name].append(measure(argv, env, cwd=work))
+            # compare's "nothing to compare" (exit 2, a trace without backend/shape names) is an answer too
+            runs[name].append(measure(argv, env, cwd=work, answers=(0, 2) if name in ANALYSES else (0,)))
             shutil.rmtree(work / "out", ignore_errors=True)
+            (work / "report.html").unlink(missing_ok=True)
             for f in [*work.glob("nsys*.csv"), *work.glob("nsys-copy*")]:
                 f.unlink()
             time.sleep(settle)  # every run starts in the same state of memory (the module's docstring)
@@ -180,7 +201,9 @@ def report(result: dict) -> None:
               f"peak RSS {m['rss']:6.0f} MB  load {m['load']:.1f}"
               + (f"  workers' peak RSS {m['workers_rss']:.0f} MB" if m["workers_rss"] else ""))  # fmt: skip
     for name, other, target in (("traceattr", "read", 1.5), ("traceattr", "nsys", 0.10), ("sqlite3", "traceattr", 3.0),
-                                ("sqlite3-1", "traceattr", None), ("traceattr", "baseline", None)):  # fmt: skip
+                                ("sqlite3-1", "traceattr", None), ("traceattr", "baseline", None),
+                                ("compare", "traceattr", 1.5), ("report", "traceattr", 1.5), ("compare", "nsys", None),
+                                ("report", "nsys", None)):  # fmt: skip
         if name in med and other in med:
             a, o = med[name], med[other]
             goal = f"  (time target ≤ {target})" if target else ""
@@ -251,6 +274,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, metavar="DIR", help="write bench.json, runs.csv and summary.csv here")
     ap.add_argument("--json", type=Path, help="also write every measurement here")
     ap.add_argument("--settle", type=float, default=3.0, metavar="S", help="seconds to wait between runs")
+    ap.add_argument("--with", dest="analyses", action="append", default=[], choices=ANALYSES,
+                    help="also time `traceattr compare` / `report` on the trace (their ratio to attribute)")  # fmt: skip
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # results show as each trace finishes, also into a file
 
@@ -286,6 +311,7 @@ def main() -> None:
                     args.baseline,
                     args.format,
                     args.settle,
+                    tuple(args.analyses),
                 )
             )
             report(results[-1])

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import lzma
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import DATA, FIXTURES
+
+# the stand-in reports' Arrow exports (traceattr.trace.nsys.export_cache) go here, not into the user's cache
+os.environ.setdefault("TRACEATTR_EXPORT_CACHE", tempfile.mkdtemp(prefix="traceattr-tests-export-cache-"))
 
 
 def _export_xz(name: str) -> Path:

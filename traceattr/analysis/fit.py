@@ -5,7 +5,8 @@ top of what it pays regardless (a: launch, scheduling, the merge, the
 tail of a short grid). Shapes that differ only in ctx form a family (q,
 heads, batch, page, dtype alike); per (family, backend) measured at three
 or more context lengths, ordinary least squares over every call
-(``scipy.stats.linregress``) gives a and b with ``confidence`` intervals
+(``scipy.stats.linregress``'s formulas, in numpy: importing ``scipy.stats`` took
+seconds of every ``compare``) gives a and b with ``confidence`` intervals
 (Student t on their standard errors) and r². ``ctx_half`` = a / b is the
 context at which the per-token part equals the fixed part: below it the
 fixed cost dominates.
@@ -13,8 +14,11 @@ fixed cost dominates.
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import polars as pl
-from scipy import stats
+from scipy import special
 
 from traceattr.analysis.crossover import with_family
 
@@ -41,10 +45,20 @@ def fit(calls: pl.DataFrame, *, confidence: float = 0.95, time: str = "gpu_span_
         if contexts < MIN_CONTEXTS:
             continue
         x, y = part["ctx"].cast(pl.Float64).to_numpy(), part["t_us"].to_numpy()
-        res = stats.linregress(x, y)
-        t = stats.t.ppf(0.5 + confidence / 2, len(x) - 2)
-        a, b = float(res.intercept), float(res.slope)
-        da, db = t * float(res.intercept_stderr), t * float(res.stderr)
+        a, b, sa, sb, r = _least_squares(x, y)
+        t = float(special.stdtrit(len(x) - 2, 0.5 + confidence / 2))  # Student t's quantile (stats.t.ppf)
+        da, db = t * sa, t * sb
         out.append((family, backend, contexts, len(x), a, a - da, a + da, 1e3 * b, 1e3 * (b - db), 1e3 * (b + db),
-                    float(res.rvalue) ** 2, a / b if a > 0 and b > 0 else None))  # fmt: skip
+                    r**2, a / b if a > 0 and b > 0 else None))  # fmt: skip
     return pl.DataFrame(out, schema=FIT_SCHEMA, orient="row").sort("family", "backend")
+
+
+def _least_squares(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float, float, float]:
+    """(intercept, slope, their standard errors, r) of y = a + b·x, as ``scipy.stats.linregress`` gives them."""
+    xm, ym = x.mean(), y.mean()
+    sxx, syy, sxy = np.mean((x - xm) ** 2), np.mean((y - ym) ** 2), np.mean((x - xm) * (y - ym))
+    # no spread on one side: no correlation to speak of (NaN, and NaN errors, as scipy 1.17 says)
+    r = math.nan if sxx == 0 or syy == 0 else float(np.clip(sxy / np.sqrt(sxx * syy), -1, 1))
+    b = sxy / sxx
+    sb = float(np.sqrt((1 - r**2) * syy / sxx / (len(x) - 2)))
+    return float(ym - b * xm), float(b), sb * float(np.sqrt(sxx + xm**2)), sb, r

@@ -18,6 +18,9 @@ lies entirely below 1. The classes follow nvbench's robust comparison:
 
 Medians are the headline everywhere else, so the interval is for the ratio
 of medians, not of means; resampling is seeded, so a verdict is reproducible.
+Unpaired samples draw each resample's median from its order statistics
+(:func:`bootstrap_medians`: the same bootstrap law, O(1) per resample, not
+O(calls)); paired and grouped ones resample the pairs (scipy).
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 from traceattr.core.precision import CONFIDENCE
 from traceattr.core.protocol import SAME_WITHIN  # the gates' default, written once
@@ -121,7 +123,11 @@ def compare_samples(
     ratio = float(_ratio_of_medians(b, c))
     if np.ptp(b) == 0 and np.ptp(c) == 0:
         low = high = ratio  # no spread at all: resampling cannot move the medians
+    elif not paired:
+        low, high = _unpaired_interval(b, c, confidence, n_resamples, seed)
     else:
+        from scipy import stats  # paired samples only: importing scipy.stats takes seconds (compare needs none)
+
         res = stats.bootstrap(
             (b, c),
             _ratio_of_medians,
@@ -135,6 +141,38 @@ def compare_samples(
         )
         low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
     return Comparison(ratio, low, high, classify(low, high, same_within), len(b), len(c), confidence)
+
+
+def _unpaired_interval(
+    b: np.ndarray, c: np.ndarray, confidence: float, n_resamples: int, seed: int
+) -> tuple[float, float]:
+    """The percentile-bootstrap interval of median(c) / median(b), each side resampled on its own.
+
+    The same bootstrap distribution as resampling every call (``scipy.stats.bootstrap``, which this
+    replaced: 61% of ``compare``'s time on a 1.25 M-kernel sweep), drawn in O(1) per resample:
+    only a resample's middle order statistics matter (:func:`bootstrap_medians`)."""
+    rng = np.random.default_rng(seed)
+    theta = bootstrap_medians(np.sort(c), n_resamples, rng) / bootstrap_medians(np.sort(b), n_resamples, rng)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(theta, [alpha, 1 - alpha])  # scipy's percentile method: the same linear quantiles
+    return float(low), float(high)
+
+
+def bootstrap_medians(ordered: np.ndarray, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """The medians of *n_resamples* bootstrap resamples of the sorted sample *ordered*, without drawing them.
+
+    A resample is n indices ``floor(n·U)`` of n uniforms U; *ordered* being sorted, its k-th smallest
+    value is ``ordered[floor(n·U₍ₖ₎)]``, and the k-th of n uniforms is Beta(k, n−k+1). The even-n median
+    also needs the (k+1)-th: given U₍ₖ₎ = u the other n−k uniforms are uniform on (u, 1), so it is u plus
+    (1−u) times the least of n−k uniforms, Beta(1, n−k). Exact in distribution, O(1) per resample."""
+    n = len(ordered)
+    k = (n + 1) // 2  # the (lower) middle rank, 1-based
+    u = rng.beta(k, n - k + 1, n_resamples)
+    low = ordered[np.minimum((n * u).astype(np.int64), n - 1)]
+    if n % 2:
+        return low
+    u_next = u + (1 - u) * rng.beta(1, n - k, n_resamples)
+    return (low + ordered[np.minimum((n * u_next).astype(np.int64), n - 1)]) / 2
 
 
 def _group_medians(
@@ -204,6 +242,8 @@ def _compare_grouped(
     if np.ptp(b) == 0 and np.ptp(c) == 0:
         low = high = ratio
     else:
+        from scipy import stats
+
         res = stats.bootstrap(
             (b, c, g),
             lambda b, c, g, axis=-1: _ratio_of_group_medians(b, c, g, axis, slot_of),
@@ -236,4 +276,4 @@ def geomean(values: Sequence[float] | np.ndarray) -> float:
     """Geometric mean of positive ratios (NaN when there are none)."""
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v) & (v > 0)]
-    return float(stats.gmean(v)) if len(v) else math.nan
+    return float(np.exp(np.mean(np.log(v)))) if len(v) else math.nan  # scipy.stats.gmean's formula

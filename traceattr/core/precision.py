@@ -11,7 +11,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 CONFIDENCE = 0.95
 
@@ -24,6 +23,10 @@ def median_interval(values: Sequence[float] | np.ndarray, confidence: float = CO
     assumed, and it is cheap enough to ask after every few calls. (NaN, NaN)
     for fewer samples than such an interval needs.
     """
+    from scipy import (
+        stats,  # here, not at the top: compare and report import this module, and scipy.stats takes seconds
+    )
+
     v = np.sort(np.asarray(values, dtype=float))
     v = v[np.isfinite(v)]
     n = len(v)

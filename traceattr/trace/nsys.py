@@ -9,6 +9,7 @@ are argument lists, never shell strings.
 from __future__ import annotations
 
 import glob
+import hashlib
 import logging
 import os
 import shutil
@@ -17,7 +18,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from traceattr.core.errors import NsysError
@@ -200,17 +201,27 @@ def arrow_export_command(nsys: Path, report: Path, folder: Path) -> list[str]:
 
 @contextmanager
 def arrow_export(report: Path) -> Iterator[Path | None]:
-    """A temporary Arrow export of *report* (only the loader's tables), removed on exit; None when this
-    nsys cannot write one (before 2023: no ``arrowdir`` or ``--tables``), so the caller exports SQLite.
+    """An Arrow export of *report* (only the loader's tables); None when this nsys cannot write one (before
+    2023: no ``arrowdir`` or ``--tables``), so the caller exports SQLite.
 
-    Temporary, not kept beside the report as the SQLite export is: it holds only the tables traceattr
-    reads, and SQLite stays the interchange that other tools (``nsys stats``, recipes) read."""
+    Kept in the export cache (:func:`export_cache`) and reused by every later command on the same report
+    (its path, size and modification time unchanged): ``attribute``, then ``compare``, then ``report`` run
+    nsys once. Made in a private folder of the cache and renamed into place, so a concurrent command sees
+    a whole export or none. With the cache off (``TRACEATTR_EXPORT_CACHE=off``) or unusable the export is
+    temporary, removed on exit. Never kept beside the report as the SQLite export is: it holds only the
+    tables traceattr reads, and SQLite stays the interchange that other tools (``nsys stats``) read."""
     from traceattr.core.errors import TraceError
 
+    entry = _cache_entry(report)
+    if entry is not None and is_arrow_export(entry):
+        _touch(entry)
+        yield entry
+        return
     nsys = find_nsys()
     if nsys is None:
         raise TraceError(report, _NO_NSYS.format(env=ENV_VAR, report=report))
-    with tempfile.TemporaryDirectory(prefix="traceattr-arrow-") as scratch:
+    where = None if entry is None else entry.parent
+    with tempfile.TemporaryDirectory(prefix=_CACHE_PARTIAL if where else "traceattr-arrow-", dir=where) as scratch:
         folder = Path(scratch) / report.stem
         try:
             run(arrow_export_command(nsys, report, folder), what=f"nsys export of {report}", timeout=3600)
@@ -218,7 +229,116 @@ def arrow_export(report: Path) -> Iterator[Path | None]:
             _log.info("%s; exporting SQLite instead", err)
             yield None
             return
-        yield folder if is_arrow_export(folder) else None
+        if not is_arrow_export(folder):
+            yield None
+            return
+        if entry is not None:
+            try:
+                os.rename(folder, entry)  # atomic: the entry appears whole or not at all
+                folder = entry
+            except OSError:  # a concurrent command of the same report won: its export is this one
+                folder = entry if is_arrow_export(entry) else folder
+            _prune(entry.parent, keep=entry)
+        yield folder
+
+
+EXPORT_CACHE_ENV = "TRACEATTR_EXPORT_CACHE"  # off (no cache) | a folder (default: <user cache>/traceattr/exports)
+EXPORT_CACHE_MB_ENV = "TRACEATTR_EXPORT_CACHE_MB"  # the cache's size bound, MB
+EXPORT_CACHE_MB = 4096
+_CACHE_PARTIAL = ".partial-"  # exports being written, and entries being evicted
+_IN_USE_S = 600.0  # an entry used this recently is never evicted: another command may still be reading it
+_STALE_PARTIAL_S = 6 * 3600.0  # a partial folder this old was left by a command that was killed
+
+
+def export_cache() -> Path | None:
+    """The folder Arrow exports of reports are kept in (``$TRACEATTR_EXPORT_CACHE``, else ``traceattr/exports``
+    in ``$XDG_CACHE_HOME`` or ``~/.cache``); None when the cache is off or there is no home folder."""
+    setting = os.environ.get(EXPORT_CACHE_ENV, "").strip()
+    if setting.lower() in ("off", "0", "no", "false", "none"):
+        return None
+    try:
+        return Path(setting).expanduser() if setting else _cache_path() / "exports"
+    except RuntimeError:  # no home folder
+        return None
+
+
+def export_cache_bytes() -> int:
+    """The cache's size bound (``$TRACEATTR_EXPORT_CACHE_MB``, default :data:`EXPORT_CACHE_MB`)."""
+    setting = os.environ.get(EXPORT_CACHE_MB_ENV, "").strip()
+    try:
+        mb = float(setting) if setting else EXPORT_CACHE_MB
+    except ValueError:
+        from traceattr.core.errors import TraceattrError
+
+        raise TraceattrError(f"{EXPORT_CACHE_MB_ENV}={setting!r}: expected a size in MB") from None
+    return int(max(mb, 0) * 1e6)
+
+
+def _cache_entry(report: Path) -> Path | None:
+    """Where *report*'s Arrow export is kept: a name from its resolved path, size, modification time and the
+    tables exported (a changed report, or a traceattr reading other tables, misses); None without a cache."""
+    from traceattr.trace.schema import LOADER_TABLES
+
+    cache = export_cache()
+    if cache is None:
+        return None
+    try:
+        st = report.stat()
+        cache.mkdir(parents=True, exist_ok=True)
+        if not os.access(cache, os.W_OK | os.X_OK):
+            return None
+    except OSError:
+        return None
+    key = f"{report.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0{','.join(LOADER_TABLES)}"
+    return cache / f"{report.stem[:48]}-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
+
+
+def _touch(entry: Path) -> None:
+    """Mark *entry* used now: eviction goes by last use."""
+    with suppress(OSError):
+        os.utime(entry)
+
+
+def _folder_bytes(folder: Path) -> int:
+    try:
+        return sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+    except OSError:
+        return 0
+
+
+def _prune(cache: Path, keep: Path) -> None:
+    """Evict the least recently used exports until the cache fits its bound (:func:`export_cache_bytes`);
+    *keep* (the one just made) and any used within :data:`_IN_USE_S` stay. An entry is renamed away first, so
+    no command finds it half removed."""
+    now = time.time()
+    try:
+        children = list(cache.iterdir())
+    except OSError:
+        return
+    entries: list[tuple[float, int, Path]] = []
+    for child in children:
+        try:
+            used = child.stat().st_mtime
+        except OSError:
+            continue
+        if child.name.startswith(_CACHE_PARTIAL):
+            if now - used > _STALE_PARTIAL_S:
+                shutil.rmtree(child, ignore_errors=True)
+        elif child.is_dir():
+            entries.append((used, _folder_bytes(child), child))
+    total, bound = sum(size for _, size, _ in entries), export_cache_bytes()
+    for used, size, child in sorted(entries):
+        if total <= bound:
+            break
+        if child == keep or now - used < _IN_USE_S:
+            continue
+        doomed = cache / f"{_CACHE_PARTIAL}evicted-{child.name}"
+        try:
+            os.rename(child, doomed)
+        except OSError:
+            continue  # another command evicted or is using it
+        shutil.rmtree(doomed, ignore_errors=True)
+        total -= size
 
 
 def is_arrow_export(path: Path) -> bool:
