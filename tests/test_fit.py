@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from scipy import special, stats
 
-from traceattr.analysis.fit import fit
+from traceattr.analysis.fit import _least_squares, fit
 from traceattr.cli import main
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "traces" / "h200_mla_sweep.sqlite"
@@ -55,3 +56,25 @@ def test_compare_prints_and_writes_the_fit(tmp_path: Path, capsys: pytest.Captur
     # the sweep (8k … 900k ctx at q8): fa3 reads KV at ~0.45 µs per 1k tokens on top of ~26 µs
     assert fa3["contexts"] == 5 and 20 < fa3["fixed_us"] < 35 and 0.4 < fa3["per_1k_tokens_us"] < 0.5
     assert {"calls.csv", "summary.csv", "crossovers.csv", "fit.csv"} <= {p.name for p in tmp_path.iterdir()}
+
+
+# -- ``analysis.fit``'s least squares (numpy, so that ``compare`` need not import scipy.stats) against scipy's.
+@pytest.mark.parametrize("n", [3, 5, 40, 2000])
+def test_least_squares_equals_linregress(n: int) -> None:
+    rng = np.random.default_rng(n)
+    x = np.repeat(np.array([8e3, 32e3, 131e3, 262e3])[: max(3, min(n, 4))], -(-n // 4))[:n].astype(float)
+    x[: len(np.unique(x))] = np.unique(x)  # every context at least once
+    y = 12 + 3e-4 * x + rng.normal(0, 0.5, n)
+    a, b, sa, sb, r = _least_squares(x, y)
+    ref = stats.linregress(x, y)
+    assert (a, b, sa, sb, r) == pytest.approx(
+        (ref.intercept, ref.slope, ref.intercept_stderr, ref.stderr, ref.rvalue), rel=1e-9
+    )
+    assert special.stdtrit(n - 2 if n > 2 else 1, 0.975) == pytest.approx(stats.t.ppf(0.975, max(n - 2, 1)))
+
+
+def test_a_flat_line_is_fitted_as_scipy_fits_it() -> None:
+    x, y = np.array([1.0, 2.0, 3.0]), np.full(3, 5.0)
+    ref = stats.linregress(x, y)
+    assert np.allclose(_least_squares(x, y), (ref.intercept, ref.slope, ref.intercept_stderr, ref.stderr, ref.rvalue),
+                       equal_nan=True)  # fmt: skip
