@@ -69,6 +69,8 @@ WideOpt = Annotated[
         "and a line says which). Piped output with no COLUMNS is wide too.",
     ),
 ]
+# --format of a command whose answer is one table: the terminal's, or its rows on stdout (nsys stats' convention)
+TableFormat = Enum("TableFormat", {f: f for f in ("table", "csv", "json")}, type=str)  # type: ignore[misc]
 RulesOpt = Annotated[Optional[Path], typer.Option(help="TOML kernel-role rules tried before the built-in ones.")]
 
 

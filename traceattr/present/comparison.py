@@ -45,11 +45,14 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
     exposed = [f"{r}_exposed_us" for r in ("attention", "reduce", "schedule", "flush", "copy", "other")]
     parts = [c for c in (*exposed, "overlap_us") if summary[c].fill_null(0).sum() > 0] + ["gap_us"]
     heads = {"overlap_us": "overlap", "gap_us": "gaps", **{c: c.removesuffix("_exposed_us") for c in exposed}}
-    # what goes first when the console is narrow: kernels, roofline, then the parts from the last (gaps) back
+    # what goes first when the console is narrow, by value to the reader: kernels and roofline, then the idle and
+    # housekeeping parts, then the spread; reduce and overlap (FlashMLA's combine kernel against fa3's in-kernel
+    # merge) and attention stay with the median to the last
+    value = {"attention_exposed_us": 1, "reduce_exposed_us": 2, "overlap_us": 3}
     columns = [
-        Column("backend", "left"), Column("calls"), Column("median"), Column("p10–p90", drop=2),
-        *[Column(heads[c], drop=3 + i) for i, c in enumerate(parts)],
-        Column("kernels", drop=5 + len(parts)), Column("roofline", drop=4 + len(parts)), Column("vs best"),
+        Column("backend", "left"), Column("calls", drop=len(parts) + 7), Column("median"), Column("p10–p90", drop=4),
+        *[Column(heads[c], drop=value.get(c, 5 + len(parts) - i)) for i, c in enumerate(parts)],
+        Column("kernels", drop=len(parts) + 9), Column("roofline", drop=len(parts) + 8), Column("vs best"),
     ]  # fmt: skip
     shapes = sorted(summary["shape"].unique().to_list(), key=shape_key)
     rows = {
@@ -68,9 +71,9 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
     for shape in shapes:
         part = summary.filter(pl.col("shape") == shape)
         title = Text(f"{printable(shape)}: per-call GPU time (µs; median, p10–p90 over calls)")
-        table, dropped = fitted_table(console, columns, rows[shape], title, fit_rows=every)
-        table.caption = verdict_caption(part)
-        table.caption_justify = "left"
+        table, dropped = fitted_table(
+            console, columns, rows[shape], title, fit_rows=every, caption=verdict_caption(part)
+        )
         console.print(table)
         flips = part.filter(pl.col("consistent").not_())
         for row in flips.iter_rows(named=True):

@@ -17,13 +17,12 @@ from typing import Any
 import polars as pl
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from traceattr.analysis.decision import Breakpoint, Decision, FamilyVerdict, ShapeVerdict, decide, frame_crossings
 from traceattr.analysis.dispatch_table import DispatchTable, FamilyTable, Regret, ShapePoint, lookup
 from traceattr.core.jsonable import finite
 from traceattr.core.shapes import ShapeError, fmt_ctx, parse_shape
+from traceattr.present.columns import Column, dropped_line, fitted_table
 from traceattr.present.formats import pct, rule_text
 from traceattr.present.names import printable
 
@@ -233,16 +232,21 @@ def regret_text(r: Regret) -> str:
 
 def render_table(table: DispatchTable, con: Console) -> None:
     """Per family: the table, its regret (mean / max, right/shapes), leave-one-out, baselines, graph-safe choice."""
-    grid = Table(title="Dispatch table and its regret: t(choice)/t(fastest) − 1, mean / max (right/shapes)",
-                 title_justify="left")  # fmt: skip
-    for col in ("family", "dispatch", "table", "leave-one-out", "always …", "graph-safe (expected regret)"):
-        grid.add_column(col)
+    title = "Dispatch table and its regret: t(choice)/t(fastest) − 1, mean / max (right/shapes)"
+    columns = [
+        Column("family", "left", wraps=True), Column("dispatch", "left", wraps=True), Column("table", "left"),
+        Column("leave-one-out", "left", drop=2), Column("always …", "left", wraps=True, drop=3),
+        Column("graph-safe (expected regret)", "left", wraps=True, drop=1),
+    ]  # fmt: skip
+    rows = []
     for t in table.families:
         always = "; ".join(f"{b}: {regret_text(r)}" for b, r in t.baselines.items())
         gs = t.graph_safe
         safe = "" if gs is None else f"{gs.backend} (+{pct(gs.expected_regret)}, worst +{pct(gs.max_regret)})"
         cells = (t.family, segments_text(t), regret_text(t.regret), regret_text(t.loo_regret), always, safe)
-        grid.add_row(*(Text(printable(c)) for c in cells))  # arm labels such as fa3[graphs] are not markup
+        rows.append([printable(c) for c in cells])  # Text in the table: arm labels such as fa3[graphs] are not markup
+    grid, dropped = fitted_table(con, columns, rows, title)
     con.print(grid)
+    dropped_line(con, dropped)
     con.print(escape(f"all shapes: table {regret_text(table.regret)}, leave-one-out {regret_text(table.loo_regret)}; "
-                     f"graph-safe over {table.distribution}"), soft_wrap=True)  # fmt: skip
+                     f"graph-safe over {table.distribution}"))  # fmt: skip

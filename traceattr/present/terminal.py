@@ -19,13 +19,9 @@ from rich.text import Text
 
 from traceattr.analysis.calls import call_series
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution
-from traceattr.present.columns import Column, dropped_line, fitted_table
+from traceattr.present.columns import LONG_NAME, Column, dropped_line, fitted_table
 from traceattr.present.formats import count, counted, decimals, pct, size, us_from_ns
 from traceattr.present.names import distinct_display_names, printable, shorten
-
-# A name longer than this is shortened (with "…") even in a table that fits: NVTX text can be 1,024 characters
-# (see trace.validate) and would fill a screen. Call-series and kernel names are far shorter.
-LONG_NAME = 200
 
 
 def render_range_summary(att: Attribution, console: Console, limit: int = 30) -> None:
@@ -208,40 +204,46 @@ def render_reports(reports: pl.DataFrame, console: Console) -> None:
     """One row per report (rank): its GPU work, where it went, or why it failed."""
     ok = reports.filter(pl.col("ok"))
     roles = [c for c in ROLE_COLUMNS if ok.height and (ok[c].sum() or 0) > 0]
-    table = Table(title=f"Per report ({ok.height} of {reports.height} read; GPU time in µs, each op once)",
-                  title_justify="left")  # fmt: skip
-    for head in ("report", "ops", "span", "busy", "sum", *[c.removesuffix("_ns") for c in roles], "s"):
-        table.add_column(head, justify="left" if head == "report" else "right", no_wrap=head == "report")
+    columns = [
+        Column("report", "left", wraps=True), Column("ops"), Column("span"), Column("busy", drop=len(roles) + 2),
+        Column("sum", drop=len(roles) + 1), *[Column(c.removesuffix("_ns"), drop=len(roles) - i) for i, c in enumerate(roles)],
+        Column("seconds", drop=len(roles) + 3),
+    ]  # fmt: skip
+    rows: list[list[str | Text]] = []
     for row in reports.iter_rows(named=True):
         if not row["ok"]:
-            table.add_row(Text(row["report"]), Text("failed (see below)", "red"), *[""] * (4 + len(roles)))
+            rows.append([row["report"], Text("failed (see below)", "red"), *[""] * (4 + len(roles))])
             continue
-        table.add_row(
-            Text(row["report"]), count(row["gpu_ops"]), us_from_ns(row["gpu_span_ns"]), us_from_ns(row["busy_ns"]),
+        rows.append([
+            row["report"], count(row["gpu_ops"]), us_from_ns(row["gpu_span_ns"]), us_from_ns(row["busy_ns"]),
             us_from_ns(row["gpu_sum_ns"]), *[us_from_ns(row[c]) for c in roles], decimals(row["seconds"], 2),
-        )  # fmt: skip
+        ])  # fmt: skip
+    title = f"Per report ({ok.height} of {reports.height} read; GPU time in µs, each op once)"
+    table, dropped = fitted_table(console, columns, rows, title)
     console.print(table)
+    dropped_line(console, dropped)
 
 
 def render_across(across: pl.DataFrame, console: Console, key: str, limit: int = 30) -> None:
     """Per range name (or call series) across reports: the ranks' medians, spread, and the slowest rank."""
     stat = next(c for c in across.columns if c.startswith("rank_median_")).removeprefix("rank_median_")
-    table = Table(
-        title=f"Across reports, per {key} ({stat.removesuffix('_ns')} per row, µs: median over rows per report, then over reports)",
-        title_justify="left",
-    )
-    for head in (key, "reports", "rows", "median", "max", "spread", "slowest"):
-        table.add_column(head, justify="left" if head in (key, "slowest") else "right", no_wrap=True,
-                         max_width=56 if head == key else None)  # fmt: skip
+    title = f"Across reports, per {key} ({stat.removesuffix('_ns')} per row, µs: median over rows per report, then over reports)"
+    columns = [
+        Column(key, "left", wraps=True), Column("reports", drop=3), Column("rows", drop=4), Column("median"),
+        Column("max"), Column("spread", drop=1), Column("slowest", "left", wraps=True, drop=2),
+    ]  # fmt: skip
     shown = across if limit <= 0 else across.head(limit)
+    rows = []
     for row in shown.iter_rows(named=True):
         rel = row["spread_rel"]
-        table.add_row(
-            Text(shorten(row[key], 56)), str(row["reports"]), count(row["rows"]), us_from_ns(row[f"rank_median_{stat}"]),
+        rows.append([
+            shorten(row[key], LONG_NAME), str(row["reports"]), count(row["rows"]), us_from_ns(row[f"rank_median_{stat}"]),
             us_from_ns(row[f"rank_max_{stat}"]), f"{us_from_ns(row[f'spread_{stat}'])} ({pct(rel)})" if rel is not None else "",
-            Text(row["slowest_report"] or ""),
-        )  # fmt: skip
+            row["slowest_report"] or "",
+        ])  # fmt: skip
+    table, dropped = fitted_table(console, columns, rows, title)
     console.print(table)
+    dropped_line(console, dropped)
     if across.height > shown.height:
         console.print(f"… {across.height - shown.height:,} more (--limit 0 shows all; --out DIR writes them)")
 
