@@ -15,6 +15,7 @@ from traceattr.analysis.decision import Decision, shape_key
 from traceattr.present.columns import Column, dropped_line, fitted_table
 from traceattr.present.formats import decimals, roofline_share, signed_pct, tie_text, times, us, with_interval
 from traceattr.present.names import printable
+from traceattr.present.palette import backend_color
 from traceattr.present.verdicts import shape_line, verdict_lines
 
 
@@ -58,7 +59,9 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
     rows = {
         shape: [
             [
-                _MARKS.get(row["verdict"], "  ") + printable(row["backend"]), str(row["calls"]),
+                # the backend in its colour, the one every page draws it in
+                Text.assemble(_MARKS.get(row["verdict"], "  "), (printable(row["backend"]), backend_color(row["backend"]))),
+                str(row["calls"]),
                 us(row["median_us"]), f"{us(row['p10_us'])}–{us(row['p90_us'])}", *[us(row[c]) for c in parts],
                 decimals(row["kernels"], 0), roofline_share(row["roofline"]), times(row["ratio_to_best"]),
             ]
