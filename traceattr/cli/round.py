@@ -41,7 +41,7 @@ CandidateOpt = Annotated[
     Optional[str], typer.Option("--candidate", help="The lever (e.g. 'fa3\\[splits=4]'; A/A: again=fa3).")
 ]
 RoundsOpt = Annotated[
-    Optional[int], typer.Option(help=f"Separate captures; arm order alternates between them. [default: {ROUNDS}]")
+    Optional[int], typer.Option(help=f"Separate captures; arm order alternates between them. \\[default: {ROUNDS}]")
 ]
 RetryOpt = Annotated[
     Optional[Path], typer.Option("--retry", help="A receipt.json (or its round folder): re-measure its refused rows.")
