@@ -92,7 +92,12 @@ def attribute_command(
     if out is None and fmt_value == "parquet":
         raise TraceattrError("--format parquet needs --out DIR")
     if out is None:
-        att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
+        from traceattr.present.terminal import working  # a spinner on stderr (a terminal only): big traces take a while
+
+        with working(f"reading {path}") as step:
+            trace = load_trace(path)
+            step(f"attributing {path}")
+            att = attribute(trace, mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
         check_selected(att, domain, match)
         if fmt_value == "table":
             _render(att, limit, each_range, wide)

@@ -110,6 +110,8 @@ def compare_command(
         _compare_round(traces[0], rounds[0], json_out, Shown(fmt.value, wide), fail_on)
         return
     paths = expand_inputs(traces)
+    for path in paths:
+        _not_a_record(path)
     # refused before the work, not after it
     if out is not None:
         check_out_folder(out, command="compare", manifest=MANIFEST, inputs=paths)
@@ -280,3 +282,19 @@ def _show_and_write(
             result.write_manifest({"version": __version__, "inputs": [str(p) for p in inputs]})
         written = ", ".join([*(f"{stem}.csv" for _, stem in tables), MANIFEST])
         print(printable(f"wrote {result.folder}/{written}"), file=sys.stderr)
+
+
+def _not_a_record(path: Path) -> None:
+    """A sweep's search.json or a dispatch table given to compare: one line saying which command reads it."""
+    if path.suffix.lower() != ".json" or not path.is_file():
+        return
+    try:
+        with path.open("rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return  # the reader says why
+    if head.lstrip().startswith(b"{") and b'"traceattr.' in head:
+        raise TraceattrError(
+            f"{path}: a traceattr record (a sweep's search.json or a dispatch table), not a trace; "
+            f"`traceattr report {path}` draws it, `traceattr dispatch {path}` makes its dispatch table"
+        )
