@@ -118,9 +118,18 @@ def _show_dry_run(plan: RoundPlan, requests: list[CaptureRequest], con: Console)
 
 
 def _run_with_progress(plan: RoundPlan, captures: int, previous: Receipt | None, con: Console) -> Receipt:
-    """Run the round with a progress bar: one step per row and capture, nsys's own lines dimmed above it."""
+    """Run the round with a progress bar on stderr (a terminal only: one step per row and capture, the runner's
+    lines dimmed above it); elsewhere the runner's lines alone, on stdout, so a log holds no bar frames."""
+    err = Console(stderr=True)
+    if not err.is_terminal:
+
+        def log_line(line: str) -> None:
+            if parse(line) is not None:
+                _say(con, line)
+
+        return run_round(plan, on_line=log_line, on_progress=lambda _what: None, previous=previous, report=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=con, transient=False) as progress:
+    with Progress(*columns, console=err, transient=True) as progress:
         task = progress.add_task("starting nsys …", total=len(plan.rows) * captures)
 
         def on_line(line: str) -> None:
@@ -130,6 +139,4 @@ def _run_with_progress(plan: RoundPlan, captures: int, previous: Receipt | None,
         def on_progress(what: str) -> None:
             progress.update(task, advance=1, description=what)
 
-        receipt = run_round(plan, on_line=on_line, on_progress=on_progress, previous=previous, report=True)
-        progress.update(task, completed=len(plan.rows) * captures, description="done")
-    return receipt
+        return run_round(plan, on_line=on_line, on_progress=on_progress, previous=previous, report=True)
