@@ -41,7 +41,7 @@ def attribution_figure(summary: pl.DataFrame) -> go.Figure:
     # two levels (shape, then backend) unless the calls named neither, so that both are the series
     x = backends if s["shape"].equals(s["backend"]) else [[esc(v) for v in s["shape"].to_list()], backends]
     shown = [seg for seg in SEGMENTS if (s[f"call_{segment_part(seg)}_us"].fill_null(0) > 0).any()]
-    fig = new_figure(460, barmode="stack", hovermode="closest")
+    fig = new_figure(420, barmode="stack", hovermode="closest")
     for view in ("us", "share"):
         for seg in shown:
             values = s[f"call_{segment_part(seg)}_us"].fill_null(0)
@@ -76,7 +76,11 @@ def attribution_figure(summary: pl.DataFrame) -> go.Figure:
     in_us = [t.meta == "us" for t in fig.data]
     share_title, us_title = "% of the median call", "µs of the median call"
     # level labels side by side while they fit the plot (~150 characters wide); slanted once they would collide
-    crowded = len(backends) * max((len(b) for b in s["backend"].to_list()), default=0) > _LABEL_ROOM
+    longest = max((len(b) for b in s["backend"].to_list()), default=0)
+    crowded = len(backends) * longest > _LABEL_ROOM
+    # slanted labels take room below the plot (about 4.5 px a character at -40°): the figure grows by it, so the
+    # bars keep their height instead of being squeezed under long (C++) names
+    fig.update_layout(height=360 + (int(4.5 * min(longest, 120)) if crowded else 60))
     fig.update_layout(
         yaxis={"title": {"text": us_title}, "rangemode": "tozero"},
         xaxis={"tickangle": -40 if crowded else 0, "automargin": True},
