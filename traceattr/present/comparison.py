@@ -98,6 +98,17 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
 _MARKS = {"winner": "★ ", "tie": "≈ ", "same program": "= "}
 
 
+def by_context(summary: pl.DataFrame) -> pl.DataFrame:
+    """*summary* in the order the terminal and the HTML show it: shapes of a family by ctx (8k, 32k, 131k, …, not
+    as text: 131k, 32k, 512k), the fastest backend first within a shape."""
+    if summary.height == 0 or "shape" not in summary.columns:
+        return summary
+    shapes = sorted(summary["shape"].unique().to_list(), key=shape_key)
+    order = pl.DataFrame({"shape": shapes}, schema={"shape": summary.schema["shape"]}).with_row_index("_order")
+    keys = ["_order", "median_us"] if "median_us" in summary.columns else ["_order"]
+    return summary.join(order, on="shape", how="left").sort(keys, nulls_last=True, maintain_order=True).drop("_order")
+
+
 def verdict_caption(part: pl.DataFrame) -> Text | None:
     """What one shape's table concludes, under it: a tie (no winner) and arms that run the same program."""
     lines = []
