@@ -17,21 +17,28 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from traceattr.analysis.calls import call_series
+from traceattr.analysis.calls import call_series, calls
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution
 from traceattr.present.columns import LONG_NAME, Column, dropped_line, fitted_table
 from traceattr.present.formats import count, counted, decimals, pct, size, us_from_ns
 from traceattr.present.names import distinct_display_names, printable, shorten
 
 
-def render_range_summary(att: Attribution, console: Console, limit: int = 30) -> None:
+def render_range_summary(
+    att: Attribution, console: Console, limit: int = 30, grouped: pl.DataFrame | None = None
+) -> None:
     """GPU time per call series, as nsys's ``nvtx_sum`` lists CPU time per name: instances, total and
     median GPU span (first op start → last op end), kernel time; the buckets last. A series is a range name
     without its per-instance words (:func:`traceattr.analysis.calls.call_series`: ``iter=``, ``arm=``,
-    PyTorch's ``seq =``/``op_id =``, a trailing ``:3``), so the iterations of one call add up in one row."""
+    PyTorch's ``seq =``/``op_id =``, a trailing ``:3``), so the iterations of one call add up in one row; with
+    *group* (``--group``) a call's series is its backend and shape as ``compare`` reads them."""
+    ranges, series = att.ranges, call_series(pl.col("name"))
+    if grouped is not None:  # the calls read as compare reads them (backend + shape); other ranges by their name
+        ranges = ranges.join(grouped, on="range_id", how="left")
+        series = pl.coalesce("_series", series)
     per = (
-        att.ranges.filter(pl.col("gpu_ops") > 0)
-        .group_by(call_series(pl.col("name")).alias("name"))
+        ranges.filter(pl.col("gpu_ops") > 0)
+        .group_by(series.alias("name"))
         .agg(
             pl.len().alias("count"),
             pl.col("gpu_span_ns").sum().alias("total"),
@@ -64,10 +71,19 @@ def render_range_summary(att: Attribution, console: Console, limit: int = 30) ->
         console.print(f"… {per.height - shown.height:,} more call series (--limit 0 shows all)")
 
 
-def render_attribution(att: Attribution, console: Console, limit: int = 30, ranges: bool = False) -> None:
+def grouped_series(att: Attribution, group: str) -> pl.DataFrame:
+    """range_id -> the call series *group* reads it as (``fa3 q8_ctx131k``); a one-line error where it reads none."""
+    return calls(att, group).select(pl.col("call_id").alias("range_id"), pl.col("series").alias("_series"))
+
+
+def render_attribution(
+    att: Attribution, console: Console, limit: int = 30, ranges: bool = False, group: str | None = None
+) -> None:
     """The trace's header, GPU time per range name (or, with *ranges*, per range), and the op names."""
     meta = att.meta
     every = att.ranges
+    # refused, where --group reads no call, before anything is printed
+    grouped = grouped_series(att, group) if group is not None and not ranges else None
     console.print(
         Text.assemble(
             (printable(str(meta.path)), "bold"),
@@ -78,7 +94,7 @@ def render_attribution(att: Attribution, console: Console, limit: int = 30, rang
     if ranges:
         render_ranges(att, console, limit)
     else:
-        render_range_summary(att, console, limit)
+        render_range_summary(att, console, limit, grouped)
     silent = every.filter((pl.col("gpu_ops") == 0) & pl.col("range_id").is_not_null()).height
     if silent:
         console.print(f"{counted(silent, 'range')} launched no GPU work")
