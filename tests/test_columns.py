@@ -15,6 +15,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from tests.helpers import SWEEP, cli
+from tests.test_round_log import faked_round
 from traceattr.present.columns import MIN_WIDTH, Column, dropped_line, fitted_table
 
 # a number standing on its own: not part of a name (192x192, sm90, ctx131k) nor of a longer number
@@ -124,9 +125,34 @@ def folder(exports: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -
     return root
 
 
-def commands(exports: dict[str, Path], folder: Path) -> dict[str, list[object]]:
+def commands(exports: dict[str, Path], folder: Path, round_folder: Path) -> dict[str, list[object]]:
     e = SWEEP
     return {
+        "round receipt": ["report", round_folder, "--format", "text"],
+        "profile plan": [
+            "profile",
+            "--shape",
+            "q8_ctx900k",
+            "--shape",
+            "q1_ctx131k_h128",
+            "--dry-run",
+            "--out-root",
+            round_folder.parent / "plans",
+        ],
+        "sweep plan": [
+            "sweep",
+            "-s",
+            "q8_ctx*",
+            "-b",
+            "fa3",
+            "-b",
+            "flashmla",
+            "--ctx-range",
+            "8k:1m",
+            "--dry-run",
+            "--out-root",
+            round_folder.parent / "plans",
+        ],
         "compare": ["compare", e],
         "attribute": ["attribute", e],
         "compare many": ["compare", folder, "-j", "1"],
@@ -139,9 +165,15 @@ def commands(exports: dict[str, Path], folder: Path) -> dict[str, list[object]]:
 
 @pytest.mark.slow
 def test_every_command_fits_every_width(
-    exports: dict[str, Path], folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    exports: dict[str, Path],
+    folder: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name, args in commands(exports, folder).items():
+    round_folder = faked_round(tmp_path, monkeypatch)
+    capsys.readouterr()
+    for name, args in commands(exports, folder, round_folder).items():
         monkeypatch.delenv("COLUMNS", raising=False)
         rc, wide, err = cli(capsys, *args)
         assert rc in (0, 2) and "Traceback" not in err, (name, err)

@@ -12,10 +12,8 @@ from traceattr.cli import main
 from traceattr.core.progress import Progress
 
 
-@pytest.mark.slow
-def test_a_piped_round_log_has_no_progress_frames(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def faked_round(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``traceattr round`` run on CPU (each capture a synthetic trace, the candidate 10% faster): its folder."""
     import traceattr.jobs.profile as profile
 
     count = []
@@ -35,6 +33,15 @@ def test_a_piped_round_log_has_no_progress_frames(
         main(["round", "--rows", "smoke", "--baseline", BASE, "--candidate", CAND, "--iters", "8",
               "--out-root", str(tmp_path)])  # fmt: skip
     assert done.value.code in (0, None)
+    (folder,) = (p for p in tmp_path.iterdir() if p.is_dir())
+    return folder
+
+
+@pytest.mark.slow
+def test_a_piped_round_log_has_no_progress_frames(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    faked_round(tmp_path, monkeypatch)
     out, err = capsys.readouterr()
     assert "[traceattr] timing " in out  # the runner's lines are the log
     for frame in ("━", "done", "starting nsys"):

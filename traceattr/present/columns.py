@@ -175,6 +175,13 @@ def records(
     return Group(*out)
 
 
+def print_wrapped(console: Console, text: str, style: str = "") -> None:
+    """A line of prose that may hold long words (a path, a command line) wrapped at its spaces, and a word
+    longer than the console folded after a separator (``/``, ``_``, ``-``), never mid-number as rich would."""
+    for line in _wrapped(text, console.width):
+        console.print(Text(line, style), no_wrap=True, overflow="ignore", crop=False)
+
+
 def dropped_line(console: Console, dropped: Iterable[str]) -> None:
     """One dim line naming the columns left out for width, and how to see them."""
     heads = list(dict.fromkeys(dropped))

@@ -14,12 +14,11 @@ from typing import Any
 
 import polars as pl
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from traceattr.analysis.calls import call_series, calls
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution
-from traceattr.present.columns import LONG_NAME, Column, dropped_line, fitted_table
+from traceattr.present.columns import LONG_NAME, Column, dropped_line, fitted_table, print_wrapped
 from traceattr.present.formats import count, counted, decimals, pct, size, us_from_ns
 from traceattr.present.names import distinct_display_names, printable, shorten
 
@@ -185,22 +184,25 @@ def render_plan(plan: Any, console: Console) -> None:
             str(plan.nsys) if plan.nsys else "not found (set TRACEATTR_NSYS)",
         )
     )
-    sizes = Table(title="Shapes", title_justify="left")
-    for head in ("shape", "pages", "KV cache", "queries", "must move"):
-        sizes.add_column(head, justify="left" if head == "shape" else "right")
-    for name, t in plan.tensors.items():
-        sizes.add_row(
-            Text(name), count(t["pages"]), size(t["kv_bytes"]), size(t["q_bytes"]), size(t["min_bytes_moved"])
-        )
-    console.print(sizes)
-    table = Table(title="Arms", title_justify="left")
-    for head in ("shape", "arm", "runs?", "why not / notes"):
-        table.add_column(head)
-    for a in plan.availability:
-        ok = a.reason is None
-        table.add_row(a.shape, Text(a.backend), Text("yes", "green") if ok else Text("no", "red"),
-                      Text(a.reason or "; ".join(a.notes)))  # fmt: skip
+    sizes = [
+        [name, count(t["pages"]), size(t["kv_bytes"]), size(t["q_bytes"]), size(t["min_bytes_moved"])]
+        for name, t in plan.tensors.items()
+    ]
+    columns = [Column("shape", "left", wraps=True), Column("pages", drop=1), Column("KV cache"),
+               Column("queries", drop=2), Column("must move")]  # fmt: skip
+    table, dropped = fitted_table(console, columns, sizes, "Shapes")
     console.print(table)
+    dropped_line(console, dropped)
+    arms = [
+        [a.shape, a.backend, Text("yes", "green") if a.reason is None else Text("no", "red"),
+         a.reason or "; ".join(a.notes)]
+        for a in plan.availability
+    ]  # fmt: skip
+    columns = [Column("shape", "left", wraps=True), Column("arm", "left"), Column("runs?", "left"),
+               Column("why not / notes", "left", wraps=True)]  # fmt: skip
+    table, dropped = fitted_table(console, columns, arms, "Arms")
+    console.print(table)
+    dropped_line(console, dropped)
     r = plan.run
     order = "A B … B A" if r.order == "abba" else "each arm back to back"
     before = {"flush": f"L2 flush {size(r.flush_bytes)} before every call",
@@ -212,8 +214,8 @@ def render_plan(plan: Any, console: Console) -> None:
         f"{before}{', CUDA graphs' if r.graphs else ''}"
         f"{', shuffled pages' if r.shuffle else ''}; validation {'on' if r.validate else 'off'}"
     )
-    console.print(Text.assemble(("run folder: ", "bold"), str(plan.folder)))
-    console.print(Text.assemble(("command: ", "bold"), " ".join(plan.command())))
+    print_wrapped(console, f"run folder: {plan.folder}")
+    print_wrapped(console, f"command: {' '.join(plan.command())}")
 
 
 def render_reports(reports: pl.DataFrame, console: Console) -> None:
