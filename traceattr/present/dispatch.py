@@ -230,6 +230,22 @@ def regret_text(r: Regret) -> str:
     return f"{pct(r.mean)} / {pct(r.max)} ({r.right}/{r.shapes})"
 
 
+def segments_frame(table: DispatchTable, mode: str | None = None) -> pl.DataFrame:
+    """The table's rows for ``dispatch --format csv``: per family and segment the backend, its ctx range
+    (``ctx_from`` inclusive, ``ctx_to`` exclusive, empty: open), whether a 95% rule stands at its lower
+    breakpoint, and the family's regret (mean, max; shares, not percent); *mode*: eager/graphs where two are shown."""
+    rows = [
+        {"mode": mode, "family": t.family, "backend": s.backend, "ctx_from": s.ctx_from, "ctx_to": s.ctx_to,
+         "decided": s.decided, "regret_mean": finite(t.regret.mean), "regret_max": finite(t.regret.max)}
+        for t in table.families
+        for s in t.segments
+    ]  # fmt: skip
+    schema = {"mode": pl.String, "family": pl.String, "backend": pl.String, "ctx_from": pl.Int64, "ctx_to": pl.Int64,
+              "decided": pl.Boolean, "regret_mean": pl.Float64, "regret_max": pl.Float64}  # fmt: skip
+    frame = pl.DataFrame(rows, schema=schema, orient="row")
+    return frame if mode is not None else frame.drop("mode")
+
+
 def render_table(table: DispatchTable, con: Console) -> None:
     """Per family: the table, its regret (mean / max, right/shapes), leave-one-out, baselines, graph-safe choice."""
     title = "Dispatch table and its regret: t(choice)/t(fastest) − 1, mean / max (right/shapes)"
