@@ -79,7 +79,7 @@ def test_a_table_fits_every_width_and_cuts_nothing(width: int) -> None:
 
 def test_secondary_columns_go_first_and_are_named() -> None:
     # wide enough for everything but kernels (drop 3) and p10–p90 (drop 2); reduce (drop 1) stays
-    need = 46 + 9 + 9 + 6 + 3 * 4 + 1
+    need = 24 + 5 + 9 + 6 + 3 * 4 + 1  # the kernel name folds to 24 (NAME_MIN)
     _, dropped = fitted_table(Console(width=need), COLUMNS, ROWS, "t")
     assert dropped == ["kernels", "p10–p90"]
     out = Console(width=need, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
@@ -90,7 +90,7 @@ def test_secondary_columns_go_first_and_are_named() -> None:
 
 def test_a_dropped_column_comes_back_when_a_wider_one_made_room() -> None:
     # kernels (7 wide) goes first; that alone makes room, so nothing else goes
-    need = 46 + 5 + 9 + 15 + 6 + 3 * 5 + 1
+    need = 24 + 5 + 9 + 15 + 6 + 3 * 5 + 1
     _, dropped = fitted_table(Console(width=need), COLUMNS, ROWS, "t")
     assert dropped == ["kernels"]
 

@@ -12,6 +12,7 @@ wide enough that nothing is dropped (:func:`traceattr.present.console.console`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -28,6 +29,7 @@ RECORD_INDENT = 2
 # (see trace.validate) and would fill a screen. Call-series and kernel names are far shorter.
 LONG_NAME = 200
 SEPARATORS = frozenset("_:/|=;-([")  # where a name too long for a line is folded
+NAME_MIN = 24  # a name column is never folded narrower than this: below it, the table is printed as records
 
 
 @dataclass(frozen=True)
@@ -53,10 +55,36 @@ def _lines(texts: Iterable[str]) -> int:
     return max((cell_len(line) for t in texts for line in t.splitlines() or [""]), default=1)
 
 
+def _parts(word: str) -> list[str]:
+    """*word* split after each separator: the pieces a long name may be folded into."""
+    return [p for p in re.split(f"(?<=[{re.escape(''.join(SEPARATORS))}])", word) if p]
+
+
 def _need(column: Column, cells: Iterable[Cell]) -> int:
-    """The narrowest this column can be with nothing cut: its longest word if it wraps, else its longest cell."""
+    """The narrowest this column can be with nothing cut: a name's longest word, or, where that is longer than
+    :data:`NAME_MIN`, the longest piece between its separators (at least NAME_MIN: a kernel name folds over
+    two or three lines, not ten); any other column's longest cell."""
     texts = [column.head, *map(_plain, cells)]
-    return _words(texts) if column.wraps else _lines(texts)
+    if not column.wraps:
+        return _lines(texts)
+    words = [w for t in texts for w in t.split()]
+    longest = max((cell_len(w) for w in words), default=1)
+    if longest <= NAME_MIN:
+        return longest
+    piece = max((cell_len(p) for w in words for p in _parts(w)), default=1)
+    return max(NAME_MIN, piece)
+
+
+def _folded(cell: Cell, width: int) -> Cell:
+    """A name cell in lines of at most *width*, folded after its separators where a word is longer (its
+    indent kept); a cell that fits, or a styled one, as it is."""
+    text = _plain(cell)
+    if all(cell_len(line) <= width for line in text.splitlines() or [""]) or (isinstance(cell, Text) and cell.spans):
+        return cell
+    body = text.lstrip(" ")
+    indent = " " * (len(text) - len(body))
+    lines = "\n".join(indent + line for line in _wrapped(body, width - len(indent)))
+    return Text(lines, cell.style) if isinstance(cell, Text) else lines
 
 
 def _width(columns: Sequence[Column], needs: Sequence[int], keep: Sequence[int]) -> int:
@@ -108,7 +136,8 @@ def fitted_table(
         # fold, never "…": should a cell still be too long, it wraps rather than loses its end
         table.add_column(c.head, justify=c.justify, no_wrap=not c.wraps, overflow="fold", width=widths[i])
     for row in rows:
-        table.add_row(*(row[i] if isinstance(row[i], Text) else Text(row[i]) for i in keep))
+        cells = [_folded(row[i], widths[i]) if columns[i].wraps else row[i] for i in keep]
+        table.add_row(*(c if isinstance(c, Text) else Text(c) for c in cells))
     return table, dropped
 
 

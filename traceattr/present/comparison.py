@@ -47,12 +47,12 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
     parts = [c for c in (*exposed, "overlap_us") if summary[c].fill_null(0).sum() > 0] + ["gap_us"]
     heads = {"overlap_us": "overlap", "gap_us": "gaps", **{c: c.removesuffix("_exposed_us") for c in exposed}}
     # what goes first when the console is narrow, by value to the reader: kernels and roofline, then the idle and
-    # housekeeping parts, then the spread; reduce and overlap (FlashMLA's combine kernel against fa3's in-kernel
+    # housekeeping parts, then the calls and the spread; reduce and overlap (FlashMLA's combine kernel against fa3's in-kernel
     # merge) and attention stay with the median to the last
     value = {"attention_exposed_us": 1, "reduce_exposed_us": 2, "overlap_us": 3}
     columns = [
-        Column("backend", "left"), Column("calls", drop=len(parts) + 7), Column("median"), Column("p10–p90", drop=4),
-        *[Column(heads[c], drop=value.get(c, 5 + len(parts) - i)) for i, c in enumerate(parts)],
+        Column("backend", "left"), Column("calls", drop=5), Column("median"), Column("p10–p90", drop=4),
+        *[Column(heads[c], drop=value.get(c, 6 + len(parts) - i)) for i, c in enumerate(parts)],
         Column("kernels", drop=len(parts) + 9), Column("roofline", drop=len(parts) + 8), Column("vs best"),
     ]  # fmt: skip
     shapes = sorted(summary["shape"].unique().to_list(), key=shape_key)
