@@ -20,6 +20,7 @@ from traceattr.present.report.style import (
     new_figure,
     segment_part,
     segment_pattern,
+    wrap_name,
 )
 
 _LABEL_ROOM = 150  # characters of tick labels a default-width report holds on one line
@@ -101,7 +102,8 @@ def distributions_figure(d: ReportData, colors: dict[str, str]) -> go.Figure:
     cols = min(3, len(shapes))
     rows = math.ceil(len(shapes) / cols)
     fig = make_subplots(
-        rows=rows, cols=cols, subplot_titles=[esc(s) for s in shapes],
+        # long series names (a trace that is not a sweep) wrap rather than run into the next panel's title
+        rows=rows, cols=cols, subplot_titles=[wrap_name(s, 45) for s in shapes],
         horizontal_spacing=0.07, vertical_spacing=min(0.12, 0.35 / max(1, rows - 1)) if rows > 1 else 0.1,
     )  # fmt: skip
     order = d.summary.select("shape", "backend").with_row_index("_order")
@@ -151,20 +153,26 @@ def distributions_figure(d: ReportData, colors: dict[str, str]) -> go.Figure:
                 )  # fmt: skip
                 visible += [not relative] * 2
         fig.update_xaxes(
-            tickmode="array", tickvals=list(range(len(names))), ticktext=[esc(n) for n in names],
+            tickmode="array", tickvals=list(range(len(names))), ticktext=[wrap_name(n, 24) for n in names],
             range=[-0.6, len(names) - 0.4], row=row, col=col,
         )  # fmt: skip
     first_col = [fig.get_subplot(r, 1).yaxis.plotly_name for r in range(1, rows + 1)]
     fig.update_yaxes(title_text="µs per call", col=1)
     fig.update_layout(
         template=TEMPLATE,
-        height=110 + 260 * rows,
+        # each panel's height, plus the lines its wrapped title and tick labels take
+        height=110 + (260 + 14 * (_lines(shapes, 45) + _lines(d.summary["backend"].to_list(), 24) - 2)) * rows,
         margin={"t": 70},
         updatemenus=[_unit_buttons(visible, ("µs", "% from own median"),
                                    ({f"{a}.title.text": "µs per call" for a in first_col},
                                     {f"{a}.title.text": "% from median" for a in first_col}))],
     )  # fmt: skip
     return fig
+
+
+def _lines(names: list[str], width: int) -> int:
+    """How many lines the longest of *names* takes wrapped at *width* characters (:func:`wrap_name`)."""
+    return max((wrap_name(n, width).count("<br>") + 1 for n in names), default=1)
 
 
 def _unit_buttons(first: list[bool], labels: tuple[str, str], layouts: tuple[dict, dict]) -> dict:
