@@ -28,7 +28,7 @@ RECORD_INDENT = 2
 # A name longer than this is shortened (with "…") even in a table that fits: NVTX text can be 1,024 characters
 # (see trace.validate) and would fill a screen. Call-series and kernel names are far shorter.
 LONG_NAME = 200
-SEPARATORS = frozenset("_:/|=;-([")  # where a name too long for a line is folded
+SEPARATORS = frozenset("_:/|=;")  # where a name too long for a line is folded
 NAME_MIN = 24  # a name column is never folded narrower than this: below it, the table is printed as records
 
 
@@ -61,16 +61,17 @@ def _parts(word: str) -> list[str]:
 
 
 def _need(column: Column, cells: Iterable[Cell]) -> int:
-    """The narrowest this column can be with nothing cut: a name's longest word, or, where that is longer than
-    :data:`NAME_MIN`, the longest piece between its separators (at least NAME_MIN: a kernel name folds over
-    two or three lines, not ten); any other column's longest cell."""
+    """The narrowest this column can be with nothing cut: a name's longest word (but not narrower than its
+    longest cell or :data:`NAME_MIN`, whichever is less: text wraps into lines, not a column of words), or,
+    where that word is longer than NAME_MIN, the longest piece between its separators (at least NAME_MIN: a
+    kernel name folds over two or three lines, not ten); any other column's longest cell."""
     texts = [column.head, *map(_plain, cells)]
     if not column.wraps:
         return _lines(texts)
     words = [w for t in texts for w in t.split()]
     longest = max((cell_len(w) for w in words), default=1)
-    if longest <= NAME_MIN:
-        return longest
+    if longest <= NAME_MIN:  # wrapped at spaces, but not into a column of single words
+        return max(longest, min(NAME_MIN, _lines(texts[1:] or texts)))
     piece = max((cell_len(p) for w in words for p in _parts(w)), default=1)
     return max(NAME_MIN, piece)
 
@@ -81,9 +82,12 @@ def _folded(cell: Cell, width: int) -> Cell:
     text = _plain(cell)
     if all(cell_len(line) <= width for line in text.splitlines() or [""]) or (isinstance(cell, Text) and cell.spans):
         return cell
-    body = text.lstrip(" ")
-    indent = " " * (len(text) - len(body))
-    lines = "\n".join(indent + line for line in _wrapped(body, width - len(indent)))
+    out = []
+    for line in text.splitlines():
+        body = line.lstrip(" ")
+        indent = " " * (len(line) - len(body))
+        out += [indent + part for part in _wrapped(body, width - len(indent))]
+    lines = "\n".join(out)
     return Text(lines, cell.style) if isinstance(cell, Text) else lines
 
 
@@ -125,7 +129,7 @@ def fitted_table(
     # each kept column at its need; what is left goes to the names that wrap, up to their longest line
     widths = {i: needs[i] for i in keep}
     spare = console.width - _width(columns, needs, keep)
-    for i in (i for i in keep if columns[i].wraps):
+    for i in sorted((i for i in keep if columns[i].wraps), key=lambda i: (columns[i].drop, i)):  # primary first
         full = _lines([columns[i].head, *(_plain(row[i]) for row in rows)])
         extra = min(spare, max(0, full - widths[i]))
         widths[i] += extra
@@ -206,7 +210,7 @@ def records(
 
 def print_wrapped(console: Console, text: str, style: str = "") -> None:
     """A line of prose that may hold long words (a path, a command line) wrapped at its spaces, and a word
-    longer than the console folded after a separator (``/``, ``_``, ``-``), never mid-number as rich would."""
+    longer than the console folded after a separator (``/``, ``_``, ``:``), never mid-number as rich would."""
     for line in _wrapped(text, console.width):
         console.print(Text(line, style), no_wrap=True, overflow="ignore", crop=False)
 

@@ -256,11 +256,13 @@ def render_table(table: DispatchTable, con: Console) -> None:
     ]  # fmt: skip
     rows = []
     for t in table.families:
-        always = "; ".join(f"{b}: {regret_text(r)}" for b, r in t.baselines.items())
+        always = "\n".join(printable(f"{b}: {regret_text(r)}") for b, r in t.baselines.items())  # a line each
         gs = t.graph_safe
         safe = "" if gs is None else f"{gs.backend} (+{pct(gs.expected_regret)}, worst +{pct(gs.max_regret)})"
-        cells = (t.family, segments_text(t), regret_text(t.regret), regret_text(t.loo_regret), always, safe)
-        rows.append([printable(c) for c in cells])  # Text in the table: arm labels such as fa3[graphs] are not markup
+        cells = (t.family, segments_text(t), regret_text(t.regret), regret_text(t.loo_regret), safe)
+        rows.append(
+            [*(printable(c) for c in cells[:4]), always, printable(cells[4])]
+        )  # Text in the table: arm labels such as fa3[graphs] are not markup
     grid, dropped = fitted_table(con, columns, rows, title)
     con.print(grid)
     dropped_line(con, dropped)
