@@ -208,10 +208,21 @@ def records(
     return Group(*out)
 
 
-def print_wrapped(console: Console, text: str, style: str = "") -> None:
+def print_wrapped(console: Console, text: str, style: str = "", hang: int = 0) -> None:
     """A line of prose that may hold long words (a path, a command line) wrapped at its spaces, and a word
-    longer than the console folded after a separator (``/``, ``_``, ``:``), never mid-number as rich would."""
-    for line in _wrapped(text, console.width):
+    longer than the console folded after a separator (``/``, ``_``, ``:``), never mid-number as rich would.
+    Its leading spaces are kept, and continuation lines go *hang* columns further in (a verdict's lines)."""
+    if cell_len(text) <= console.width:  # as it is, its alignment kept
+        console.print(Text(text, style), no_wrap=True, overflow="ignore", crop=False)
+        return
+    body = text.lstrip(" ")
+    lead = min(len(text) - len(body), max(0, console.width - 16))  # 16 columns left: an interval stays whole
+    first, *rest = _wrapped(body, max(1, console.width - lead))
+    lines = [" " * lead + first]
+    if rest:
+        inner = min(lead + hang, max(0, console.width - 16))
+        lines += [" " * inner + part for part in _wrapped(" ".join(rest), max(1, console.width - inner))]
+    for line in lines:
         console.print(Text(line, style), no_wrap=True, overflow="ignore", crop=False)
 
 

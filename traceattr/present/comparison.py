@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from traceattr.analysis.decision import Decision, shape_key
-from traceattr.present.columns import Column, dropped_line, fitted_table
+from traceattr.present.columns import Column, dropped_line, fitted_table, print_wrapped
 from traceattr.present.formats import decimals, roofline_share, signed_pct, tie_text, times, us, with_interval
 from traceattr.present.names import printable
 from traceattr.present.palette import backend_color
@@ -30,7 +30,7 @@ def render_verdicts(decision: Decision, console: Console, shapes: Sequence[str] 
     what = "the ratio of medians" if basis == "span" else f"the ratio of medians of each call's {basis} time"
     console.print(Text(f"Verdict (95% intervals of {what}; detail below)", "bold"))
     for line in lines:
-        console.print(Text("  " + printable(line)))
+        print_wrapped(console, "  " + printable(line), hang=4)  # a narrow terminal: continuations under the line
 
 
 def shape_verdict(part: pl.DataFrame) -> str:
