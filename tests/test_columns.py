@@ -14,8 +14,7 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-from tests.helpers import SWEEP, cli
-from tests.test_round_log import faked_round
+from tests.helpers import SWEEP, cli, faked_round
 from traceattr.present.columns import MIN_WIDTH, Column, dropped_line, fitted_table
 
 # a number standing on its own: not part of a name (192x192, sm90, ctx131k) nor of a longer number
