@@ -33,7 +33,7 @@ from traceattr.core.shapes import parse_shape
 from traceattr.jobs import profile
 from traceattr.jobs.capture import CaptureResult
 from traceattr.jobs.round import RoundPlan, run_round
-from traceattr.runner.plan import arm_letters, round_order
+from traceattr.runner.plan import arm_letters, iteration_order
 
 BASE, CAND = "fa3", "fa3[splits=4]"
 SPLIT = "void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<576, 64, 64, 4>, true>(Params)"
@@ -58,7 +58,7 @@ def make_capture(path: Path, arms: tuple[str, str], shapes: tuple[str, ...], ite
         for i in range(iters):
             b.push_range(tid=1, start=now, end=now + 500, message=HOLD, domain=dom)
             now += 1_000
-            for arm in round_order(arms, i):
+            for arm in iteration_order(arms, i):
                 b.push_range(tid=1, start=now, end=now + 400, message=FLUSH, domain=dom)
                 b.launch(tid=1, start=now + 50, end=now + 60, kernel=FILL, gpu_start=now + 100, gpu_end=now + 40_000)
                 now += 40_100

@@ -10,13 +10,13 @@ What it runs, all on CPU: the ``--dry-run`` of ``round`` (new and ``--retry``), 
 ``sweep`` with default and changed options and their one-line refusals (as subprocesses); whole
 ``round`` and ``sweep`` commands in this process with the capture (``traceattr.jobs.profile.execute``)
 replaced by the synthetic captures the tests build (``tests.helpers``), so every plan.json sent to the
-runner, every receipt file, search.json and report.html are kept; ``report`` of a round folder and
+runner, every receipt file, sweep.json and report.html are kept; ``report`` of a round folder and
 of the shipped sweep records (``examples/sweeps/*.json``); receipts rendered from records the tests
 build (``tests.helpers.captures``). Not covered: runner.json as the runner writes it (needs a GPU).
 
 Masked before writing, since they differ between any two runs: folder time stamps
 (``YYYYmmdd-HHMMSS``), the report's generation date, the traceattr version, rich's elapsed
-time (``0:00:01``), search.json's per-step ``seconds`` (the clock also stands still during the sweeps)
+time (``0:00:01``), sweep.json's per-step ``seconds`` (the clock also stands still during the sweeps)
 and the checkout's path.
 Everything else is compared byte for byte.
 """
@@ -48,7 +48,7 @@ DRY_RUNS: dict[str, list[str]] = {
     "sweep_help": ["sweep", "--help"],
     "round_default": ["round", *SMOKE, "--dry-run"],
     "round_changed": ["round", *SMOKE, "--no-hold", "--no-lead", "--max-noise", "0", "--iters", "10", "--warmup",
-                      "2", "--graphs", "--between", "flush+fa2", "--flush-mb", "300", "--sensitivity", "--rounds",
+                      "2", "--graphs", "--between", "flush+fa2", "--flush-mb", "300", "--sensitivity", "--captures",
                       "4", "--seed", "7", "--directional-limit", "0.03", "--min-clock", "0.5", "--no-parity",
                       "--same-within", "0.02", "--confidence", "0.9", "--dry-run"],
     "round_noise": ["round", "--rows", "decode-h200", "--baseline", BASE, "--candidate", "s4=fa3[splits=4]",
@@ -61,7 +61,7 @@ DRY_RUNS: dict[str, list[str]] = {
     "round_err_between": ["round", *SMOKE, "--between", "bogus", "--dry-run"],
     "round_err_directional": ["round", *SMOKE, "--directional-limit", "0", "--dry-run"],
     "round_err_clock": ["round", *SMOKE, "--min-clock", "2", "--dry-run"],
-    "round_err_rounds": ["round", *SMOKE, "--rounds", "0", "--dry-run"],
+    "round_err_rounds": ["round", *SMOKE, "--captures", "0", "--dry-run"],
     "round_err_warmup": ["round", *SMOKE, "--warmup", "0", "--dry-run"],
     "round_err_flush": ["round", *SMOKE, "--flush-mb", "-1", "--dry-run"],
     "round_err_missing": ["round", "--rows", "smoke", "--dry-run"],
@@ -198,7 +198,7 @@ def rounds(out: Path) -> None:
     cases = {
         "default": [*SMOKE],
         "changed": [*SMOKE, "--iters", "8", "--sensitivity", "--between", "flush+fa2", "--no-lead", "--no-hold",
-                    "--max-noise", "0.01", "--max-iters", "40", "--flush-mb", "300", "--rounds", "2", "--seed", "5",
+                    "--max-noise", "0.01", "--max-iters", "40", "--flush-mb", "300", "--captures", "2", "--seed", "5",
                     "--graphs", "--directional-limit", "0.05", "--min-clock", "0.6"],
         "biased": [*SMOKE, "--iters", "8", "--sensitivity"],
     }  # fmt: skip
@@ -217,7 +217,7 @@ def rounds(out: Path) -> None:
             keep(out, f"round/{name}/retry_dry.txt", cli("round", "--retry", str(folder), "--dry-run", "--out-root",
                                                          str(retry)))  # fmt: skip
             keep(out, f"round/{name}/retry_dry5.txt", cli("round", "--retry", str(folder / "receipt.json"),
-                                                          "--rounds", "5", "--dry-run", "--out-root", str(retry)))  # fmt: skip
+                                                          "--captures", "5", "--dry-run", "--out-root", str(retry)))  # fmt: skip
             keep(out, f"round/{name}/retry_err.txt", cli("round", "--retry", str(folder), "--iters", "5"))
             bias[0] = 0.0
             plans.clear()
@@ -233,7 +233,7 @@ def sweeps(out: Path) -> None:
     import polars as pl
 
     import traceattr.jobs.profile as profile
-    from tests.helpers import linear_time, search_capture
+    from tests.helpers import linear_time, sweep_capture
 
     plans: list[dict[str, Any]] = []
 
@@ -241,7 +241,7 @@ def sweeps(out: Path) -> None:
         plans.append(plan.run.to_json())
         plan.folder.mkdir(parents=True)
         request = SimpleNamespace(shapes=plan.run.shapes, arms=plan.backends, round=len(plans) - 1)
-        cap = search_capture(plan.folder, request, linear_time, 12, len(plans))
+        cap = sweep_capture(plan.folder, request, linear_time, 12, len(plans))
         return profile.ProfileResult(plan.folder, cap.attribution, cap.calls, pl.DataFrame(), cap.runner, ())
 
     cases = {
@@ -251,7 +251,7 @@ def sweeps(out: Path) -> None:
     }  # fmt: skip
     import time
 
-    # a step's seconds are shown (search.json, the page): the clock stands still while the fakes run
+    # a step's seconds are shown (sweep.json, the page): the clock stands still while the fakes run
     clock = time.time
     time.time = lambda: 1_800_000_000.0  # type: ignore[assignment]
     with replaced("execute", fake_execute), replaced("require_runnable", lambda *a, **k: None):
@@ -348,8 +348,8 @@ def receipts(out: Path) -> None:
     one = synth_capture(late, 9, (BASE, CAND), timing(0.9))
     write("bare_header", Receipt({"baseline": BASE, "candidate": CAND}, round_rows(ROWS, [one], BASE, CAND)))
     for name, h in {
-        "old_hold_us": {"protocol": {"rounds": 3, "iters": 20, "hold_us": 100.0, "between": "flush"}},
-        "old_no_lead": {"protocol": {"rounds": 2, "iters": 20, "hold_us": 0.0, "max_noise": 0.005, "max_iters": 100}},
+        "old_hold_us": {"protocol": {"captures": 3, "iters": 20, "hold_us": 100.0, "between": "flush"}},
+        "old_no_lead": {"protocol": {"captures": 2, "iters": 20, "hold_us": 0.0, "max_noise": 0.005, "max_iters": 100}},
         "empty": {},
     }.items():
         keep(out, f"receipts/protocol_{name}.txt", protocol_text(h))

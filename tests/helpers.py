@@ -31,9 +31,9 @@ from traceattr.core.progress import Progress
 from traceattr.core.protocol import SWEEP as SWEEP_PROTOCOL
 from traceattr.core.records import RunnerRecord
 from traceattr.core.shapes import parse_shape
-from traceattr.jobs.crossover_search import SearchPlan
 from traceattr.jobs.round import RoundPlan
-from traceattr.runner.plan import arm_letters, round_order
+from traceattr.jobs.sweep import SweepPlan
+from traceattr.runner.plan import arm_letters, iteration_order
 from traceattr.trace.loader import load_trace
 
 # ---------------------------------------------------------------- the real exports in tests/data
@@ -241,7 +241,7 @@ def synth_capture(
         if shapes is not None and row.shape not in shapes:
             continue
         if order == "abba":
-            sequence = [(i, arm) for i in range(iters) for arm in round_order(arms, i)]
+            sequence = [(i, arm) for i in range(iters) for arm in iteration_order(arms, i)]
         else:
             sequence = [(i, arm) for arm in arms for i in range(iters)]
         for n, (i, arm) in enumerate(sequence):
@@ -270,8 +270,8 @@ def synth_capture(
     return Capture(index, call_table(att), runner_record, str(path), order, attribution=att)
 
 
-def captures(path: Path, t: Timing, rounds: int = 3, **kw: Any) -> list[Capture]:
-    return [synth_capture(path, r, (BASE, CAND) if r % 2 == 0 else (CAND, BASE), t, **kw) for r in range(rounds)]
+def captures(path: Path, t: Timing, count: int = 3, **kw: Any) -> list[Capture]:
+    return [synth_capture(path, r, (BASE, CAND) if r % 2 == 0 else (CAND, BASE), t, **kw) for r in range(count)]
 
 
 # -- orchestration with a fake executor, retry, receipts ---------------------------------------
@@ -285,8 +285,8 @@ class FakeExecutor:
         self.requests.append(request)
         request.folder.mkdir(parents=True)
         for shape in request.shapes:
-            on_line(Progress.timing_of(shape, f"2 arms × {plan.protocol.iters} rounds").line)
-        return synth_capture(request.folder, request.round, request.arms, self.t, order=request.order,
+            on_line(Progress.timing_of(shape, f"2 arms × {plan.protocol.iters} iterations").line)
+        return synth_capture(request.folder, request.index, request.arms, self.t, order=request.order,
                              shapes=request.shapes, **self.runner)  # fmt: skip
 
 
@@ -327,7 +327,7 @@ def one_line(rc: int, err: str, *needles: str) -> str:
     return lines[0]
 
 
-# ---------------------------------------------------------------- traceattr sweep: a search through a fake executor
+# ---------------------------------------------------------------- traceattr sweep: a sweep through a fake executor
 CROSS = 183_333  # fa3 25 + 0.45 µs per 1k ctx, flashmla 36 + 0.39: equal at 11 / 0.06 k
 
 
@@ -341,7 +341,7 @@ def ctx_of(shape: str) -> int:
     return parse_shape(shape).ctx
 
 
-def search_capture(
+def sweep_capture(
     folder: Path, request: Any, t: Any, iters: int, seed: int, fraction: float = 0.95, low: tuple[str, ...] = ()
 ) -> Capture:
     """A capture of the requested shapes and arms, ABBA, each call t(shape, arm) µs with 0.2% noise; the
@@ -353,7 +353,7 @@ def search_capture(
     now = 10_000
     for shape in request.shapes:
         for i in range(iters):
-            for arm in round_order(request.arms, i):
+            for arm in iteration_order(request.arms, i):
                 dur = int(1000 * t(shape, arm) * (1 + 0.002 * rng.standard_normal()))
                 b.push_range(tid=1, start=now, end=now + 5_000, message=CallName(arm, shape, letters[arm], i).message,
                              domain=dom)  # fmt: skip
@@ -374,10 +374,10 @@ def search_capture(
         "arms": {a: {"backend": a, "options": {}, "program": a} for a in request.arms},
         "protocol": {"between": "flush", "order": "abba", "flush_bytes": 256 << 20},
     }  # fmt: skip
-    return Capture(request.round, call_table(att), RunnerRecord.from_json(runner), str(folder), "abba", attribution=att)
+    return Capture(request.index, call_table(att), RunnerRecord.from_json(runner), str(folder), "abba", attribution=att)
 
 
-class FakeSearch:
+class FakeSweep:
     """Stands in for profile_executor in a ``traceattr sweep``: synthesises each step's capture with timing *t*; records the requests."""
 
     def __init__(
@@ -396,15 +396,15 @@ class FakeSearch:
         fraction = 0.5 if len(self.requests) in self.low else 0.95
         step = len(self.requests)
         low = tuple(s for s in request.shapes if (step, ctx_of(s)) in self.low_at)
-        return search_capture(request.folder, request, self.t, self.iters, step, fraction, low)
+        return sweep_capture(request.folder, request, self.t, self.iters, step, fraction, low)
 
 
-def search_plan(tmp: Path, **kw: Any) -> SearchPlan:
-    """A search of q8_ctx* over 8k–1m; *kw*: the plan's fields, or the protocol's (``graphs=True``)."""
+def sweep_plan(tmp: Path, **kw: Any) -> SweepPlan:
+    """A sweep of q8_ctx* over 8k–1m; *kw*: the plan's fields, or the protocol's (``graphs=True``)."""
     base = {"family": "q8_ctx*", "arms": ("fa3", "flashmla"), "ctx_low": 8000, "ctx_high": 1_000_000,
             "folder": tmp / "sweep", "width": 0.1, "max_steps": 10}  # fmt: skip
-    own, protocol = _split_protocol({**base, **kw}, SearchPlan)
-    return SearchPlan(**own, protocol=replace(SWEEP_PROTOCOL, **protocol))
+    own, protocol = _split_protocol({**base, **kw}, SweepPlan)
+    return SweepPlan(**own, protocol=replace(SWEEP_PROTOCOL, **protocol))
 
 
 def round_plan(**kw: Any) -> RoundPlan:

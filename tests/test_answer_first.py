@@ -15,7 +15,6 @@ import pytest
 from tests.synth.builder import TraceBuilder
 from traceattr.cli import main
 from traceattr.present.formats import rule_margins, times_with_interval, win_text
-from traceattr.trace.validate import MAX_RANGE_NAME_CHARS, shorten_long_names
 
 ROOT = Path(__file__).resolve().parent.parent
 SWEEP = ROOT / "examples" / "traces" / "h200_mla_sweep.sqlite"
@@ -114,19 +113,6 @@ def test_no_false_long_name_note_on_the_examples(path: Path) -> None:
     out = run("attribute", str(path), "--limit", "1")
     assert out.returncode == 0, out.stderr
     assert "NVTX names longer" not in out.stderr + out.stdout
-
-
-def test_long_name_note_counts_nvtx_names_only() -> None:
-    long = "k" * (MAX_RANGE_NAME_CHARS + 500)
-    strings = pl.DataFrame({"id": [1, 2], "value": ["short", long]})
-    text = pl.DataFrame({"row": [0], "text": ["range"]})
-    # a long kernel name (id 2) that no NVTX row names: no note, the frames as they were
-    same_strings, same_text, note = shorten_long_names(strings, text, pl.Series([1]))
-    assert note is None and same_strings is strings and same_text is text
-    # an NVTX range named by it: shortened, and the note says how long
-    shortened, _, note = shorten_long_names(strings, text, pl.Series([1, 2]))
-    assert note is not None and f"the longest: {len(long):,}" in note
-    assert shortened["value"].str.len_chars().max() == MAX_RANGE_NAME_CHARS
 
 
 @pytest.mark.slow

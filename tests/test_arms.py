@@ -25,7 +25,7 @@ from traceattr.runner.plan import (
     between_arm,
     call_order,
     check_timing,
-    more_rounds,
+    more_iterations,
 )
 
 H200 = Device("NVIDIA H200", (9, 0), 132, 141 << 30, "13.0", 60 << 20)
@@ -207,19 +207,19 @@ def test_call_order() -> None:
 
 def test_noise_target_adds_rounds_until_every_arm_is_precise() -> None:
     plan = RunPlan(shapes=("s",), arms=("A", "B"), iters=20, max_noise=0.005, max_iters=45)
-    assert more_rounds(20, {"A": 0.004, "B": 0.009}, plan) == NOISE_STEP  # one arm is still noisy
-    assert more_rounds(20, {"A": 0.004, "B": float("nan")}, plan) == NOISE_STEP  # too few calls to tell
-    assert more_rounds(30, {"A": 0.004, "B": 0.005}, plan) == 0  # both precise enough
-    assert more_rounds(40, {"A": 0.02, "B": 0.02}, plan) == 5  # never past max_iters ...
-    assert more_rounds(45, {"A": 0.02, "B": 0.02}, plan) == 0  # ... where it stops, noisy or not
-    assert more_rounds(20, {"A": 0.02}, RunPlan(shapes=("s",), arms=("A",), iters=20)) == 0  # no target: fixed
+    assert more_iterations(20, {"A": 0.004, "B": 0.009}, plan) == NOISE_STEP  # one arm is still noisy
+    assert more_iterations(20, {"A": 0.004, "B": float("nan")}, plan) == NOISE_STEP  # too few calls to tell
+    assert more_iterations(30, {"A": 0.004, "B": 0.005}, plan) == 0  # both precise enough
+    assert more_iterations(40, {"A": 0.02, "B": 0.02}, plan) == 5  # never past max_iters ...
+    assert more_iterations(45, {"A": 0.02, "B": 0.02}, plan) == 0  # ... where it stops, noisy or not
+    assert more_iterations(20, {"A": 0.02}, RunPlan(shapes=("s",), arms=("A",), iters=20)) == 0  # no target: fixed
     blocked = RunPlan(shapes=("s",), arms=("A", "B"), iters=20, max_noise=0.005, order="blocked")
-    assert more_rounds(20, {"A": 0.02, "B": 0.02}, blocked) == NOISE_STEP  # back to back samples alike ...
+    assert more_iterations(20, {"A": 0.02, "B": 0.02}, blocked) == NOISE_STEP  # back to back samples alike ...
     more = [c for g in call_order(("A", "B"), 2, "blocked", start=20) for c in g]
     assert more == [("A", 20), ("A", 21), ("B", 20), ("B", 21)]  # ... in one more block per arm
     unbounded = RunPlan(shapes=("s",), arms=("A", "B"), iters=20, max_noise=0.005)
-    assert more_rounds(DEFAULT_MAX_ITERS - 10, {"A": 0.02}, unbounded) == 10
-    assert more_rounds(DEFAULT_MAX_ITERS, {"A": 0.02}, unbounded) == 0
+    assert more_iterations(DEFAULT_MAX_ITERS - 10, {"A": 0.02}, unbounded) == 10
+    assert more_iterations(DEFAULT_MAX_ITERS, {"A": 0.02}, unbounded) == 0
     # added rounds continue the ABBA alternation where the first ones stopped
     assert call_order(("A", "B"), 2, "abba", start=3) == [[("B", 3), ("A", 3)], [("A", 4), ("B", 4)]]
     bad_settings = (((20, 0.0, None), "max-noise"), ((20, 1.5, None), "max-noise"), ((20, 0.01, 10), "max-iters"),

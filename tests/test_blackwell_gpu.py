@@ -8,7 +8,8 @@ flashinfer's — raised inside the flashinfer package with its message — and n
 ``AttributeError`` or an error of traceattr's, and that the message is the arm's one-line reason in
 runner.json. Rows: ``q8_ctx131k_h12`` (H = 12, cake's fp8 Kimi-K3 route: cake takes bf16 only at
 H ∈ {64, 128}) and ``q8_ctx131k_h64_dcp8`` (a DCP row: the rank's call with its LSE, then the merge;
-H = 64 so that cake's TRT-LLM-style route has a kernel for it).
+H = 64 so that cake's TRT-LLM-style route has a kernel for it): on cute-dsl flashinfer's own DCP path
+(``dcp_path: "flashinfer dcp"``, tests/test_blackwell_dcp_gpu.py), on cake the emulation.
 
 The lent H200 has no network: ``FLASHINFER_NO_DOWNLOAD=1`` makes flashinfer's cubin loader refuse at
 once instead of retrying a download for a minute (trtllm-gen's cubins are fetched at first use).
@@ -101,6 +102,8 @@ def test_blackwell_arms_end_in_flashinfers_refusal(shape_name: str, tmp_path: Pa
         assert "\n" not in reason
         assert not reason.startswith(("TypeError", "AttributeError", "KeyError", "NameError")), reason
         assert entry["status"] == status and re.search(pattern, reason), (arm, entry["status"], reason)
+        if status != "unavailable" and parse_shape(shape_name).dcp > 1:  # which DCP path the run folder says
+            assert entry["dcp_path"] == ("flashinfer dcp" if arm == "cute-dsl" else "emulated"), (arm, entry)
 
 
 @pytest.mark.usefixtures("hopper")

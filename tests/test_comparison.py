@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
-from traceattr.jobs.crossover_search import plan_search
+from traceattr.jobs.sweep import plan_sweep
 from traceattr.present.comparison import by_context
 
 
@@ -25,5 +25,5 @@ def test_summary_rows_go_by_ctx_not_as_text() -> None:
 
 
 def test_a_sweep_folder_keeps_the_family_readable(tmp_path: Path) -> None:
-    plan = plan_search("q8_ctx*", ("fa3", "flashmla"), "32k:1m", tmp_path)
+    plan = plan_sweep("q8_ctx*", ("fa3", "flashmla"), "32k:1m", tmp_path)
     assert plan.folder.name.endswith("_sweep_q8_ctx_eager")

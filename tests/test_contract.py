@@ -4,7 +4,8 @@ Each call's arguments come from the function the call site itself uses (``Trtllm
 ``flashinfer_wrapper.wrapper_kwargs``/``csr_args``/``plan_kwargs``/``run_kwargs``/``merge_args``,
 ``flashmla.flashmla_call``, ``runtime.graphs.graph_buffers``), fed placeholders for the tensors, for
 every backend and every arm option that changes a keyword (KV dtype, ragged queries, splits, LSE, the
-CUDA-graph buffers). ``inspect.signature(fn).bind(*args, **kwargs)`` then fails on a keyword the
+CUDA-graph buffers, and each rank's call of flashinfer's own DCP path on cute-dsl's DCP rows:
+``TrtllmDecode.dcp_plan``). ``inspect.signature(fn).bind(*args, **kwargs)`` then fails on a keyword the
 installed version does not take — on this machine, not on a B200 user's first run.
 
 Skipped where flashinfer / flash_mla do not import (CI has neither: they need torch and CUDA
@@ -22,6 +23,7 @@ import pytest
 
 from traceattr.backends import BACKENDS, Device
 from traceattr.backends.arms import arm_backend, check_arm, parse_arm
+from traceattr.backends.dcp import DcpRank
 from traceattr.backends.flashinfer_trtllm import TrtllmDecode
 from traceattr.backends.flashinfer_wrapper import (
     FlashinferMLA,
@@ -40,6 +42,8 @@ B200 = Device("NVIDIA B200", (10, 0), 148)
 H200 = Device("NVIDIA H200", (9, 0), 132)
 # uniform bf16, uniform fp8 (scales), ragged (cum_seq_lens_q / max_q_len), one query token (non-causal), H = 128
 SHAPES = ("q8_ctx8k_h16", "q8_ctx8k_h16_fp8", "q4_ctx4100_h96_b3_ragged", "q1_ctx20000_h128", "q2_ctx3000_h64_b2")
+# DCP rows of flashinfer's own DCP path: the seeds' TP1+DCP8 row (H = 96, ctx ~125k), ragged queries, q = 1
+DCP_SHAPES = ("q8_ctx125k_h96_dcp8", "q4_ctx4100_h16_b3_ragged_dcp4", "q1_ctx20000_h128_dcp2")
 TENSOR = object()  # a placeholder: binding checks names, never values
 
 
@@ -83,6 +87,21 @@ def trtllm_calls() -> Iterator[tuple[str, dict[str, Any]]]:
             yield f"{arm.text}:{shape_name}:lse={lse}", kwargs
 
 
+def dcp_calls() -> Iterator[tuple[str, dict[str, Any]]]:
+    """(id, kwargs) of every rank's call of flashinfer's own DCP path (cute-dsl) on the DCP rows."""
+    for shape_name, kv in itertools.product(DCP_SHAPES, ("", "[kv=fp8]")):
+        arm = parse_arm("cute-dsl" + kv)
+        backend = arm_backend(arm)
+        assert isinstance(backend, TrtllmDecode) and backend.native_dcp
+        row = arm.data_shape(parse_shape(shape_name))
+        check_arm(arm, row, B200, packages=False)  # a row the arm takes
+        for r in range(row.dcp):
+            rank = DcpRank(row, r)
+            plan = backend.dcp_plan(rank.shape(), rank)
+            kwargs = backend.call_kwargs(plan, dict.fromkeys(plan.tensors, TENSOR), kv_scale=0.5, lse=True)
+            yield f"{arm.text}:{shape_name}:rank{r}", kwargs
+
+
 def wrapper_calls() -> Iterator[tuple[str, str, dict[str, Any]]]:
     """(id, method, kwargs) of every flashinfer wrapper call of the eager fa2/fa3 arms (splits, kv, LSE)."""
     for name, shape_name, opts in itertools.product(
@@ -108,7 +127,7 @@ def wrapper_calls() -> Iterator[tuple[str, str, dict[str, Any]]]:
             yield ident, "run", run_kwargs(TENSOR, TENSOR, scales, out=TENSOR, out_lse=TENSOR)
 
 
-TRTLLM = list(trtllm_calls())
+TRTLLM = list(trtllm_calls()) + list(dcp_calls())
 WRAPPER = list(wrapper_calls())
 
 
@@ -120,6 +139,11 @@ def test_every_arm_option_has_a_call() -> None:
     assert any("cum_seq_lens_q" in kw and "max_q_len" in kw for _, kw in TRTLLM)
     assert any("multi_ctas_kv_counter_buffer" in kw for _, kw in TRTLLM)
     assert any(kw.get("return_lse_base") == "base2" for _, kw in TRTLLM)
+    dcp = [kw for i, kw in TRTLLM if ":rank" in i]
+    assert dcp and all(kw["enable_dcp"] is True and kw["return_lse"] is True for kw in dcp)
+    assert {kw["cp_rank"] for kw in dcp} == set(range(8)) and {kw["cp_world"] for kw in dcp} == {2, 4, 8}
+    assert all("causal_seqlens_kv_global" in kw for kw in dcp)
+    assert any("cum_seq_lens_q" in kw for kw in dcp)  # the ragged DCP row: compact queries
     methods = {(i.split("[")[0].split(":")[0], m) for i, m, _ in WRAPPER}
     assert {("fa2", "plan"), ("fa3", "run"), ("fa3-per-token", "__init__")} <= methods
     assert any("ckv_scale" in kw for _, m, kw in WRAPPER if m == "run")

@@ -151,7 +151,7 @@ def _file_result(log: Path) -> DecodeResult:
     fmla = [[12.0, 12.0, 12.0, 12.0], [95.0, 95.0, 95.0, 95.0], [110.0, 110.0, 110.0, 110.0]]
     chosen = ["fa3", "fa3", "flashmla"]  # the table's, by max: 9,000, 131,072, 200,000
     times = {"fa3": fa3, "flashmla": fmla, DISPATCHER: [fa3[0], fa3[1], fmla[2]]}
-    cfg = config_for_file(str(log), q=8, table="t.json", rounds=4)
+    cfg = config_for_file(str(log), q=8, table="t.json", iters=4)
     steps = list(trajectory_of(cfg))
     s = summarize(times, ("fa3", "flashmla"), DISPATCHER, chosen, [max(x) for x in steps])
     fp = {"buffers_bytes": 1 << 20, "capture_bytes": 0, "reserved_bytes": 2 << 20, "driver_bytes": 0}

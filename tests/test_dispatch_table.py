@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import CROSS, FakeSearch, linear_time, run, search_plan, sweep
+from tests.helpers import CROSS, FakeSweep, linear_time, run, sweep, sweep_plan
 from traceattr.analysis.decision import decide, frame_crossings
 from traceattr.analysis.dispatch_table import (
     ShapePoint,
@@ -22,12 +22,12 @@ from traceattr.analysis.dispatch_table import (
     parse_histogram,
 )
 from traceattr.analysis.pipeline import analyse
-from traceattr.analysis.search_points import dispatch_frames, usable
+from traceattr.analysis.sweep_points import dispatch_frames, usable
 from traceattr.attribution.engine import attribute
 from traceattr.core.errors import TraceattrError
-from traceattr.core.records import SearchRecord
+from traceattr.core.records import SweepRecord
 from traceattr.core.shapes import parse_shape
-from traceattr.jobs.crossover_search import run_search
+from traceattr.jobs.sweep import run_sweep
 from traceattr.present.dispatch import SCHEMA_V2, backend_for, dispatch_rules, dispatch_table_doc
 from traceattr.trace.loader import load_trace
 
@@ -164,13 +164,13 @@ def test_sweep_command_without_a_gpu(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "--ctx-range" in bad.stderr
 
 
-# -- tables from sweeps (traceattr sweep's search.json): the points that passed, with the search's verdicts ------
+# -- tables from sweeps (traceattr sweep's sweep.json): the points that passed, with the sweep's verdicts ------
 SWEEPS = Path(__file__).parents[1] / "examples" / "sweeps"
 EAGER_LEAD = SWEEPS / "h200_q8_fa3_flashmla_eager_lead.json"
 
 
-def searched(tmp_path: Path, t, **kw) -> SearchRecord:  # type: ignore[no-untyped-def]
-    return run_search(search_plan(tmp_path, max_steps=16, **kw), FakeSearch(t))
+def searched(tmp_path: Path, t, **kw) -> SweepRecord:  # type: ignore[no-untyped-def]
+    return run_sweep(sweep_plan(tmp_path, max_steps=16, **kw), FakeSweep(t))
 
 
 @pytest.mark.slow
@@ -184,7 +184,7 @@ def test_search_known_crossover_table(tmp_path: Path) -> None:
     assert fam.regret.max is not None and fam.regret.max < 0.01
     assert fam.regret.right == len(fam.points) == len(usable(record))
     assert fam.baselines["fa3"].max > 0.05 and fam.baselines["flashmla"].max > 0.1
-    assert fam.loo_regret.max is not None and fam.loo_regret.max < 0.05  # the search measured densely at the crossing
+    assert fam.loo_regret.max is not None and fam.loo_regret.max < 0.05  # the sweep measured densely at the crossing
 
 
 @pytest.mark.slow
@@ -215,9 +215,9 @@ def test_search_one_backend_always_best_table(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_refused_point_never_reaches_the_table(tmp_path: Path) -> None:
-    record = run_search(search_plan(tmp_path), FakeSearch(linear_time, low_clock=((1, 8000),)))
+    record = run_sweep(sweep_plan(tmp_path), FakeSweep(linear_time, low_clock=((1, 8000),)))
     assert usable(record).filter(usable(record)["ctx"] == 8000)["step"].to_list() == [2]  # the second, passed
-    eager = SearchRecord.read(SWEEPS / "h200_q8_fa3_flashmla_eager.json")
+    eager = SweepRecord.read(SWEEPS / "h200_q8_fa3_flashmla_eager.json")
     (fam,) = dispatch_table(*dispatch_frames(eager)).families
     assert [p.ctx for p in fam.points] == [32_000, 73_800, 112_000, 138_000, 170_000, 900_000]  # 153k refused
 
@@ -242,7 +242,7 @@ def test_dispatch_command_on_the_h200_sweeps(tmp_path: Path) -> None:
     assert fam["graph_safe"]["backend"] == "flashmla"
     assert fam["graph_safe"]["expected_regret"] == pytest.approx(0.0257, abs=1e-3)
     assert backend_for(doc, "q8_ctx100k") == "fa3" and backend_for(doc, "q8_ctx200k") == "flashmla"
-    # a sweep folder reads as its search.json
+    # a sweep folder reads as its sweep.json, and one written before the rename as its search.json
     folder = tmp_path / "sweep"
     folder.mkdir()
     shutil.copy(SWEEPS / "h200_q8_fa3_flashmla_eager.json", folder / "search.json")
@@ -281,7 +281,7 @@ def test_sweeps_and_traces_pool_by_family(tmp_path: Path) -> None:
     assert same.returncode == 0, same.stderr
     assert "q8_ctx*: pooled the sweep's gated points with 3 other shapes of the traces" in same.stderr
     (fam,) = json.loads(pooled.read_text(encoding="utf-8"))["families"]
-    # the search's six ctx, and the shipped sweep's 8k, 131k, 512k (its 32k and 900k: the search's points)
+    # the sweep's six ctx, and the shipped sweep's 8k, 131k, 512k (its 32k and 900k: the sweep's points)
     assert fam["measured_ctx"] == [8_000, 32_000, 73_800, 112_000, 131_000, 138_000, 170_000, 512_000, 900_000]
     # a run folder that says it ran eager, beside a --graphs sweep of its family: not pooled, compared; the
     # 5-point eager trace puts the breakpoint at ≈238k, so under graphs it ships fa3 at 153k and 170k
@@ -299,4 +299,4 @@ def test_sweeps_and_traces_pool_by_family(tmp_path: Path) -> None:
     bad = tmp_path / "other.json"
     bad.write_text('{"schema": "traceattr.dispatch/2"}', encoding="utf-8")
     wrong = run("dispatch", str(bad))
-    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and "unreadable search record" in wrong.stderr
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and "unreadable sweep record" in wrong.stderr

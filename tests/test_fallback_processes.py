@@ -20,7 +20,7 @@ import pytest
 
 from traceattr.core.errors import TraceError
 from traceattr.trace import loader, sqlite_processes, sqlite_source, sqlite_worker
-from traceattr.trace.sqlite_source import Query, SqliteSource, columns_of_worker, reading_processes
+from traceattr.trace.sqlite_source import Query, SqliteSource, columns_of_worker
 
 ROWS = 3 * sqlite_worker.BATCH_ROWS + 5  # several of the worker's batches, the last one short
 COLUMNS = {  # column: its value in row i (what changes between batches is what the worker must follow)
@@ -136,18 +136,6 @@ def test_a_failing_worker_falls_back_to_this_process(
     trace = loader.load_trace(path, engine="sqlite3")
     for name in ("gpu_ops", "api", "ranges", "marks", "strings"):
         assert getattr(trace, name).equals(getattr(expected, name)), name
-
-
-def test_how_many_processes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TRACEATTR_READ_PROCESSES", raising=False)
-    monkeypatch.setattr(sqlite_source, "usable_cpus", lambda: 16)
-    assert reading_processes(10**7) == 8
-    assert reading_processes(3 * sqlite_source.PROCESS_VALUES) == 3  # each reads long enough to pay its start
-    assert reading_processes(2 * sqlite_source.PROCESS_VALUES - 1) == 0  # one would only move the reading
-    monkeypatch.setattr(sqlite_source, "usable_cpus", lambda: 1)
-    assert reading_processes(10**7) == 0
-    monkeypatch.setenv("TRACEATTR_READ_PROCESSES", "3")
-    assert reading_processes(0) == 3
 
 
 # the CLI without ADBC, its workers slowed so that a stop lands while they read

@@ -1,16 +1,9 @@
-"""The shared vocabulary: number formats, JSON-safe values, call-name counters and comparable shapes."""
+"""traceattr.present.formats: the number formats every surface prints."""
 
 from __future__ import annotations
 
 import math
 
-import polars as pl
-import pytest
-
-from traceattr.analysis.calls import comparable_shapes
-from traceattr.core.callnames import check_regex, checked_group, series_and_iteration, without_counters
-from traceattr.core.errors import TraceattrError
-from traceattr.core.jsonable import finite
 from traceattr.present import formats as f
 
 
@@ -46,32 +39,3 @@ def test_number_formats() -> None:
     assert (f.tie_text(0.84), f.tie_text(math.inf), f.tie_text(None)) == (
         "tie within noise (±0.8%)", "tie (too few calls to tell)", "tie (too few calls to tell)",
     )  # fmt: skip
-
-
-def test_finite_is_json_safe() -> None:
-    assert [finite(v) for v in (1.5, 3, math.nan, math.inf, -math.inf, None)] == [1.5, 3, None, None, None, None]
-
-
-def test_counters_and_iterations_read_once() -> None:
-    names = pl.Series(
-        ["aten::mm, seq = 12", "aten::mm, op_id = 3", "backend=fa3 shape=q1 arm=A iter=4", "decode:3", "x"]
-    )
-    assert names.to_frame("n").select(without_counters(pl.col("n")))["n"].to_list() == [
-        "aten::mm", "aten::mm", "backend=fa3 shape=q1", "decode:3", "x",
-    ]  # fmt: skip
-    parts = names.to_frame("n").select(series_and_iteration(pl.col("n")).alias("p")).unnest("p")
-    assert parts.row(3) == ("decode", "3") and parts.row(4) == (None, None)
-
-
-def test_regex_checks_name_the_option() -> None:
-    check_regex(None)
-    with pytest.raises(TraceattrError, match=r"^--match: invalid regular expression"):
-        check_regex("(")
-    with pytest.raises(TraceattrError, match=r"^--group: invalid regular expression"):
-        checked_group("(?P<backend>x)(?P<shape>(")
-    assert checked_group("slash").startswith("^(?P<backend>")
-
-
-def test_comparable_shapes() -> None:
-    calls = pl.DataFrame({"shape": ["a", "a", "b", "b", None, None], "backend": ["x", "y", "x", "x", "x", "y"]})
-    assert comparable_shapes(calls) == ["a"]

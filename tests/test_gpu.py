@@ -212,7 +212,7 @@ def test_profile_arms_and_protocol(tmp_path: Path) -> None:
 @pytest.mark.skipif(not (os.environ.get("TRACEATTR_NSYS") or shutil.which("nsys")), reason="needs nsys")
 @pytest.mark.parametrize(("max_noise", "max_iters", "loose"), [(0.3, 40, True), (1e-5, 12, False)])
 def test_noise_target_adds_rounds(tmp_path: Path, max_noise: float, max_iters: int, loose: bool) -> None:
-    """--max-noise: 4 rounds are too few for an interval, so rounds are added ten at a time until a loose
+    """--max-noise: 4 rounds are too few for an interval, so iterations are added ten at a time until a loose
     target is met (before the cap: how many blocks depends on this GPU's noise); a tight one stops at the cap."""
     out = subprocess.run(
         [sys.executable, "-m", "traceattr", "profile", "--shape", "q1_ctx8k_h16", "--iters", "4", "--warmup", "1",

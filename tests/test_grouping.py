@@ -9,7 +9,6 @@ underscore in its name.
 from __future__ import annotations
 
 import html
-import re
 from pathlib import Path
 
 import polars as pl
@@ -20,8 +19,6 @@ from tests.synth.builder import TraceBuilder
 from traceattr.analysis.calls import grouping_note
 from traceattr.analysis.pipeline import analyse
 from traceattr.cli import main
-from traceattr.core.callnames import GROUP_PRESETS, MESSAGE_PATTERN, CallName, group_pattern, parse_message
-from traceattr.core.errors import TraceattrError
 from traceattr.present.report import build_report
 
 KERNEL = "void attn_kernel<64>(Params)"
@@ -53,15 +50,6 @@ def medians(table: pl.DataFrame) -> dict[tuple[str, str], float]:
 
 
 # -- traceattr's own names: one definition for the runner (writer) and analysis (reader) -------------
-def test_writer_and_reader_share_one_grammar() -> None:
-    name = CallName("fa3[splits=4]", "q8_ctx900k_h16_b1_bf16_p64", "B", 12)
-    assert name.message == "backend=fa3[splits=4] shape=q8_ctx900k_h16_b1_bf16_p64 arm=B iter=12"
-    assert parse_message(name.message) == name
-    assert re.fullmatch(MESSAGE_PATTERN, name.message) and GROUP_PRESETS["traceattr"][0] == MESSAGE_PATTERN
-    assert pl.Series([name.message]).str.extract_groups(MESSAGE_PATTERN).struct.unnest().row(0) == (
-        "fa3[splits=4]", "q8_ctx900k_h16_b1_bf16_p64", "B", "12",
-    )  # fmt: skip
-    assert parse_message("flush") is None and parse_message("backend=x shape=y") is None
 
 
 # -- names other tools write --------------------------------------------------------------------------
@@ -214,9 +202,3 @@ def test_bad_group_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "r.html").exists()
-
-
-def test_group_pattern_checks_named_groups() -> None:
-    assert group_pattern("pipe") == GROUP_PRESETS["pipe"][0]
-    with pytest.raises(TraceattrError, match="missing shape"):
-        group_pattern("(?P<backend>.+)")

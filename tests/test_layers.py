@@ -20,16 +20,30 @@ ALLOWED: dict[str, set[str]] = {
     "trace": {"core"},
     "attribution": {"core", "trace"},
     "analysis": {"core", "trace", "attribution"},
-    "present": {"core", "trace", "attribution", "analysis"},
+    "present": {"core", "trace", "attribution", "analysis", "phases"},
+    # in-kernel stamps beside nsys's kernels (docs/phases.md): reads a run folder's files, no torch
+    "phases": {"core"},
     "backends": {"core"},
     "runner": {"core", "backends"},
     # the dispatcher a decode loop loads (tables, static buffers, graphs): GPU side, beside the runner
     "runtime": {"core", "backends"},
-    "jobs": {"core", "trace", "attribution", "analysis", "present", "backends", "runner", "runtime"},
+    "jobs": {"core", "trace", "attribution", "analysis", "present", "phases", "backends", "runner", "runtime"},
     # the public facade (traceattr.open / Session): reading, attribution, analysis, and the backends'
     # declarations of which arms run one program (pure data: no GPU package), so it decides as compare does
     "facade": {"core", "trace", "attribution", "analysis", "backends"},
-    "cli": {"core", "trace", "attribution", "analysis", "present", "backends", "runner", "runtime", "jobs", "facade"},
+    "cli": {
+        "core",
+        "trace",
+        "attribution",
+        "analysis",
+        "present",
+        "phases",
+        "backends",
+        "runner",
+        "runtime",
+        "jobs",
+        "facade",
+    },
     "main": {"cli"},
 }
 TOP_MODULES = {"__init__.py": "facade", "session.py": "facade", "__main__.py": "main"}

@@ -15,7 +15,7 @@ pytest.importorskip("polars")
 
 from traceattr.analysis.mode_compare import Flip, FlipRange, compare_modes
 from traceattr.core.errors import TraceattrError
-from traceattr.core.records import SearchRecord
+from traceattr.core.records import SweepRecord
 
 SWEEPS = Path(__file__).resolve().parent.parent / "examples" / "sweeps"
 EAGER = SWEEPS / "h200_q8_fa3_flashmla_eager_lead.json"
@@ -28,7 +28,7 @@ def cuts(segments) -> list[tuple[int | None, str]]:  # type: ignore[no-untyped-d
 
 def test_the_h200_q8_sweeps_agree_across_modes() -> None:
     """The numbers examples/decode/README.md states ("The eager table inside graphs")."""
-    c = compare_modes(SearchRecord.read(EAGER), SearchRecord.read(GRAPHS))
+    c = compare_modes(SweepRecord.read(EAGER), SweepRecord.read(GRAPHS))
     assert c.family == "q8_ctx*"
     assert c.common_ctx == (32000, 73800, 112000, 138000, 153000, 170000, 900000)
     # the tables traceattr dispatch writes for each sweep alone: the medians cross 419 tokens apart
@@ -56,7 +56,7 @@ def test_a_flip_shows_its_range_and_its_regret() -> None:
             if p["ctx"] == 138000:
                 p["medians_us"] = {"fa3": 91.3, "flashmla": 85.0}
                 p.update(side="above", verdict="faster", ratio=85.0 / 91.3, low=0.92, high=0.94, fastest="flashmla")
-    c = compare_modes(SearchRecord.read(EAGER), SearchRecord.from_json(changed, GRAPHS))
+    c = compare_modes(SweepRecord.read(EAGER), SweepRecord.from_json(changed, GRAPHS))
     assert c.flips == (Flip(138000, "fa3", "flashmla", True, True),)
     # the graphs medians now cross between 112k (fa3 78.4955, flashmla 85.5035) and 138k, log-linear in ctx
     d0, d1 = math.log(85.5035 / 78.4955), math.log(85.0 / 91.3)
@@ -73,10 +73,10 @@ def test_a_flip_shows_its_range_and_its_regret() -> None:
 
 
 def test_records_of_the_wrong_mode_or_family_are_refused() -> None:
-    eager, graphs = SearchRecord.read(EAGER), SearchRecord.read(GRAPHS)
+    eager, graphs = SweepRecord.read(EAGER), SweepRecord.read(GRAPHS)
     with pytest.raises(TraceattrError, match="measured with graphs=True"):
         compare_modes(graphs, graphs)
     other = json.loads(GRAPHS.read_text(encoding="utf-8"))
     other["family"] = "q4_ctx*"
     with pytest.raises(TraceattrError, match="two families"):
-        compare_modes(eager, SearchRecord.from_json(other, GRAPHS))
+        compare_modes(eager, SweepRecord.from_json(other, GRAPHS))

@@ -19,11 +19,10 @@ from traceattr.analysis.pipeline import with_events
 from traceattr.analysis.roofline import device_compute_peak, peak_bandwidth
 from traceattr.analysis.summary import summarize
 from traceattr.attribution.engine import attribute
-from traceattr.core.callnames import CallName, parse_message
 from traceattr.core.shapes import parse_shape
 from traceattr.jobs.capture import profile_command
 from traceattr.jobs.profile import make_plan
-from traceattr.runner.plan import RunPlan, arm_letters, round_order
+from traceattr.runner.plan import RunPlan, arm_letters, iteration_order
 from traceattr.trace.loader import load_trace
 
 SWEEP = "h200_traceattr_sweep"
@@ -64,7 +63,7 @@ def test_plan_roundtrip_and_round_order(tmp_path: Path) -> None:
     again = RunPlan.read(path)
     assert again == plan.run and again.shapes == ("q8_ctx900k_h16_b1_bf16_p64",)
     arms = ("fa3", "fa2", "flashmla")
-    assert [round_order(arms, r) for r in range(3)] == [arms, arms[::-1], arms]
+    assert [iteration_order(arms, r) for r in range(3)] == [arms, arms[::-1], arms]
     assert arm_letters(arms) == {"fa3": "A", "fa2": "B", "flashmla": "C"}
     assert plan.run.flush_bytes >= 128 << 20
 
@@ -74,12 +73,6 @@ def test_capture_command_is_an_argument_list(tmp_path: Path) -> None:
     assert argv[:2] == ["/x/nsys", "profile"]
     assert {"--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--cuda-graph-trace=node"} <= set(argv)
     assert argv[-5:] == ["python", "-m", "traceattr.runner", "p.json", "d"]
-
-
-def test_call_names_round_trip() -> None:
-    name = CallName("flashmla", "q8_ctx900k_h16_b1_bf16_p64", "C", 7)
-    assert parse_message(name.message) == name
-    assert parse_message("flush") is None and parse_message("backend=x shape=y") is None
 
 
 @pytest.fixture(scope="module")

@@ -9,12 +9,13 @@ import pytest
 
 from tests.helpers import run
 from traceattr.core.errors import TraceattrError
+from traceattr.core.protocol import Protocol
 from traceattr.core.shapes import parse_shape
 from traceattr.jobs.rank_runs import NO_MULTICAST, make_ranks_plan
 
 
 def test_plan_one_process_and_one_report_per_rank(tmp_path: Path) -> None:
-    plan = make_ranks_plan(parse_shape("q8_ctx1m_dcp2"), 2, "fa3", iters=5, out_root=tmp_path)
+    plan = make_ranks_plan(parse_shape("q8_ctx1m_dcp2"), 2, "fa3", protocol=Protocol(iters=5), out_root=tmp_path)
     assert plan.shards() == [500_000, 500_000] and plan.folder.parent == tmp_path
     outputs = set()
     for r in range(2):

@@ -30,8 +30,8 @@ def receipt(tmp: Path) -> dict[str, Any]:
                      max_noise=0.005, max_iters=500)  # fmt: skip
     row = {"row": "q1_ctx8k", "shape": SHAPE, "attempt": 1, "status": "refused", "refused_by": "clock 0.50 < 0.7",
            "baseline_us": 100.0, "candidate_us": 90.0, "ratio": 0.9, "low": 0.89, "high": 0.91, "verdict": "faster",
-           "rounds": 3, "pairs": 24, "iters_rounds": [8, 8, 8], "noise": 0.001,
-           "baseline_rounds_us": [100.0, 100.0, 100.0], "candidate_rounds_us": [90.0, 90.0, 90.0],
+           "captures": 3, "pairs": 24, "iters_captures": [8, 8, 8], "noise": 0.001,
+           "baseline_captures_us": [100.0, 100.0, 100.0], "candidate_captures_us": [90.0, 90.0, 90.0],
            "flagged": False}  # fmt: skip
     return {**plan.header(), "summary": {}, "captures": [], "rows": [row]}
 
@@ -53,8 +53,8 @@ def _set(*keys: str, value: Any) -> Callable[[dict[str, Any]], None]:
 
 
 EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
-    "rounds as text": (_set("protocol", "rounds", value="abc"), "protocol.rounds must be an integer"),
-    "rounds unbounded": (_set("protocol", "rounds", value=10**9), "protocol.rounds must lie in [1, 1000]"),
+    "captures as text": (_set("protocol", "captures", value="abc"), "protocol.captures must be an integer"),
+    "captures unbounded": (_set("protocol", "captures", value=10**9), "protocol.captures must lie in [1, 1000]"),
     "hold_us null": (_set("protocol", "hold_us", value=None), "protocol.hold_us must not be null"),
     "protocol a list": (_set("protocol", value=[1, 2]), "protocol must be an object"),
     "arms a string": (_set("arms", value="fa3"), "arms must be an object"),
@@ -65,11 +65,11 @@ EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "a row a number": (_set("rows", "0", value=7), "rows[0] must be an object"),
     "ratio as text": (_set("rows", "0", "ratio", value="abc"), "rows[0].ratio must be a number"),
     "attempt as text": (_set("rows", "0", "attempt", value="1"), "rows[0].attempt must be an integer"),
-    "lists of text": (_set("rows", "0", "iters_rounds", value=["8"]), "rows[0].iters_rounds[0] must be an integer"),
+    "lists of text": (_set("rows", "0", "iters_captures", value=["8"]), "rows[0].iters_captures[0] must be an integer"),
     "status unknown": (_set("rows", "0", "status", value="maybe"), "rows[0].status must be pass or refused"),
-    "a later schema": (_set("schema", value="traceattr.receipt/9"), "this traceattr reads 'traceattr.receipt/1'"),
+    "a later schema": (_set("schema", value="traceattr.receipt/9"), "this traceattr reads 'traceattr.receipt/2'"),
     "not a round": (_set("command", value="profile"), "not a traceattr round receipt"),
-    "retry rounds": (_set("retry_rounds", value=[-1]), "retry_rounds[0] must lie in [1, 1000]"),
+    "retry rounds": (_set("retry_captures", value=[-1]), "retry_captures[0] must lie in [1, 1000]"),
 }
 
 
@@ -79,8 +79,33 @@ def test_a_receipt_as_written_retries(tmp_path: Path, capsys: pytest.CaptureFixt
     code, err = retry(path, capsys)
     assert code == 0 and not err
     record = ReceiptRecord.read(path)
-    assert record.to_json()["schema"] == "traceattr.receipt/1" and record.rounds_done == 3
+    assert record.to_json()["schema"] == "traceattr.receipt/2" and record.captures_done == 3
     assert ReceiptRecord.from_json(record.to_json()) == record  # with the key, as written now
+
+
+def test_a_receipt_of_schema_1_reads_its_rounds_as_captures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # /1 called a round's captures "rounds"; the facts are the same, read under today's names
+    new = receipt(tmp_path)
+    old = json.loads(json.dumps(new))
+    old["schema"] = "traceattr.receipt/1"
+    old["protocol"]["rounds"] = old["protocol"].pop("captures")  # /1 data
+    old["protocol"]["arm_order"] = "alternating between rounds"  # /1 data
+    old["retry_rounds"] = [2]  # /1 data
+    row = old["rows"][0]
+    for key in ("captures", "iters_captures", "baseline_captures_us", "candidate_captures_us"):
+        row[key.replace("captures", "rounds")] = row.pop(key)  # /1 data
+    record = ReceiptRecord.from_json(old, tmp_path / "receipt.json")
+    assert record.rows[0]["captures"] == 3 and record.rows[0]["iters_captures"] == [8, 8, 8]
+    assert record.rows[0]["baseline_captures_us"] == [100.0] * 3 and "rounds" not in record.rows[0]
+    assert record.round_captures == 3 and record.captures_done == 3 + 2
+    assert record.header["protocol"]["arm_order"] == "alternating between captures"
+    assert record.to_json()["schema"] == "traceattr.receipt/2"
+    again = ReceiptRecord.from_json(record.to_json())
+    assert again.rows == record.rows and again.header == record.header
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old), encoding="utf-8")
+    code, err = retry(path, capsys)  # and a retry of it plans as of a receipt written today
+    assert code == 0 and not err
 
 
 @pytest.mark.parametrize("name", sorted(EDITS))
@@ -121,7 +146,7 @@ def test_deep_nesting_and_a_fifo_are_refused(tmp_path: Path, capsys: pytest.Capt
         (["--directional-limit", "-1"], "directional-disagreement limit must be a positive number"),
         (["--warmup", "-1"], "--warmup must be at least 1"),
         (["--flush-mb", "-1"], "--flush-mb must be positive"),
-        (["--rounds", "1000000000"], "--rounds must be at most 1000"),
+        (["--captures", "1000000000"], "--captures must be at most 1000"),
     ],
 )
 def test_round_options_are_range_checked(option: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -206,21 +231,21 @@ def test_the_protocol_as_the_runner_ran_it_is_typed(tmp_path: Path) -> None:
         ReceiptRecord.from_json(edited, tmp_path / "receipt.json")
 
 
-def test_search_steps_read_as_records(tmp_path: Path) -> None:
-    from traceattr.core.records import SearchRecord
+def test_sweep_steps_read_as_records(tmp_path: Path) -> None:
+    from traceattr.core.records import SweepRecord
 
     path = Path(__file__).parents[1] / "examples" / "sweeps" / "h200_q8_fa3_flashmla_eager.json"
-    record = SearchRecord.read(path)
-    first = record.search_steps[0]
+    record = SweepRecord.read(path)
+    first = record.steps_taken[0]
     assert first.step == 1 and first.points[0].ctx == record.steps[0]["points"][0]["ctx"]
     assert first.points[0].medians_us == record.steps[0]["points"][0]["medians_us"]
     assert record.below in first.points[0].medians_us and record.seconds > 0
     bad = json.loads(path.read_text(encoding="utf-8"))
     bad["steps"][0]["points"][0]["verdict"] = 3
     with pytest.raises(
-        TraceError, match=r"search\.json: unreadable search record \(steps\[0\]\.points\[0\]\.verdict must be text"
+        TraceError, match=r"sweep\.json: unreadable sweep record \(steps\[0\]\.points\[0\]\.verdict must be text"
     ):
-        SearchRecord.from_json(bad, tmp_path / "search.json")
+        SweepRecord.from_json(bad, tmp_path / "sweep.json")
 
 
 def test_run_record_keeps_every_fact_and_adds_only_its_schema(tmp_path: Path) -> None:

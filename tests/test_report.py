@@ -150,7 +150,7 @@ def test_numbers_table_example(example_html: str) -> None:
     assert fa3["× best"] == "1.00×" and fa2["× best"] == "2.25×"
     assert fa3["median µs"] == "428.03" and fa2["median µs"] == "961.21"
     assert fa3["roofline"] == "60% compute"  # of the H200's 989 TFLOP/s dense bf16: q8 × 917,504 ctx is compute bound
-    assert fa3["round wins"] == "10/10"
+    assert fa3["iteration wins"] == "10/10"
     # fa3 is the fastest at every shape of the example
     assert {s for (s, b), r in rows.items() if "fastest" in r["backend"] and b == "fa3"} == {s for s, _ in rows}
 

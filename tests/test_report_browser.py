@@ -26,7 +26,7 @@ import pytest
 
 import traceattr
 from tests.helpers import EXAMPLE, PLOTS, flashmla_export
-from traceattr.core.records import SearchRecord
+from traceattr.core.records import SweepRecord
 from traceattr.present.report import write_report
 from traceattr.present.report.sweep import write_sweep_report
 
@@ -266,16 +266,16 @@ def test_report_opens_on_the_decision(browser: Browser, tmp_path: Path) -> None:
     assert browser.problems() == []
 
 
-SEARCH = Path(__file__).parents[1] / "examples" / "sweeps" / "h200_q8_fa3_flashmla_eager.json"
+SWEEP = Path(__file__).parents[1] / "examples" / "sweeps" / "h200_q8_fa3_flashmla_eager.json"
 ANSWER = "q8_ctx* (eager): the step budget ran out (6 captures); the crossover lies in 138k–170k (154k ±10.4%)"
 
 
 def test_sweep_report_opens_on_the_answer_then_the_bisection(browser: Browser, tmp_path: Path) -> None:
     """A sweep's page (the H200 eager search): the answer above the fold, every step on the chart, the
     refused one a cross whose hover names its gate, the bracket shaded, the regret table, metadata folded."""
-    page = write_sweep_report(SearchRecord.read(SEARCH), tmp_path / "sweep.html", "sweep")
+    page = write_sweep_report(SweepRecord.read(SWEEP), tmp_path / "sweep.html", "sweep")
     plots = _open_report(browser, page)
-    assert [p["id"] for p in plots] == ["fig-search"]
+    assert [p["id"] for p in plots] == ["fig-sweep"]
     (plot,) = plots
     assert plot["laidOut"] and plot["width"] > 300 and plot["height"] > 300 and plot["marks"] > 0, plot
     seen = browser.evaluate(
@@ -285,7 +285,7 @@ def test_sweep_report_opens_on_the_answer_then_the_bisection(browser: Browser, t
         + """
       new Promise(function (done) {
         var text = document.body.innerText, answer = document.querySelector('#answer ul.rules li');
-        var gd = document.getElementById('fig-search');
+        var gd = document.getElementById('fig-sweep');
         var refused = gd.data.findIndex(function (t) { return t.meta === 'refused'; });
         var labels = Array.from(gd.querySelectorAll('svg.main-svg .textpoint text')).map(function (t) {
           return t.textContent; });

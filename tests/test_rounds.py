@@ -38,7 +38,7 @@ def test_verdict_classes(tmp_path: Path, ratio: float, noise: float, verdict: st
     for row in ROWS:
         r = got[row.label]
         assert r["verdict"] == verdict, r
-        assert r["pairs"] == 3 * 8 and r["rounds"] == 3 and len(r["baseline_rounds_us"]) == 3
+        assert r["pairs"] == 3 * 8 and r["captures"] == 3 and len(r["baseline_captures_us"]) == 3
         assert r["ratio"] == pytest.approx(r["candidate_us"] / r["baseline_us"])
         if verdict != "ambiguous":  # the interval is about the headline ratio (median of round medians)
             assert r["low"] <= r["ratio"] <= r["high"]
@@ -89,19 +89,19 @@ def test_one_slow_round_clock_is_the_rows_clock(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_output_parity(tmp_path: Path) -> None:
     t = timing(1.0)
-    same = by_row(round_rows(ROWS, captures(tmp_path, t, rounds=2), BASE, CAND))
+    same = by_row(round_rows(ROWS, captures(tmp_path, t, count=2), BASE, CAND))
     assert all(r["parity"] == "bitwise" and r["parity_gate"] == "pass" for r in same.values())
-    differ = by_row(round_rows(ROWS, captures(tmp_path, t, rounds=2, sha=("ab" * 32, "cd" * 32)), BASE, CAND))
+    differ = by_row(round_rows(ROWS, captures(tmp_path, t, count=2, sha=("ab" * 32, "cd" * 32)), BASE, CAND))
     assert all(
         r["parity_gate"] == "fail" and "parity (bitwise): outputs differ" in r["refused_by"] for r in differ.values()
     )
-    nosha = by_row(round_rows(ROWS, captures(tmp_path, t, rounds=2, sha=("ab" * 32, None)), BASE, CAND))
+    nosha = by_row(round_rows(ROWS, captures(tmp_path, t, count=2, sha=("ab" * 32, None)), BASE, CAND))
     assert all(r["parity_gate"] == "not measured" for r in nosha.values())
     # different programs: bitwise is not expected; both arms passed the reference check
-    other = by_row(round_rows(ROWS, captures(tmp_path, t, rounds=2, program=("fa3", "fa3+merge"),
+    other = by_row(round_rows(ROWS, captures(tmp_path, t, count=2, program=("fa3", "fa3+merge"),
                                              sha=("ab" * 32, "cd" * 32)), BASE, CAND))  # fmt: skip
     assert all(r["parity"] == "reference" and r["parity_gate"] == "pass" for r in other.values())
-    off = by_row(round_rows(ROWS, captures(tmp_path, t, rounds=2, sha=("ab" * 32, "cd" * 32)), BASE, CAND,
+    off = by_row(round_rows(ROWS, captures(tmp_path, t, count=2, sha=("ab" * 32, "cd" * 32)), BASE, CAND,
                             Gates(parity=False)))  # fmt: skip
     assert all(r["parity_gate"] == "off" and r["status"] == "pass" for r in off.values())
 
@@ -111,8 +111,8 @@ def test_an_arm_that_did_not_run_refuses_the_row(tmp_path: Path) -> None:
     caps = [synth_capture(tmp_path, 0, (BASE, CAND), t), synth_capture(tmp_path, 1, (CAND, BASE), t, skip={CAND})]
     r = by_row(round_rows(ROWS, caps, BASE, CAND))[ROWS[0].label]
     assert r["arms_gate"] == "fail" and r["status"] == "refused"
-    assert f"{CAND} in round 2: split-KV needs ctx ≥ 16k" in r["refused_by"]
-    assert r["rounds"] == 2 and len(r["candidate_rounds_us"]) == 1
+    assert f"{CAND} in capture 2: split-KV needs ctx ≥ 16k" in r["refused_by"]
+    assert r["captures"] == 2 and len(r["candidate_captures_us"]) == 1
 
 
 @pytest.mark.slow
@@ -132,7 +132,7 @@ def test_sensitivity_flags_a_verdict_smaller_than_the_protocol_effect(tmp_path: 
 
 @pytest.mark.slow
 def test_receipt_discloses_the_sampling(tmp_path: Path) -> None:
-    """Iterations per round come from the calls; the spans' median noise is shown where it missed the target."""
+    """Iterations per capture come from the calls; the spans' median noise is shown where it missed the target."""
     steady, noisy = timing(1.0, noise=0.002), timing(1.0, noise=0.03, seed=1)
     caps = [
         synth_capture(tmp_path, 0, (BASE, CAND), steady, iters=8),
@@ -141,7 +141,7 @@ def test_receipt_discloses_the_sampling(tmp_path: Path) -> None:
     ]
     rows = by_row(round_rows(ROWS, caps, BASE, CAND))
     r = rows[ROWS[0].label]
-    assert r["iters_rounds"] == [8, 12, 8] and r["pairs"] == 28
+    assert r["iters_captures"] == [8, 12, 8] and r["pairs"] == 28
     mine = (pl.col("backend") == BASE) & (pl.col("shape") == ROWS[0].shape)
     noisy_spans = caps[1].calls.filter(mine)["gpu_span_ns"].to_numpy()  # the noisy round's baseline, first row
     assert r["noise"] >= median_noise(noisy_spans) > 0.005  # the worst arm and round, here the noisy one
@@ -149,12 +149,12 @@ def test_receipt_discloses_the_sampling(tmp_path: Path) -> None:
                        max_iters=500).header()  # fmt: skip
     receipt = Receipt(header, round_rows(ROWS, caps, BASE, CAND))
     md = markdown(receipt)
-    assert "3 rounds × 20–500 iterations (until each arm's median is within ±0.5%, 95%)" in md
+    assert "3 captures × 20–500 iterations (until each arm's median is within ±0.5%, 95%)" in md
     assert "GPU held before each ABBA group until the host has enqueued it (host-released hold)" in md
     assert len(re.findall(r"median noise ±\d\.\d\d% at 12 iterations", md)) == 2
     quiet = Receipt(header, round_rows(ROWS, [caps[0], caps[2]], BASE, CAND))
     assert "median noise" not in markdown(quiet) and quiet.rows["noise"].max() < 0.005
-    assert receipt.csv_frame()["iters_rounds"].to_list()[0] == "8;12;8"
+    assert receipt.csv_frame()["iters_captures"].to_list()[0] == "8;12;8"
     assert Receipt.from_json(json.loads(json.dumps(receipt.to_json()))).rows.equals(receipt.rows)
 
 
@@ -167,11 +167,11 @@ def test_run_round_alternates_arms_and_writes_receipts(tmp_path: Path) -> None:
     receipt = run_round(plan, fake, on_progress=seen.append)
     # the first-arm bias (directional 0.10 in each capture, 5× the limit) makes both refusals certain after
     # two rounds: the third round and the back-to-back capture are not run
-    assert [(r.round, r.arms[0], r.order) for r in fake.requests] == [(0, BASE, "abba"), (1, CAND, "abba")]
-    assert len(seen) == len(ROWS) * 2 and seen[0].startswith("round 1: ")
+    assert [(r.index, r.arms[0], r.order) for r in fake.requests] == [(0, BASE, "abba"), (1, CAND, "abba")]
+    assert len(seen) == len(ROWS) * 2 and seen[0].startswith("capture 1: ")
     assert receipt.summary()["passing"] == 0
-    assert receipt.rows["rounds"].to_list() == [2, 2] and receipt.rows["pairs"].to_list() == [16, 16]
-    assert all(s.startswith("refusal certain after 2 rounds: directional 0.09") for s in receipt.rows["stopped"])
+    assert receipt.rows["captures"].to_list() == [2, 2] and receipt.rows["pairs"].to_list() == [16, 16]
+    assert all(s.startswith("refusal certain after 2 captures: directional 0.09") for s in receipt.rows["stopped"])
     # a lead call opens every group (the default), so the first-arm bias reads as the position in the group
     assert all("position in the group: fa3 " in c and "(stopped early: refusal certain" in c
                for c in receipt.rows["cause"])  # fmt: skip
@@ -182,7 +182,7 @@ def test_run_round_alternates_arms_and_writes_receipts(tmp_path: Path) -> None:
     assert "| row | baseline µs | candidate µs | ratio | verdict | gates |" in md
     csv = pl.read_csv(plan.folder / "receipt.csv")
     assert csv["row"].to_list() == [r.label for r in ROWS] and csv["status"].to_list() == ["refused"] * 2
-    assert len(csv["baseline_rounds_us"][0].split(";")) == 2  # the third round was not needed
+    assert len(csv["baseline_captures_us"][0].split(";")) == 2  # the third round was not needed
     back = read_receipt(plan.folder / "receipt.json")
     assert back.rows.equals(receipt.rows) and back.header["protocol"]["between"] == "flush"
     assert back.header["gates"]["directional_limit"] == 0.02 and back.header["runner"]["protocol"]["order"] == "abba"
@@ -193,7 +193,7 @@ def test_retry_remeasures_only_refused_rows_and_keeps_both(tmp_path: Path) -> No
     first = Receipt(
         round_plan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "r0", max_noise=0.004,
                   max_iters=300).header(),
-        round_rows(ROWS, [*captures(tmp_path, timing(0.9), rounds=2)[:1],
+        round_rows(ROWS, [*captures(tmp_path, timing(0.9), count=2)[:1],
                           synth_capture(tmp_path, 1, (CAND, BASE), timing(0.9), fraction=0.5)], BASE, CAND),
     )  # fmt: skip
     first = Receipt(
@@ -207,16 +207,16 @@ def test_retry_remeasures_only_refused_rows_and_keeps_both(tmp_path: Path) -> No
     (tmp_path / "r0" / "receipt.json").write_text(json.dumps(first.to_json(), default=str))
     before = (tmp_path / "r0" / "receipt.json").read_bytes()
     previous = read_receipt(tmp_path / "r0")
-    plan = retry_plan(previous, tmp_path / "out", rounds=2)
-    assert [r.label for r in plan.rows] == [ROWS[1].label] and plan.first_round == 3
+    plan = retry_plan(previous, tmp_path / "out", captures=2)
+    assert [r.label for r in plan.rows] == [ROWS[1].label] and plan.first_capture == 3
     assert (plan.protocol.max_noise, plan.protocol.max_iters) == (0.004, 300)  # the retry samples as the round did
     fake = FakeExecutor(tmp_path, timing(0.9))
     merged = run_round(plan, fake, previous=previous)
-    assert [r.round for r in fake.requests] == [3, 4] and fake.requests[0].arms[0] == CAND  # alternation continues
+    assert [r.index for r in fake.requests] == [3, 4] and fake.requests[0].arms[0] == CAND  # alternation continues
     assert merged.rows.height == 3
     attempts = merged.rows.filter(pl.col("row") == ROWS[1].label)
     assert attempts["attempt"].to_list() == [1, 2] and attempts["status"].to_list() == ["refused", "pass"]
-    assert merged.summary()["passing"] == 2 and merged.header["retry_rounds"] == [2]
+    assert merged.summary()["passing"] == 2 and merged.header["retry_captures"] == [2]
     md = markdown(merged)
     assert f"{ROWS[1].label} (attempt 1)" in md and f"{ROWS[1].label} (attempt 2)" in md and "**2 / 2 rows pass**" in md
     assert (tmp_path / "r0" / "receipt.json").read_bytes() == before  # inputs are never modified
@@ -229,14 +229,14 @@ def test_an_interrupted_round_has_no_receipt_and_says_so(tmp_path: Path, capsys:
     fake = FakeExecutor(tmp_path, timing(0.9))
 
     def interrupted(request, plan, on_line):  # type: ignore[no-untyped-def]
-        if request.round == 1:
+        if request.index == 1:
             raise KeyboardInterrupt  # Ctrl-C during the second capture
         return fake(request, plan, on_line)
 
     plan = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "round")
     with pytest.raises(KeyboardInterrupt):
         run_round(plan, interrupted, report=True)
-    assert sorted(p.name for p in plan.folder.iterdir()) == ["round-1"]  # the capture is kept, no receipt
+    assert sorted(p.name for p in plan.folder.iterdir()) == ["capture-1"]  # the capture is kept, no receipt
     with pytest.raises(TraceattrError, match="did not finish"):
         read_receipt(plan.folder)
     with pytest.raises(SystemExit) as exit_info:
@@ -266,7 +266,7 @@ def test_report_of_a_round_folder_also_after_it_moved(tmp_path: Path, capsys: py
         main(["report", str(moved), "--match", "fa3"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "round folder" in err and len(err.strip().splitlines()) == 1
-    for folder in ("round-1", "round-2", "round-3"):
+    for folder in ("capture-1", "capture-2", "capture-3"):
         shutil.rmtree(moved / folder)
     # every capture gone: the receipt and its evidence still make the page, with a note why no figures
     with pytest.raises(SystemExit) as exit_info:
@@ -281,7 +281,7 @@ def test_markdown_escapes_and_geomean_over_passing_rows_only(tmp_path: Path) -> 
         pl.when(pl.col("row") == ROWS[1].label).then(pl.lit("clock 0.50 < 0.7")).otherwise(pl.lit("")).alias("refused_by"),
         pl.when(pl.col("row") == ROWS[1].label).then(pl.lit(0.5)).otherwise(pl.col("ratio")).alias("ratio"),
     )  # fmt: skip
-    receipt = Receipt({"baseline": "x|y", "candidate": CAND, "protocol": {"rounds": 3}}, rows)
+    receipt = Receipt({"baseline": "x|y", "candidate": CAND, "protocol": {"captures": 3}}, rows)
     assert receipt.geomean == pytest.approx(0.8, rel=0.01)  # the refused row's 0.5 is left out
     md = markdown(receipt)
     assert "x\\|y" in md and "**1 / 2 rows pass**" in md and "**refused**: clock 0.50 < 0.7" in md
@@ -314,8 +314,8 @@ def test_rows_file_and_named_sets(tmp_path: Path) -> None:
         (["--rows", "smoke", "--baseline", "a", "--candidate", "b", "--min-clock", "1.5"], "fraction must lie"),
         (["--retry", "{tmp}/none.json"], "unreadable receipt"),
         (
-            ["--retry", "{tmp}/none.json", "--iters", "50", "--graphs", "--rounds", "2"],
-            "drop --iters, --graphs (--rounds",
+            ["--retry", "{tmp}/none.json", "--iters", "50", "--graphs", "--captures", "2"],
+            "drop --iters, --graphs (--captures",
         ),
     ],
 )
@@ -330,13 +330,13 @@ def test_cli_errors_are_one_line(
 
 def test_cli_dry_run_lists_the_captures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main(["round", "--rows", "smoke", "--baseline", BASE, "--candidate", CAND, "--sensitivity", "--rounds", "2",
+        main(["round", "--rows", "smoke", "--baseline", BASE, "--candidate", CAND, "--sensitivity", "--captures", "2",
               "--out-root", str(tmp_path), "--dry-run"])  # fmt: skip
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    assert "round-1: round 1, ABBA, first arm fa3" in out and f"round-2: round 2, ABBA, first arm {CAND}" in out
+    assert "capture-1: ABBA, first arm fa3" in out and f"capture-2: ABBA, first arm {CAND}" in out
     assert "sensitivity: back to back" in out and not list(tmp_path.iterdir())
-    assert "2 rounds × 20–500 iterations (until each arm's median is within ±0.5%, 95%)" in out
+    assert "2 captures × 20–500 iterations (until each arm's median is within ±0.5%, 95%)" in out
     assert "host-released hold" in out and "µs per call" not in out
 
 
@@ -354,7 +354,7 @@ def test_arm_texts_and_labels(tmp_path: Path) -> None:
 def test_report_has_a_round_section(tmp_path: Path) -> None:
     from traceattr.present.report import build_report
 
-    caps = captures(tmp_path, timing(0.9), rounds=2)
+    caps = captures(tmp_path, timing(0.9), count=2)
     receipt = Receipt({"baseline": BASE, "candidate": "<b>cand</b>"}, round_rows(ROWS, caps, BASE, CAND))
     att = attribute(load_trace(next(tmp_path.glob("capture0_abba.sqlite"))))
     page = build_report(att, receipt=receipt)
@@ -403,13 +403,13 @@ def test_cli_round_through_profile_with_a_fake_capture(
     assert {(p.run.max_noise, p.run.max_iters, p.run.hold_us) for p in plans} == {(0.005, 500, 100.0)}  # defaults
     (folder,) = tmp_path.iterdir()
     assert sorted(f.name for f in folder.iterdir()) == [
+        "capture-1",
+        "capture-2",
+        "capture-3",
         "receipt.csv",
         "receipt.json",
         "receipt.md",
         "report.html",
-        "round-1",
-        "round-2",
-        "round-3",
         "sensitivity",
     ]
     out = captured.out
@@ -435,15 +435,15 @@ def diagnosed(caps: list[Capture], gates: Gates = TIGHT, lead: bool = False) -> 
 @pytest.mark.slow
 def test_cause_host_bound_counts_per_arm_and_capture_with_the_holds_numbers(tmp_path: Path) -> None:
     # round 1: every candidate call's merge was launched 40 µs late (the host fell behind the GPU)
-    late = captures(tmp_path, timing(1.0), rounds=1, gaps=lambda _s, arm, _i: 40 * US if arm == CAND else 0,
+    late = captures(tmp_path, timing(1.0), count=1, gaps=lambda _s, arm, _i: 40 * US if arm == CAND else 0,
                     hold={"groups": 8, "timeouts": 2, "gpu_wait_us": {"median": 480.0, "max": 900.0}})  # fmt: skip
-    caps = [*late, *captures(tmp_path, timing(1.0), rounds=3)[1:]]
+    caps = [*late, *captures(tmp_path, timing(1.0), count=3)[1:]]
     r = diagnosed(caps)[ROWS[0].label]
     assert "host-bound" in r["causes"] and r["status"] == "refused"
-    assert f"host-bound: 8 / 8 {CAND} calls in round 1" in r["refused_by"]  # a gate of its own
+    assert f"host-bound: 8 / 8 {CAND} calls in capture 1" in r["refused_by"]  # a gate of its own
     assert r["host_bound_candidate"] == [8, 0, 0] and r["host_bound_baseline"] == [0, 0, 0]
-    assert r["calls_rounds"] == [8, 8, 8] and r["hold_timeouts"] == 2 and r["hold_gpu_wait_us"] == 480.0
-    assert f"host-bound: {CAND} 8 / 8 in round 1 calls waited for their own launches" in r["cause"]
+    assert r["calls_captures"] == [8, 8, 8] and r["hold_timeouts"] == 2 and r["hold_gpu_wait_us"] == 480.0
+    assert f"host-bound: {CAND} 8 / 8 in capture 1 calls waited for their own launches" in r["cause"]
     assert "the hold timed out 2 times" in r["cause"] and "GPU waited 480.0 µs per group" in r["cause"]
     assert "fix: --graphs" in r["cause"]
     assert "drift" in r["causes"]  # round 1's candidate median moved by the gap too: both are shown
@@ -474,7 +474,7 @@ def test_cause_predecessor_split_with_intervals(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_cause_clock(tmp_path: Path) -> None:
-    caps = [*captures(tmp_path, timing(0.9), rounds=2), synth_capture(tmp_path, 2, (BASE, CAND), timing(0.9),
+    caps = [*captures(tmp_path, timing(0.9), count=2), synth_capture(tmp_path, 2, (BASE, CAND), timing(0.9),
                                                                      fraction=0.5)]  # fmt: skip
     r = diagnosed(caps, Gates())[ROWS[0].label]
     assert r["causes"] == ["clock"]
@@ -490,7 +490,7 @@ def test_cause_drift_across_rounds(tmp_path: Path) -> None:
             synth_capture(tmp_path, 2, (BASE, CAND), timing(1.0))]  # fmt: skip
     r = diagnosed(caps)[ROWS[0].label]
     assert "drift" in r["causes"] and "host-bound" not in r["causes"] and "predecessor" not in r["causes"]
-    assert re.search(rf"drift across rounds: {re.escape(CAND)}'s per-round medians \d+\.\d\d, 1[23]\d\.\d\d, "
+    assert re.search(rf"drift across captures: {re.escape(CAND)}'s per-capture medians \d+\.\d\d, 1[23]\d\.\d\d, "
                      r"\d+\.\d\d µs \(3\d\.\d% apart\)", r["cause"])  # fmt: skip
 
 
@@ -513,18 +513,20 @@ def test_cause_bimodal(tmp_path: Path) -> None:
 def test_cause_none_found_still_gives_the_numbers(tmp_path: Path) -> None:
     r = diagnosed(captures(tmp_path, timing(0.9)))[ROWS[0].label]
     assert r["causes"] == [] and r["cause"].startswith("no mechanism shows in the captures")
-    assert "per-round medians" in r["cause"] and "directional 0.0" in r["cause"]
+    assert "per-capture medians" in r["cause"] and "directional 0.0" in r["cause"]
 
 
 @pytest.mark.slow
 def test_causes_travel_in_every_receipt_file_and_only_for_refused_rows(tmp_path: Path) -> None:
-    plan = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "round", rounds=2)
+    plan = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "round", captures=2)
     caps = [synth_capture(tmp_path, 0, (BASE, CAND), timing(0.9)),
             synth_capture(tmp_path, 1, (CAND, BASE), timing(0.9), fraction=0.5)]  # fmt: skip
     it = iter(caps)
     receipt = run_round(plan, lambda request, plan, on_line: next(it))
     md = (plan.folder / "receipt.md").read_text(encoding="utf-8")
-    assert "Why each refused row was refused" in md and "- **q1_ctx8k** (16 ABBA iterations over 2 rounds): clock" in md
+    assert (
+        "Why each refused row was refused" in md and "- **q1_ctx8k** (16 ABBA iterations over 2 captures): clock" in md
+    )
     csv = pl.read_csv(plan.folder / "receipt.csv")
     assert (
         csv["cause"].str.starts_with("clock: the SM clock ran at 50.0%").all()
@@ -547,7 +549,7 @@ def with_causes_of(receipt: Receipt) -> Receipt:
 _ROW_KEYS_ADDED_WITH_CAUSES = (
     "causes", "cause", "stopped", "baseline_after_self", "baseline_after_other", "candidate_after_self",
     "candidate_after_other", "baseline_modes", "candidate_modes", "host_bound_baseline", "host_bound_candidate",
-    "calls_rounds", "hold_timeouts", "hold_gpu_wait_us",
+    "calls_captures", "hold_timeouts", "hold_gpu_wait_us",
 )  # fmt: skip
 _PROTOCOL_KEYS_ADDED_SINCE = ("hold", "lead")  # the hold as on/off (b64396d), the lead call (dd2131b)
 
@@ -585,7 +587,7 @@ def test_a_refusal_not_yet_certain_measures_every_round(tmp_path: Path) -> None:
     plan = RoundPlan(rows=ROWS, baseline=BASE, candidate=CAND, folder=tmp_path / "round")
     receipt = run_round(plan, fake)
     assert len(fake.requests) == 3 and receipt.rows["status"].to_list() == ["refused"] * 2
-    assert receipt.rows["stopped"].is_null().all() and receipt.rows["rounds"].to_list() == [3, 3]
+    assert receipt.rows["stopped"].is_null().all() and receipt.rows["captures"].to_list() == [3, 3]
 
 
 @pytest.mark.slow
@@ -602,28 +604,28 @@ def test_only_the_decided_row_stops(tmp_path: Path) -> None:
     receipt = run_round(plan, fake)
     assert [r.shapes for r in fake.requests] == [(ROWS[0].shape, ROWS[1].shape)] * 2 + [(ROWS[1].shape,)] * 2
     rows = by_row(receipt.rows)
-    assert rows[ROWS[0].label]["rounds"] == 2 and rows[ROWS[0].label]["arms_gate"] == "pass"
-    assert rows[ROWS[1].label]["rounds"] == 3 and rows[ROWS[1].label]["status"] == "pass"
+    assert rows[ROWS[0].label]["captures"] == 2 and rows[ROWS[0].label]["arms_gate"] == "pass"
+    assert rows[ROWS[1].label]["captures"] == 3 and rows[ROWS[1].label]["status"] == "pass"
     assert rows[ROWS[1].label]["sensitivity"] is not None and rows[ROWS[0].label]["sensitivity"] is None
     # one capture is never enough, whatever it shows; a failed clock is final
-    one = captures(tmp_path, t, rounds=1)
+    one = captures(tmp_path, t, count=1)
     assert certain_refusals(ROWS, one, BASE, CAND) == {}
     low = [*one, synth_capture(tmp_path, 1, (CAND, BASE), timing(0.9), fraction=0.5)]
     assert (
-        certain_refusals(ROWS, low, BASE, CAND)[ROWS[1].label] == "refusal certain after 2 rounds (clock gate failed)"
+        certain_refusals(ROWS, low, BASE, CAND)[ROWS[1].label] == "refusal certain after 2 captures (clock gate failed)"
     )
 
 
 def test_the_runners_noise_loop_stops_when_more_calls_cannot_help() -> None:
-    from traceattr.runner.plan import HOPELESS_DIRECTIONAL, RunPlan, event_directional, more_rounds
+    from traceattr.runner.plan import HOPELESS_DIRECTIONAL, RunPlan, event_directional, more_iterations
 
     plan = RunPlan(shapes=("s",), arms=("a", "b"), iters=20, max_noise=0.005, max_iters=500)
     noisy = {"a": 0.02, "b": 0.03}
-    assert more_rounds(20, noisy, plan) == 10  # the noise rule alone: ten more
-    assert more_rounds(20, noisy, plan, host_waited=True) == 0  # the hold timed out: the host sets the spread
-    assert more_rounds(20, noisy, plan, directional=HOPELESS_DIRECTIONAL * 2) == 0
-    assert more_rounds(20, noisy, plan, directional=0.05) == 10  # refused maybe, but not hopeless
-    assert more_rounds(10, noisy, plan, directional=1.0) == 10  # never before the minimum --iters
+    assert more_iterations(20, noisy, plan) == 10  # the noise rule alone: ten more
+    assert more_iterations(20, noisy, plan, host_waited=True) == 0  # the hold timed out: the host sets the spread
+    assert more_iterations(20, noisy, plan, directional=HOPELESS_DIRECTIONAL * 2) == 0
+    assert more_iterations(20, noisy, plan, directional=0.05) == 10  # refused maybe, but not hopeless
+    assert more_iterations(10, noisy, plan, directional=1.0) == 10  # never before the minimum --iters
     # ABBA: round r runs a then b on even r; b is 20% faster when it runs first (odd rounds)
     times = {"a": [100.0] * 6, "b": [100.0, 80.0] * 3}
     assert event_directional(times, ("a", "b")) == pytest.approx(0.2)
@@ -637,7 +639,7 @@ def test_the_runners_noise_loop_stops_when_more_calls_cannot_help() -> None:
 def test_protocol_text_says_how_the_gpu_was_held() -> None:
     from traceattr.present.receipt import protocol_text
 
-    base = {"protocol": {"rounds": 3, "iters": 20, "flush_bytes": 128 << 20}, "gates": {}}
+    base = {"protocol": {"captures": 3, "iters": 20, "flush_bytes": 128 << 20}, "gates": {}}
     ran = {**base, "runner": {"protocol": {"hold": "host", "flush_kind": "fill+evict", "hold_us": 100.0}}}
     text = protocol_text(ran)
     assert "host-released hold" in text and "128 MiB L2 flush, a fill, then reads that evict" in text
@@ -725,8 +727,8 @@ def test_both_arm_orders_weigh_alike_however_many_captures_each_had(tmp_path: Pa
         caps.append(synth_capture(tmp_path, r, order, t))
     r = by_row(round_rows(ROWS, caps, BASE, CAND))[ROWS[0].label]
     assert r["ratio"] == pytest.approx(1.0, abs=0.002) and r["verdict"] == "same", r
-    # per round the candidate is 2% slower, faster, slower: the evidence keeps what each capture measured
-    per_round = [c / b for b, c in zip(r["baseline_rounds_us"], r["candidate_rounds_us"], strict=True)]
+    # per capture the candidate is 2% slower, faster, slower: the evidence keeps what each capture measured
+    per_round = [c / b for b, c in zip(r["baseline_captures_us"], r["candidate_captures_us"], strict=True)]
     assert per_round == [pytest.approx(1 / 0.98, abs=0.003), pytest.approx(0.98, abs=0.003),
                          pytest.approx(1 / 0.98, abs=0.003)]  # fmt: skip
     # one order only (a single capture): the plain median of the pairs, as before
@@ -742,11 +744,11 @@ def test_host_bound_calls_refuse_a_row_the_other_gates_pass(tmp_path: Path) -> N
     def gaps(_s: str, arm: str, i: int) -> int:
         return 15 * US if arm == CAND and i in (2, 5) else 0  # two calls of eight: the medians barely move
 
-    caps = [*captures(tmp_path, timing(0.9), rounds=1, gaps=gaps), *captures(tmp_path, timing(0.9), rounds=3)[1:]]
+    caps = [*captures(tmp_path, timing(0.9), count=1, gaps=gaps), *captures(tmp_path, timing(0.9), count=3)[1:]]
     r = by_row(round_rows(ROWS, caps, BASE, CAND))[ROWS[0].label]
     assert r["directional_gate"] == "pass" and r["status"] == "refused", r
-    assert r["refused_by"] == f"host-bound: 2 / 8 {CAND} calls in round 1"
-    clean = by_row(round_rows(ROWS, captures(tmp_path, timing(0.9), rounds=3), BASE, CAND))[ROWS[0].label]
+    assert r["refused_by"] == f"host-bound: 2 / 8 {CAND} calls in capture 1"
+    clean = by_row(round_rows(ROWS, captures(tmp_path, timing(0.9), count=3), BASE, CAND))[ROWS[0].label]
     assert clean["status"] == "pass" and clean["host_bound_candidate"] == [0, 0, 0]
 
 

@@ -23,7 +23,7 @@ def _result() -> DecodeResult:
             "host_mean_us": 500.0, "gpu_mean_us": 80.0, "serial_wall_mean_us": 600.0, "pipelined_wall_mean_us": 520.0,
             "choose_loop_ns": 200.0}  # fmt: skip
     return DecodeResult(
-        config=DecodeConfig(q=8, steps=3, rounds=4), table_source="t.json (graphs; family q8_ctx*)", table_doc={},
+        config=DecodeConfig(q=8, steps=3, iters=4), table_source="t.json (graphs; family q8_ctx*)", table_doc={},
         summary=s, graphs={"fa3": 1, "flashmla": 1, DISPATCHER: 2},
         memory={"fa3": {"fa3": fp}, "flashmla": {"flashmla": fp}, DISPATCHER: {"fa3": fp, "flashmla": fp}},
         others={}, steps=[(8192,), (90_000,), (900_000,)], host=[host], equal={"fa3": [True] * 3, "flashmla": [True] * 3, DISPATCHER: [True, True, False]},
@@ -89,7 +89,7 @@ def test_a_mixed_q_receipt_labels_its_steps_and_reads_back() -> None:
     from traceattr.runtime.table import FamilyKey, FamilyTable, Segment, table_doc
 
     r = _result()
-    r.config = DecodeConfig(q=8, steps=3, rounds=4, trajectory="mixq", mix_q=(1, 8), table="t.json")
+    r.config = DecodeConfig(q=8, steps=3, iters=4, trajectory="mixq", mix_q=(1, 8), table="t.json")
     r.steps = [(8, 8192), (1, 90_000), (8, 900_000)]
     fams = [FamilyTable("q1_ctx*", FamilyKey(1, 16, 1), (Segment(None, None, "fa3"),)),
             FamilyTable("q8_ctx*", FamilyKey(8, 16, 1), (Segment(None, 100_000, "fa3"), Segment(100_000, None, "flashmla")))]  # fmt: skip

@@ -9,7 +9,7 @@ from traceattr.runtime.table import FamilyKey, Segment
 
 pytest.importorskip("scipy")
 
-# 3 steps × 4 rounds: fa3 wins the first two steps, flashmla the last
+# 3 steps × 4 iterations: fa3 wins the first two steps, flashmla the last
 FA3 = [[10.0, 10.2, 9.8, 10.0], [20.0, 20.0, 20.0, 20.0], [40.0, 41.0, 39.0, 40.0]]
 FMLA = [[12.0, 12.0, 12.0, 12.0], [25.0, 25.0, 25.0, 25.0], [30.0, 30.0, 30.0, 30.0]]
 
@@ -30,8 +30,8 @@ def test_a_dispatcher_that_chose_right_matches_the_oracle() -> None:
     assert s.switches == 1 and s.right == 3 and s.fastest == ("fa3", "fa3", "flashmla")
     for iv in (s.totals["fa3"], s.gain, s.oracle):
         assert iv.lo <= iv.value <= iv.hi
-    assert s.totals["fa3"].lo < s.totals["fa3"].hi  # fa3's rounds differ: a real interval
-    assert s.totals["flashmla"].lo == s.totals["flashmla"].hi == 67.0  # identical rounds: none
+    assert s.totals["fa3"].lo < s.totals["fa3"].hi  # fa3's iterations differ: a real interval
+    assert s.totals["flashmla"].lo == s.totals["flashmla"].hi == 67.0  # identical iterations: none
 
 
 def test_a_wrong_choice_shows_as_regret() -> None:

@@ -1,5 +1,5 @@
-"""The report of a sweep (``traceattr report SWEEP_FOLDER`` or its search.json): the answer first, the bisection on
-the decision chart, the regret table of its dispatch table, metadata folded; from search.json alone."""
+"""The report of a sweep (``traceattr report SWEEP_FOLDER`` or its sweep.json): the answer first, the bisection on
+the decision chart, the regret table of its dispatch table, metadata folded; from sweep.json alone."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import FakeSearch, json_strings, linear_time, page_figures, run, search_plan, without_plotlyjs
+from tests.helpers import FakeSweep, json_strings, linear_time, page_figures, run, sweep_plan, without_plotlyjs
 from traceattr.analysis.dispatch_table import dispatch_table
-from traceattr.analysis.search_points import dispatch_frames
-from traceattr.core.records import SearchRecord
-from traceattr.jobs.crossover_search import run_search
-from traceattr.present.formats import search_text
-from traceattr.present.report.sweep import search_figure, sweep_page
+from traceattr.analysis.sweep_points import dispatch_frames
+from traceattr.core.records import SweepRecord
+from traceattr.jobs.sweep import run_sweep
+from traceattr.present.formats import sweep_text
+from traceattr.present.report.sweep import sweep_figure, sweep_page
 
 SWEEPS = Path(__file__).parents[1] / "examples" / "sweeps"
 EAGER = SWEEPS / "h200_q8_fa3_flashmla_eager.json"
@@ -42,17 +42,17 @@ def eager_page(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.mark.slow
 def test_sections_in_order_the_answer_first(eager_page: str) -> None:
-    assert re.findall(r'<section id="([\w-]+)">', eager_page) == ["answer", "search", "dispatch", "metadata"]
-    assert list(page_figures(eager_page)) == ["fig-search"]
-    record = SearchRecord.read(EAGER)
+    assert re.findall(r'<section id="([\w-]+)">', eager_page) == ["answer", "sweep", "dispatch", "metadata"]
+    assert list(page_figures(eager_page)) == ["fig-sweep"]
+    record = SweepRecord.read(EAGER)
     text = _text(eager_page)
-    answer = search_text(record.header, record.result)
+    answer = sweep_text(record.header, record.result)
     assert (
         answer == "q8_ctx* (eager): the step budget ran out (6 captures); the crossover lies in 138k–170k (154k ±10.4%)"
     )
     # the answer before the chart and any table; then what this traceattr says of the record's points
     assert text.index(answer) < text.index("Each measured context:") < text.index("The table `traceattr dispatch`")
-    assert "on its points the search now says: q8_ctx* (eager): the step budget ran out (6 captures); the " \
+    assert "on its points the sweep now says: q8_ctx* (eager): the step budget ran out (6 captures); the " \
            "crossover lies in 138k–170k (154k ±10.4%, asked ±10%) (medians cross at ≈163k); 153k was refused " \
            "(directional 0.0234 > 0.02) and not measured again" in text  # fmt: skip
     assert "flashmla's median falls from 117.7 µs at 138k to 103.0 µs at 170k" in text
@@ -62,8 +62,8 @@ def test_sections_in_order_the_answer_first(eager_page: str) -> None:
 
 
 def test_the_bisection_on_the_decision_chart() -> None:
-    record = SearchRecord.read(EAGER)
-    fig = search_figure(record).to_plotly_json()
+    record = SweepRecord.read(EAGER)
+    fig = sweep_figure(record).to_plotly_json()
     by_side = {t["meta"]: t for t in fig["data"]}
     assert set(by_side) == {"below", "above", "refused"}
     # every measured ctx a point of the ratio with its interval, labelled with its step
@@ -82,7 +82,7 @@ def test_the_bisection_on_the_decision_chart() -> None:
 
 
 def test_the_regret_table_is_the_dispatch_tables(eager_page: str) -> None:
-    (fam,) = dispatch_table(*dispatch_frames(SearchRecord.read(EAGER))).families
+    (fam,) = dispatch_table(*dispatch_frames(SweepRecord.read(EAGER))).families
     section = eager_page[eager_page.index('<section id="dispatch">') : eager_page.index('<section id="metadata">')]
     rows = {m[0]: m[1:] for m in re.findall(r"<tr><td>([^<]+)</td><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td></tr>",
                                             section)}  # fmt: skip
@@ -97,12 +97,12 @@ def test_the_regret_table_is_the_dispatch_tables(eager_page: str) -> None:
 
 @pytest.mark.slow
 def test_a_fresh_search_reads_as_itself(tmp_path: Path) -> None:
-    record = run_search(search_plan(tmp_path), FakeSearch(linear_time, low_clock=((1, 8000),)))
+    record = run_sweep(sweep_plan(tmp_path), FakeSweep(linear_time, low_clock=((1, 8000),)))
     page = sweep_page(record, "fresh")
     text = _text(page)
-    assert search_text(record.header, record.result) in text
+    assert sweep_text(record.header, record.result) in text
     assert "earlier traceattr" not in text  # its answer is what its points say
-    fig = page_figures(page)["fig-search"]
+    fig = page_figures(page)["fig-sweep"]
     refused = next(t for t in fig["data"] if t["meta"] == "refused")
     assert refused["x"] == [8000] and refused["text"] == ["1"]  # the low end, refused at step 1 …
     assert 8000 in next(t for t in fig["data"] if t["meta"] == "below")["x"]  # … and passed at step 2
@@ -121,7 +121,7 @@ def test_the_graphs_record_says_what_its_points_say(tmp_path: Path) -> None:
 def test_sweep_folder_cli_and_errors(tmp_path: Path) -> None:
     folder = tmp_path / "20261201_sweep_q8_ctxx_eager"
     folder.mkdir()
-    shutil.copy(EAGER, folder / "search.json")
+    shutil.copy(EAGER, folder / "sweep.json")
     done = run("report", str(folder))
     assert done.returncode == 0, done.stderr
     target = folder / "report.html"
@@ -137,11 +137,11 @@ def test_sweep_folder_cli_and_errors(tmp_path: Path) -> None:
 
 def test_hostile_arm_labels_stay_text(tmp_path: Path) -> None:
     evil = "fa3<script>alert(1)</script>"
-    record = SearchRecord.from_json(json.loads(EAGER.read_text(encoding="utf-8").replace('"fa3"', json.dumps(evil))))
+    record = SweepRecord.from_json(json.loads(EAGER.read_text(encoding="utf-8").replace('"fa3"', json.dumps(evil))))
     page = sweep_page(record, "hostile")
     assert "<script>alert" not in without_plotlyjs(page).lower()
     assert "fa3&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    assert any("fa3&lt;script&gt;" in s for s in json_strings(page_figures(page)["fig-search"]))
+    assert any("fa3&lt;script&gt;" in s for s in json_strings(page_figures(page)["fig-sweep"]))
 
 
 @pytest.mark.parametrize(
@@ -167,8 +167,8 @@ def test_hostile_arm_labels_stay_text(tmp_path: Path) -> None:
     ],
 )  # fmt: skip
 def test_every_answer_reads_and_shades(result: dict, sentence: str, fills: list[str]) -> None:
-    record = SearchRecord.read(EAGER)
-    record = SearchRecord(record.header, record.steps, result)
-    assert search_text(record.header, result) == f"q8_ctx* (eager): {sentence}"
-    shapes = search_figure(record).to_plotly_json()["layout"].get("shapes", [])
+    record = SweepRecord.read(EAGER)
+    record = SweepRecord(record.header, record.steps, result)
+    assert sweep_text(record.header, result) == f"q8_ctx* (eager): {sentence}"
+    shapes = sweep_figure(record).to_plotly_json()["layout"].get("shapes", [])
     assert [s["fillcolor"] for s in shapes if s.get("type") == "rect" and s.get("xref") == "x"] == fills

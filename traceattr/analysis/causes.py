@@ -14,9 +14,9 @@ captures, per row:
   the second follows the other arm; so the split is also first vs second in
   the group (right after the hold, or not);
 * **clock**: the NVML loaded SM clock (the clock gate's value);
-* **drift**: each arm's per-round medians moving between captures by more
-  than the directional limit and more than the rounds' own noise;
-* **bimodal**: an arm's spans (pooled over rounds) fall into two groups: a gap
+* **drift**: each arm's per-capture medians moving between captures by more
+  than the directional limit and more than the captures' own noise;
+* **bimodal**: an arm's spans (pooled over captures) fall into two groups: a gap
   in the sorted spans, away from the tails, much wider than the spacing
   around it;
 * **arms** / **parity**: the gate's own note.
@@ -43,7 +43,7 @@ class Capture(Protocol):
     """What this module reads of a round's capture (:class:`traceattr.analysis.rounds.Capture`)."""
 
     @property
-    def round(self) -> int: ...
+    def index(self) -> int: ...
     @property
     def calls(self) -> pl.DataFrame: ...
     @property
@@ -51,7 +51,7 @@ class Capture(Protocol):
 
 
 SPLIT_SHARE = 0.5  # a predecessor split counts above this share of the directional limit (and intervals apart)
-DRIFT_NOISE = 3.0  # per-round medians drift when they spread by more than this many times the rounds' noise
+DRIFT_NOISE = 3.0  # per-capture medians drift when they spread by more than this many times the captures' noise
 BIMODAL_GAP = 0.03  # a gap in the sorted spans of at least this share of the median …
 BIMODAL_SPACING = 8.0  # … and this many times the median spacing of the spans around it
 BIMODAL_TAIL = 0.10  # each of the two groups holds at least this share of the calls
@@ -67,8 +67,8 @@ def predecessor_split(s: pl.DataFrame) -> pl.DataFrame:
 
     A call's predecessor is the timed call before it in its capture and row (the first call has none).
     """
-    ordered = s.sort("round", "shape", "start_ns").with_columns(
-        pl.col("backend").shift(1).over("round", "shape").alias("_before")
+    ordered = s.sort("capture", "shape", "start_ns").with_columns(
+        pl.col("backend").shift(1).over("capture", "shape").alias("_before")
     )
     after = (
         ordered.filter(pl.col("_before").is_not_null())
@@ -91,19 +91,19 @@ def predecessor_split(s: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
-def host_bound_rounds(captures: Sequence[Capture], arms: Sequence[str]) -> pl.DataFrame:
-    """``round, backend, shape, calls, host_bound, share, gap_us_median`` of *arms*' calls in every capture."""
+def host_bound_by_capture(captures: Sequence[Capture], arms: Sequence[str]) -> pl.DataFrame:
+    """``capture, backend, shape, calls, host_bound, share, gap_us_median`` of *arms*' calls in every capture."""
     parts = [
         c.calls.filter(pl.col("backend").is_in(list(arms)))
         .select("backend", "shape", "queue_wait_ns", "gap_ns", "gpu_span_ns")
-        .with_columns(pl.lit(c.round, pl.Int64).alias("round"))
+        .with_columns(pl.lit(c.index, pl.Int64).alias("capture"))
         for c in captures
         if {"queue_wait_ns", "gap_ns"} <= set(c.calls.columns)
     ]
     if not parts:
-        return pl.DataFrame(schema={"round": pl.Int64, "backend": pl.String, "shape": pl.String, "calls": pl.UInt32,
+        return pl.DataFrame(schema={"capture": pl.Int64, "backend": pl.String, "shape": pl.String, "calls": pl.UInt32,
                                     "host_bound": pl.UInt32, "share": pl.Float64, "gap_us_median": pl.Float64})  # fmt: skip
-    return host_bound_calls(pl.concat(parts, how="vertical_relaxed"), by=("round", "backend", "shape"))
+    return host_bound_calls(pl.concat(parts, how="vertical_relaxed"), by=("capture", "backend", "shape"))
 
 
 def hold_numbers(captures: Sequence[Capture], shape: str) -> tuple[int | None, float | None]:
@@ -142,12 +142,12 @@ def evidence(
     s: pl.DataFrame, captures: Sequence[Capture], baseline: str, candidate: str
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(the predecessor split, the host-bound counts) of a round, computed once for all its rows."""
-    return predecessor_split(s), host_bound_rounds(captures, (baseline, candidate))
+    return predecessor_split(s), host_bound_by_capture(captures, (baseline, candidate))
 
 
 def row_evidence(
     shape: str,
-    rounds: Sequence[int],
+    order: Sequence[int],
     split: pl.DataFrame,
     hostbound: pl.DataFrame,
     captures: Sequence[Capture],
@@ -155,9 +155,9 @@ def row_evidence(
     candidate: str,
     spans: Mapping[str, Sequence[float] | np.ndarray],
 ) -> dict[str, Any]:
-    """The evidence columns of one row (see :data:`SPLITS`; host-bound counts per round in *rounds*' order).
+    """The evidence columns of one row (see :data:`SPLITS`; host-bound counts per capture in *order* (capture indices)).
 
-    *spans*: each arm's µs pooled over the rounds (``baseline``/``candidate``), for the two-group test.
+    *spans*: each arm's µs pooled over the captures (``baseline``/``candidate``), for the two-group test.
     """
     out: dict[str, Any] = {}
     for arm in ("baseline", "candidate"):
@@ -173,10 +173,10 @@ def row_evidence(
         out[column] = None if None in values else values
     hb = hostbound.filter(pl.col("shape") == shape)
     for arm, column in ((baseline, "host_bound_baseline"), (candidate, "host_bound_candidate")):
-        counts = dict(hb.filter(pl.col("backend") == arm).select("round", "host_bound").iter_rows())
-        out[column] = [int(counts.get(r, 0)) for r in rounds] if hb.height else None
-    calls = dict(hb.group_by("round").agg(pl.col("calls").max()).iter_rows())
-    out["calls_rounds"] = [int(calls.get(r, 0)) for r in rounds] if hb.height else None
+        counts = dict(hb.filter(pl.col("backend") == arm).select("capture", "host_bound").iter_rows())
+        out[column] = [int(counts.get(r, 0)) for r in order] if hb.height else None
+    calls = dict(hb.group_by("capture").agg(pl.col("calls").max()).iter_rows())
+    out["calls_captures"] = [int(calls.get(r, 0)) for r in order] if hb.height else None
     out["hold_timeouts"], out["hold_gpu_wait_us"] = hold_numbers(captures, shape)
     return out
 
@@ -202,8 +202,8 @@ def cause_kinds(row: Mapping[str, Any], directional_limit: float) -> list[str]:
 
 
 def _host_bound_shares(row: Mapping[str, Any]) -> Iterator[tuple[float, str, int, int, int]]:
-    """(share, side, host-bound calls, calls, round index) of every arm and capture above :data:`HOST_SHARE`."""
-    calls = row_values(row, "calls_rounds")
+    """(share, side, host-bound calls, calls, capture index) of every arm and capture above :data:`HOST_SHARE`."""
+    calls = row_values(row, "calls_captures")
     for side in ("baseline", "candidate"):
         for i, (n, total) in enumerate(zip(row_values(row, f"host_bound_{side}"), calls, strict=False)):
             if total and n / total > HOST_SHARE:
@@ -217,7 +217,7 @@ def host_bound_refusal(row: Mapping[str, Any], names: Mapping[str, str]) -> str 
     if worst is None:
         return None
     _, side, n, total, i = worst
-    return f"host-bound: {n} / {total} {names[side]} calls in round {i + 1}"
+    return f"host-bound: {n} / {total} {names[side]} calls in capture {i + 1}"
 
 
 def _host_bound(row: Mapping[str, Any]) -> bool:
@@ -235,8 +235,8 @@ def predecessor_shift(row: Mapping[str, Any], arm: str, directional_limit: float
 
 
 def drift(row: Mapping[str, Any], arm: str, directional_limit: float) -> float | None:
-    """max / min − 1 of *arm*'s per-round medians when they drift (see module doc), else None."""
-    medians = [v for v in row_values(row, f"{arm}_rounds_us") if v is not None and v > 0]
+    """max / min − 1 of *arm*'s per-capture medians when they drift (see module doc), else None."""
+    medians = [v for v in row_values(row, f"{arm}_captures_us") if v is not None and v > 0]
     if len(medians) < 2:
         return None
     spread = max(medians) / min(medians) - 1

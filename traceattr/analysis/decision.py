@@ -390,7 +390,7 @@ def crossovers(summary: pl.DataFrame, calls: pl.DataFrame, *, same_program: Same
 
 
 def frame_crossings(crossings: pl.DataFrame) -> CrossingsFor:
-    """Crossings already computed (a sweep record's, :func:`traceattr.analysis.search_points.dispatch_frames`)."""
+    """Crossings already computed (a sweep record's, :func:`traceattr.analysis.sweep_points.dispatch_frames`)."""
     rows = crossings.sort("crossover_ctx").to_dicts() if crossings.height else []
 
     def lookup(family: str, a: str, b: str) -> Sequence[Crossing]:

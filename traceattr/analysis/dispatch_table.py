@@ -259,7 +259,7 @@ def dispatch_table(
     decision: Decision | None = None,
 ) -> DispatchTable:
     """The table of a *decision* (:mod:`traceattr.analysis.decision`: its families' segments and points), or of
-    a sweep's *summary* (with verdicts) and its *crossings* (:func:`~traceattr.analysis.search_points.dispatch_frames`),
+    a sweep's *summary* (with verdicts) and its *crossings* (:func:`~traceattr.analysis.sweep_points.dispatch_frames`),
     decided here the same way. Families with a single arm have nothing to choose and are left out."""
     if decision is None:
         assert summary is not None and crossings is not None

@@ -28,10 +28,10 @@ import numpy as np
 
 # _times: the one interpolation of a family's times between measured ctx (the graph-safe choice's), not a second
 from traceattr.analysis.dispatch_table import DispatchTable, FamilyTable, Regret, _times, dispatch_table
-from traceattr.analysis.search_points import dispatch_frames
 from traceattr.analysis.segments import Segment, lookup
+from traceattr.analysis.sweep_points import dispatch_frames
 from traceattr.core.errors import TraceattrError
-from traceattr.core.records import SearchRecord
+from traceattr.core.records import SweepRecord
 
 
 @dataclass(frozen=True)
@@ -189,7 +189,7 @@ def compare_tables(eager: DispatchTable, graphs: DispatchTable) -> ModesComparis
     )
 
 
-def compare_modes(eager: SearchRecord, graphs: SearchRecord) -> ModeComparison:
+def compare_modes(eager: SweepRecord, graphs: SweepRecord) -> ModeComparison:
     """Two sweeps of one family and two arms, one per mode: their tables (``dispatch_frames``) compared."""
     for record, want in ((eager, False), (graphs, True)):
         if bool(record.header.get("graphs")) != want:

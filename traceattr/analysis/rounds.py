@@ -23,9 +23,9 @@ captures and ABBA inside each. Per row:
     runner's check against the torch reference;
   - ``arms``: both arms ran in every capture.
 
-``iters_rounds`` and ``noise`` disclose the sampling: with a noise target the
+``iters_captures`` and ``noise`` disclose the sampling: with a noise target the
 runner adds iterations until each arm's median is that precise, so short noisy
-rows get more calls than long steady ones; ``noise`` is the worst per-round,
+rows get more calls than long steady ones; ``noise`` is the worst per-capture,
 per-arm median noise of the spans themselves, and the receipt's markdown
 (:mod:`traceattr.present.receipt`) notes a row above the target (its
 interval is wider for it).
@@ -73,7 +73,7 @@ class Capture:
     round's report needs not read the trace again.
     """
 
-    round: int
+    index: int  # 0-based, in the order they ran (-1: the back-to-back sensitivity capture)
     calls: pl.DataFrame
     runner: RunnerRecord
     folder: str | None = None
@@ -93,11 +93,11 @@ class Row:
 
 
 def samples(captures: Sequence[Capture], baseline: str, candidate: str) -> pl.DataFrame:
-    """``round, shape, iter, backend, arm, start_ns, t_us`` of both arms' calls over *captures* (``arm``: the
+    """``capture, shape, iter, backend, arm, start_ns, t_us`` of both arms' calls over *captures* (``arm``: the
     call's letter in its capture, A for the arm listed and prepared first)."""
     parts = [
         c.calls.filter(pl.col("backend").is_in([baseline, candidate])).select(
-            pl.lit(c.round, pl.Int64).alias("round"),
+            pl.lit(c.index, pl.Int64).alias("capture"),
             pl.col("shape").cast(pl.String),
             pl.col("iter").cast(pl.Int64),
             pl.col("backend").cast(pl.String),
@@ -107,17 +107,17 @@ def samples(captures: Sequence[Capture], baseline: str, candidate: str) -> pl.Da
         )
         for c in captures
     ]
-    schema = {"round": pl.Int64, "shape": pl.String, "iter": pl.Int64, "backend": pl.String, "arm": pl.String,
+    schema = {"capture": pl.Int64, "shape": pl.String, "iter": pl.Int64, "backend": pl.String, "arm": pl.String,
               "start_ns": pl.Int64, "t_us": pl.Float64}  # fmt: skip
     return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
 
 
 def pairs(s: pl.DataFrame, baseline: str, candidate: str) -> pl.DataFrame:
-    """One row per (shape, round, iter) where both arms ran: ``base_us, cand_us, ratio, first`` (arm that ran
+    """One row per (shape, capture, iter) where both arms ran: ``base_us, cand_us, ratio, first`` (arm that ran
     first), ``slot`` (1 when the baseline was not its capture's arm A: the captures alternate it)."""
     arm = pl.col("backend")
     return (
-        s.group_by("shape", "round", "iter")
+        s.group_by("shape", "capture", "iter")
         .agg(
             pl.col("t_us").filter(arm == baseline).first().alias("base_us"),
             pl.col("t_us").filter(arm == candidate).first().alias("cand_us"),
@@ -130,7 +130,7 @@ def pairs(s: pl.DataFrame, baseline: str, candidate: str) -> pl.DataFrame:
             (pl.col("_letter").fill_null("A") != "A").cast(pl.Int64).alias("slot"),
         )
         .drop("_letter")
-        .sort("shape", "round", "iter")
+        .sort("shape", "capture", "iter")
     )
 
 
@@ -145,22 +145,24 @@ def directional(p: pl.DataFrame, baseline: str, candidate: str) -> pl.DataFrame:
 
 
 def span_noise(s: pl.DataFrame) -> dict[str, float]:
-    """``{shape: worst median noise}`` over arms and rounds, of the spans the verdict uses (NaN: too few calls).
+    """``{shape: worst median noise}`` over arms and captures, of the spans the verdict uses (NaN: too few calls).
 
     The runner's stopping rule reads CUDA events, which a slow host can widen; this is the noise of
     what the receipt reports.
     """
     worst: dict[str, float] = {}
-    per = s.group_by("shape", "backend", "round").agg(pl.col("t_us"))
+    per = s.group_by("shape", "backend", "capture").agg(pl.col("t_us"))
     for shape, times in per.select("shape", "t_us").iter_rows():
         worst[shape] = max(worst.get(shape, 0.0), median_noise(times), key=lambda v: math.inf if math.isnan(v) else v)
     return worst
 
 
 def round_medians(p: pl.DataFrame) -> pl.DataFrame:
-    """``shape, round, base_us, cand_us``: each arm's median per capture over the paired calls, in round order."""
+    """``shape, capture, base_us, cand_us``: each arm's median per capture over the paired calls, in capture order."""
     return (
-        p.group_by("shape", "round").agg(pl.col("base_us").median(), pl.col("cand_us").median()).sort("shape", "round")
+        p.group_by("shape", "capture")
+        .agg(pl.col("base_us").median(), pl.col("cand_us").median())
+        .sort("shape", "capture")
     )
 
 
@@ -187,15 +189,15 @@ def clock_gate(captures: Sequence[Capture], shape: str, min_clock: float) -> tup
 def arms_gate(
     captures: Sequence[Capture], shape: str, arms: Sequence[str], timed: set[tuple[int, str]]
 ) -> tuple[str, str]:
-    """(status, why): both arms timed in every capture; *timed* holds (round, arm) pairs seen in the calls."""
+    """(status, why): both arms timed in every capture; *timed* holds (capture, arm) pairs seen in the calls."""
     problems = []
     for c in captures:
         for arm in arms:
-            if (c.round, arm) in timed:
+            if (c.index, arm) in timed:
                 continue
             entry = c.runner.check(shape, arm)
             why = entry.reason or entry.status or "no calls in the trace"
-            problems.append(f"{arm} in round {c.round + 1}: {why}")
+            problems.append(f"{arm} in capture {c.index + 1}: {why}")
     return (FAIL, "; ".join(dict.fromkeys(problems))) if problems else (PASS, "")
 
 
@@ -218,9 +220,9 @@ def parity_gate(
             sb = c.runner.check(shape, baseline).output_sha256
             sc = c.runner.check(shape, candidate).output_sha256
             if not sb or not sc:
-                return NOT_MEASURED, mode, f"no output_sha256 in round {c.round + 1}"
+                return NOT_MEASURED, mode, f"no output_sha256 in capture {c.index + 1}"
             if sb != sc:
-                return FAIL, mode, f"outputs differ in round {c.round + 1} ({str(sb)[:12]} vs {str(sc)[:12]})"
+                return FAIL, mode, f"outputs differ in capture {c.index + 1} ({str(sb)[:12]} vs {str(sc)[:12]})"
         return PASS, mode, "outputs bitwise equal"
     worst = 0.0
     for c in captures:
@@ -234,7 +236,7 @@ def parity_gate(
             if entry.status == "wrong":
                 return FAIL, mode, f"{arm}: {entry.reason if entry.reason is not None else 'wrong output'}"
             if err is None:
-                return NOT_MEASURED, mode, f"{arm} not checked against the reference in round {c.round + 1}"
+                return NOT_MEASURED, mode, f"{arm} not checked against the reference in capture {c.index + 1}"
             worst = max(worst, err)
     return PASS, mode, f"max relative error vs reference {worst:.2g}"
 
@@ -271,7 +273,7 @@ def round_rows(
     p = pairs(s, baseline, candidate)
     per_round = round_medians(p)
     dirs = dict(directional(p, baseline, candidate).iter_rows())
-    timed = {(r, b, sh) for r, b, sh in s.select("round", "backend", "shape").unique().iter_rows()}
+    timed = {(r, b, sh) for r, b, sh in s.select("capture", "backend", "shape").unique().iter_rows()}
     blocked = {sh: (b, c) for sh, b, c in _sensitivity(sensitivity, baseline, candidate).iter_rows()}
     noise = span_noise(s)
     split, hostbound = evidence(s, captures, baseline, candidate)
@@ -283,12 +285,12 @@ def round_rows(
         # one ratio of medians: the headline µs, their ratio and its interval, all over the paired calls
         # both arm orders of the captures weigh alike (stats.compare_samples: slots), however many each had
         cmp = compare_samples(sp["base_us"].to_numpy(), sp["cand_us"].to_numpy(), paired=True,
-                              groups=sp["round"].to_numpy(), slots=sp["slot"].to_numpy(),
+                              groups=sp["capture"].to_numpy(), slots=sp["slot"].to_numpy(),
                               confidence=gates.confidence, same_within=gates.same_within)  # fmt: skip
         b_us, c_us = _finite(cmp.baseline), _finite(cmp.candidate)
         ratio = _finite(cmp.ratio) if b_us and c_us else None
         seen = {(r, b) for r, b, sh in timed if sh == row.shape}
-        iters_rounds = sp.group_by("round").len().sort("round")["len"].to_list()
+        iters_captures = sp.group_by("capture").len().sort("capture")["len"].to_list()
         a_status, a_note = arms_gate(caps, row.shape, (baseline, candidate), seen)
         d = dirs.get(row.shape)
         d_status = NOT_MEASURED if d is None else (PASS if d <= gates.directional_limit else FAIL)
@@ -315,7 +317,7 @@ def round_rows(
         mine = s.filter(pl.col("shape") == row.shape)
         spans = {side: mine.filter(pl.col("backend") == arm)["t_us"].to_numpy()
                  for side, arm in (("baseline", baseline), ("candidate", candidate))}  # fmt: skip
-        facts = row_evidence(row.shape, [c.round for c in caps], split, hostbound, caps, baseline, candidate, spans)
+        facts = row_evidence(row.shape, [c.index for c in caps], split, hostbound, caps, baseline, candidate, spans)
         # calls that waited for their own launches time the host, not the kernels: no verdict on them
         host = host_bound_refusal(facts, {"baseline": baseline, "candidate": candidate})
         if host:
@@ -325,9 +327,9 @@ def round_rows(
             "status": "refused" if refused else "pass", "refused_by": "; ".join(refused),
             "baseline_us": b_us, "candidate_us": c_us, "ratio": ratio,
             "low": _finite(cmp.low), "high": _finite(cmp.high), "verdict": cmp.verdict,
-            "rounds": len({r for r, _ in seen}), "pairs": sp.height, "iters_rounds": iters_rounds,
+            "captures": len({r for r, _ in seen}), "pairs": sp.height, "iters_captures": iters_captures,
             "noise": _finite(noise.get(row.shape, math.nan)),
-            "baseline_rounds_us": rounds_us["base_us"].to_list(), "candidate_rounds_us": rounds_us["cand_us"].to_list(),
+            "baseline_captures_us": rounds_us["base_us"].to_list(), "candidate_captures_us": rounds_us["cand_us"].to_list(),
             "arms_gate": a_status, "arms_note": a_note,
             "directional": d, "directional_gate": d_status,
             "clock_fraction": k_frac, "clock_mhz": k_mhz, "clock_gate": k_status,
@@ -345,21 +347,21 @@ def _finite(x: float) -> float | None:
 
 
 # -- stopping early: rows whose refusal the captures so far already make certain --------------------
-CERTAIN_ROUNDS = 2  # captures a row needs before its refusal may be called certain (both arm orders first)
+CERTAIN_CAPTURES = 2  # captures a row needs before its refusal may be called certain (both arm orders first)
 CERTAIN_FACTOR = 3.0  # directional disagreement this many times the limit in every capture so far
 
 
-def directional_by_round(p: pl.DataFrame, baseline: str, candidate: str) -> pl.DataFrame:
-    """``shape, round, directional``: the directional disagreement inside each capture (ABBA has both orders)."""
+def directional_by_capture(p: pl.DataFrame, baseline: str, candidate: str) -> pl.DataFrame:
+    """``shape, capture, directional``: the directional disagreement inside each capture (ABBA has both orders)."""
     first = pl.col("first")
     return (
-        p.group_by("shape", "round")
+        p.group_by("shape", "capture")
         .agg(
             (pl.col("ratio").filter(first == baseline).median() - pl.col("ratio").filter(first == candidate).median())
             .abs()
             .alias("directional")
         )
-        .sort("shape", "round")
+        .sort("shape", "capture")
     )
 
 
@@ -371,16 +373,16 @@ def certain_refusals(
     The clock gate takes the lowest clock over the captures, the arms gate needs every capture and
     bitwise parity every output: one failed capture refuses the row for good. The directional gate
     pools the captures, so it is called certain only when the disagreement is more than
-    :data:`CERTAIN_FACTOR` times the limit in each of at least :data:`CERTAIN_ROUNDS` captures (each
+    :data:`CERTAIN_FACTOR` times the limit in each of at least :data:`CERTAIN_CAPTURES` captures (each
     capture's ABBA holds both orders). Rows measured in fewer captures are never certain.
     """
     out: dict[str, str] = {}
-    covered = [r for r in rows if sum(c.has(r.shape) for c in captures) >= CERTAIN_ROUNDS]
+    covered = [r for r in rows if sum(c.has(r.shape) for c in captures) >= CERTAIN_CAPTURES]
     if not covered:
         return out
     s = samples(captures, baseline, candidate)
-    per_round = directional_by_round(pairs(s, baseline, candidate), baseline, candidate)
-    timed = set(s.select("round", "backend", "shape").unique().iter_rows())
+    per_round = directional_by_capture(pairs(s, baseline, candidate), baseline, candidate)
+    timed = set(s.select("capture", "backend", "shape").unique().iter_rows())
     limit = CERTAIN_FACTOR * gates.directional_limit
     for row in covered:  # the gates alone: no bootstrap here (this runs after every capture)
         caps = [c for c in captures if c.has(row.shape)]
@@ -395,13 +397,13 @@ def certain_refusals(
             if status == FAIL
         ]
         if hard:
-            out[row.label] = f"refusal certain after {len(caps)} rounds ({', '.join(hard)} gate failed)"
+            out[row.label] = f"refusal certain after {len(caps)} captures ({', '.join(hard)} gate failed)"
             continue
         d = per_round.filter(pl.col("shape") == row.shape)["directional"]
-        if d.len() >= CERTAIN_ROUNDS and d.null_count() == 0 and bool((d > limit).all()):
+        if d.len() >= CERTAIN_CAPTURES and d.null_count() == 0 and bool((d > limit).all()):
             values = ", ".join(f"{v:.3f}" for v in d.to_list())
             out[row.label] = (
-                f"refusal certain after {len(caps)} rounds: directional {values} in each round, over "
+                f"refusal certain after {len(caps)} captures: directional {values} in each round, over "
                 f"{CERTAIN_FACTOR:g}× the limit {gates.directional_limit}"
             )
     return out

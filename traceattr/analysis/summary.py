@@ -17,7 +17,7 @@ compute), and ``roofline`` the share of that bound the median call reaches
 confidence (:mod:`traceattr.analysis.verdicts`); ``verdict`` says winner, tie
 (within ``tie_pct`` %), slower, same program or alone, and
 ``vs_best_low``–``vs_best_high`` is the interval of ``ratio_to_best``.
-With arms run in rounds (ABBA), ``round_wins`` counts the rounds in which a
+With arms run in ABBA iterations, ``iteration_wins`` counts the iterations in which a
 backend was the fastest, and ``consistent`` is False when the comparison
 with the winner flips direction between rounds.
 """
@@ -39,7 +39,7 @@ SUMMARY_COLUMNS = (
     "launch_latency_us", *(c.replace("_ns", "_us") for c in LAUNCH_COLUMNS), "kernels",
     *[c.replace("_ns", "_us") for c in ROLE_COLUMNS],
     "bytes", "flops", "bound", "roofline", "ratio_to_best", "vs_best_low", "vs_best_high", "verdict", "same_program_as", "winner",
-    "tie_pct", "round_wins", "rounds", "consistent",
+    "tie_pct", "iteration_wins", "iterations", "consistent",
 )  # fmt: skip
 
 
@@ -98,8 +98,8 @@ def _rounds(c: pl.DataFrame, time: str = "gpu_span_ns") -> pl.DataFrame:
         .agg(pl.col(time).min().alias("gpu_span_ns"))
     )
     if per.height == 0:
-        return pl.DataFrame(schema={"shape": pl.String, "backend": pl.String, "round_wins": pl.Int64,
-                                    "rounds": pl.Int64, "consistent": pl.Boolean})  # fmt: skip
+        return pl.DataFrame(schema={"shape": pl.String, "backend": pl.String, "iteration_wins": pl.Int64,
+                                    "iterations": pl.Int64, "consistent": pl.Boolean})  # fmt: skip
     per = per.with_columns(
         (pl.col("gpu_span_ns") == pl.col("gpu_span_ns").min().over("shape", "iter")).alias("won"),
         pl.col("backend").n_unique().over("shape", "iter").alias("_arms"),
@@ -113,8 +113,8 @@ def _rounds(c: pl.DataFrame, time: str = "gpu_span_ns") -> pl.DataFrame:
     )
     vs = per.join(lead_t, on=["shape", "iter"], how="left").join(medians, on=["shape", "backend"])
     return vs.group_by("shape", "backend").agg(
-        pl.col("won").sum().cast(pl.Int64).alias("round_wins"),
-        pl.len().cast(pl.Int64).alias("rounds"),
+        pl.col("won").sum().cast(pl.Int64).alias("iteration_wins"),
+        pl.len().cast(pl.Int64).alias("iterations"),
         # the same side of the leader in every round (the leader itself is trivially consistent)
         ((pl.col("gpu_span_ns") >= pl.col("_lead_t")).all() | (pl.col("gpu_span_ns") <= pl.col("_lead_t")).all()).alias(
             "consistent"

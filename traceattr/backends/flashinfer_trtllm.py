@@ -14,16 +14,23 @@ Three backends of the one functional API, for sm_100/sm_103 (B200/B300):
 
 The trtllm-gen multi-CTA counter buffer is allocated once here: without it
 the API zero-fills a fresh one on every call, an extra kernel in the trace.
+
+DCP rows: only ``cute-dsl`` has flashinfer's own DCP path (``enable_dcp``,
+``cp_world``, ``cp_rank``, ``causal_seqlens_kv_global``; flashinfer 0.7.2 refuses
+``enable_dcp=True`` on every other backend); :meth:`TrtllmDecode.dcp_plan` adds
+those to one rank's call (:class:`traceattr.backends.dcp.DcpRank`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from traceattr.backends.base import SM_SCALE, CallPlan, Capabilities, TensorSpec
+from traceattr.backends.dcp import DcpRank
 from traceattr.backends.layout import KvLayout, Requests
+from traceattr.core.errors import BackendUnsupported
 from traceattr.core.shapes import HEAD_DIM, LATENT_DIM, ROPE_DIM, Shape
 
 BLACKWELL = frozenset({(10, 0), (10, 3), (10, 7)})
@@ -84,6 +91,11 @@ class TrtllmDecode:
     def api_backend(self) -> str:
         return self.caps.name
 
+    @property
+    def native_dcp(self) -> bool:
+        """Whether flashinfer runs a DCP rank itself: "enable_dcp=True is only supported by backend='cute-dsl'"."""
+        return self.api_backend == "cute-dsl"
+
     @staticmethod
     def requests(layout: KvLayout) -> Requests:
         return layout.requests()
@@ -126,11 +138,24 @@ class TrtllmDecode:
         notes = ("fp8: queries are quantised to e4m3 like the cache; scales fold into bmm1/bmm2",) if fp8 else ()
         return CallPlan(self.caps.name, shape, tensors, scalars, notes)
 
-    def prepare(self, shape: Shape, inputs: Any, *, lse: bool = False) -> _TrtllmCall:
+    def dcp_plan(self, shape: Shape, rank: DcpRank) -> CallPlan:
+        """*rank*'s call on its shard *shape* (rank-local ``seq_lens``/``max_seq_len``, as flashinfer wants them)
+        with flashinfer's DCP arguments: the rank, the world and each request's global causal bound."""
+        if not self.native_dcp:
+            raise BackendUnsupported(f"{self.caps.name}: flashinfer's DCP path is cute-dsl's only")
+        if (shape.ctx, shape.dcp) != (rank.local_tokens, 1):
+            raise ValueError(f"dcp_plan: {shape.name} is not rank {rank.rank}'s shard of {rank.row.name}")
+        base = self.plan(shape)
+        tensors = {**base.tensors, "causal_seqlens_kv_global": TensorSpec((shape.batch,), "int32")}
+        scalars = {**base.scalars, "enable_dcp": True, "cp_world": rank.world, "cp_rank": rank.rank}
+        note = f"DCP: flashinfer's cyclic ranks; rank {rank.rank} of {rank.world} holds positions {rank.rank} mod {rank.world}"
+        return replace(base, tensors=tensors, scalars=scalars, notes=(*base.notes, note))
+
+    def prepare(self, shape: Shape, inputs: Any, *, lse: bool = False, dcp: DcpRank | None = None) -> _TrtllmCall:
         import flashinfer
         import torch
 
-        plan = self.plan(shape)
+        plan = self.plan(shape) if dcp is None else self.dcp_plan(shape, dcp)
         req = self.requests(inputs.layout)
         uniform = req.uniform_q
         query = inputs.q if shape.kv_dtype == "bf16" else inputs.q.to(inputs.kv.dtype)
@@ -152,8 +177,11 @@ class TrtllmDecode:
         }
         if uniform is None:
             tensors["cum_seq_lens_q"] = inputs.ints(req.qo_indptr)
+        if dcp is not None:
+            tensors["causal_seqlens_kv_global"] = inputs.ints(list(dcp.global_lens()))
+            lse = True  # a rank's state is (output, LSE); flashinfer refuses enable_dcp without return_lse
         kwargs = self.call_kwargs(plan, tensors, kv_scale=inputs.kv_scale, counter=counter, lse=lse)
-        return _TrtllmCall(plan, flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla, kwargs)
+        return _TrtllmCall(plan, flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla, kwargs, lse)
 
     def call_kwargs(self, plan: CallPlan, tensors: Mapping[str, Any], *, kv_scale: float = 1.0, counter: Any = None,
                     lse: bool = False) -> dict[str, Any]:  # fmt: skip
@@ -181,9 +209,14 @@ class _TrtllmCall:
     plan: CallPlan
     fn: Any
     kwargs: dict[str, Any]
+    lse: bool = False  # run() returns (output, LSE)
 
     def run(self) -> Any:
-        return self.fn(**self.kwargs)
+        result = self.fn(**self.kwargs)
+        if not self.lse:
+            return result
+        out, lse = result
+        return out, lse.reshape(-1, lse.shape[-1])  # [rows, H], base 2 (cute-dsl's own shape may be [B, q, H])
 
     def output_rows(self, out: Any) -> Any:
-        return out.reshape(-1, out.shape[-2], out.shape[-1])  # LSE (lse=True) is already [rows, H], base 2
+        return out.reshape(-1, out.shape[-2], out.shape[-1])

@@ -4,7 +4,10 @@ One paged cache ``[num_pages, page, 576]`` (512 latent + 64 rope dims, bf16 or
 fp8 e4m3 with a per-tensor scale), the queries ``[total_q, H, 576]`` bf16 in
 request order, and int32 metadata made on demand from a :class:`Requests`.
 Backends take views of these (FlashMLA wants ``[P, 64, 1, 576]``; trtllm-gen
-``[B, q, H, 576]``): no backend gets data another did not.
+``[B, q, H, 576]``): no backend gets data another did not. A DCP row's inputs
+are the measured rank's shard; flashinfer's own DCP path (cute-dsl) adds the
+other ranks' shards and the whole context they interleave into
+(:func:`traceattr.backends.dcp.dcp_rank_inputs`, :func:`traceattr.backends.dcp.dcp_whole`).
 """
 
 from __future__ import annotations
@@ -83,8 +86,8 @@ def as_shape(inputs: MLAInputs, shape: Shape) -> MLAInputs:
     kv = torch.zeros(new.num_pages * shape.page, HEAD_DIM, dtype=torch.bfloat16, device=inputs.device)
     tok = torch.arange(shape.ctx, device=inputs.device)
     for b in range(shape.batch):
-        src = _token_rows(old.owned[b], inputs.shape.page, tok, inputs.device)
-        dst = _token_rows(new.owned[b], shape.page, tok, inputs.device)
+        src = token_rows(old.owned[b], inputs.shape.page, tok, inputs.device)
+        dst = token_rows(new.owned[b], shape.page, tok, inputs.device)
         values = flat_old[src]
         kv[dst] = values if values.dtype == torch.bfloat16 else (values.to(torch.bfloat16) * inputs.kv_scale)
     kv = kv.view(new.num_pages, shape.page, HEAD_DIM)
@@ -95,7 +98,7 @@ def as_shape(inputs: MLAInputs, shape: Shape) -> MLAInputs:
     return MLAInputs(shape, new, kv, scale, inputs.q)
 
 
-def _token_rows(pages: tuple[int, ...], page: int, tok: torch.Tensor, device: torch.device) -> torch.Tensor:
+def token_rows(pages: tuple[int, ...], page: int, tok: torch.Tensor, device: torch.device) -> torch.Tensor:
     """Row of each token in a ``[pages·page, 576]`` view of the cache."""
     ids = torch.tensor(pages, dtype=torch.long, device=device)
     return ids[tok // page] * page + tok % page

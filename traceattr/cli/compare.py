@@ -45,6 +45,7 @@ from traceattr.core.runfolder import round_folder_of
 from traceattr.jobs.many import Settings, across_reports, expand_inputs, rounds_per_report
 from traceattr.present.dispatch import decision_doc
 from traceattr.present.names import printable
+from traceattr.present.phases import show_phases
 from traceattr.session import Session
 
 MANIFEST = "compare.json"  # names the set in --out DIR; see traceattr.core.output.ResultSet
@@ -138,6 +139,7 @@ def compare_command(
     if analysis.calls.height == 0:
         raise NoDataError(trace, "has no NVTX ranges with GPU work to compare")
     _show_and_write(analysis, out, json_out, str(trace), inputs=paths, notes=att.notes, shown=shown)
+    show_phases(trace, shown.wide, shown.fmt)  # the phase breakdown, when the run folder holds stamps
     if analysis.note is not None:
         raise typer.Exit(NOTHING_TO_COMPARE)
     gate(analysis.decision, fail_on)

@@ -42,7 +42,12 @@ def decode_command(
     start: Annotated[int, typer.Option("--from", help="First ctx of the grow trajectory.")] = 8192,
     stop: Annotated[int, typer.Option("--to", help="Last ctx of the grow trajectory.")] = 900_000,
     steps: Annotated[int, typer.Option("--steps", help="Log-spaced steps from --from to --to.")] = 40,
-    rounds: Annotated[int, typer.Option("--rounds", help="Timed replays per contender and step (ABBA order).")] = 10,
+    iters: Annotated[
+        int,
+        typer.Option(
+            "--iters", "--rounds", help="Timed replays per contender and step, ABBA order (--rounds: its old name)."
+        ),
+    ] = 10,
     grid: Annotated[int, typer.Option("--grid", help="Grid points for a derived table (no --table).")] = 10,
     name: Annotated[str, typer.Option("--name", help="Receipt file name stem.")] = "decode",
     trajectory: Annotated[
@@ -71,7 +76,7 @@ def decode_command(
 ) -> None:
     """A dispatcher against fixed arms along a grow decode trajectory, every contender replayed as a CUDA graph.
 
-    Per step each contender is prepared once (choose + re-plan), replayed in ABBA rounds with an L2 flush
+    Per step each contender is prepared once (choose + re-plan), replayed in ABBA iterations with an L2 flush
     before each call, timed by CUDA events; the receipt gives each total with its 95% interval, the
     dispatcher's gain over the best fixed arm and its regret against the per-step oracle, switches,
     graphs and memory, and the host time per step split into choose / re-plan / launch.
@@ -89,7 +94,7 @@ def decode_command(
     if (trajectory == "file") != (seq_lens is not None):
         raise TraceattrError("--trajectory file and --seq-lens FILE go together")
     common = dict(
-        q=q if q is not None else max(mix_q or [1]), heads=heads, rounds=rounds,
+        q=q if q is not None else max(mix_q or [1]), heads=heads, iters=iters,
         arms=parse_arms_text(arm or ["fa3", "flashmla"]), table=str(table) if table else None,
         table_mode=table_mode, allow_other_mode=allow_other_mode, grid=grid, verify=not no_verify,
         rules=tuple(rule or ["max"]), mix_q=tuple(mix_q or ()),

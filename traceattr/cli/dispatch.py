@@ -18,7 +18,7 @@ from traceattr.analysis.decision import Decision, Provenance, decide, frame_cros
 from traceattr.analysis.dispatch_table import dispatch_table, parse_histogram
 from traceattr.analysis.mode_compare import compare_tables
 from traceattr.analysis.pipeline import analyse, analyse_calls
-from traceattr.analysis.search_points import SUMMARY_COLUMNS, dispatch_frames
+from traceattr.analysis.sweep_points import SUMMARY_COLUMNS, dispatch_frames
 from traceattr.backends.arms import same_program
 from traceattr.cli import app
 from traceattr.cli.many import attribute_many, exit_status
@@ -36,7 +36,7 @@ from traceattr.cli.options import (
 from traceattr.core import runfolder
 from traceattr.core.errors import NoDataError, TraceattrError
 from traceattr.core.output import check_file_target, write_text
-from traceattr.core.records import SEARCH, SearchRecord, read_runner
+from traceattr.core.records import SweepRecord, read_runner, sweep_file
 from traceattr.core.shapes import parse_shape
 from traceattr.jobs.many import Settings, expand_inputs, rounds_per_report
 from traceattr.present.dispatch import dispatch_table_doc, render_table, segments_frame
@@ -46,16 +46,17 @@ from traceattr.present.terminal import render_notes
 from traceattr.session import Session
 
 
-def search_record(arg: Path) -> SearchRecord | None:
-    """The search record *arg* names (a sweep folder holding search.json, or such a file), else None."""
-    if arg.is_dir() and (arg / SEARCH).is_file():
-        return SearchRecord.read(arg / SEARCH)
+def sweep_record(arg: Path) -> SweepRecord | None:
+    """The sweep record *arg* names (a sweep folder holding sweep.json, or such a file), else None."""
+    found = sweep_file(arg) if arg.is_dir() else None
+    if found is not None:
+        return SweepRecord.read(found)
     if arg.suffix == ".json" and arg.is_file():
-        return SearchRecord.read(arg)
+        return SweepRecord.read(arg)
     return None
 
 
-def record_frames(records: list[tuple[Path, SearchRecord]]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def record_frames(records: list[tuple[Path, SweepRecord]]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(summary, crossings) of the sweeps' gated points, one family measured by one sweep at most."""
     summaries, crossings, owner = [], [], {}
     for path, record in records:
@@ -109,8 +110,8 @@ def dispatch_command(
 
     Example: traceattr dispatch examples/traces/h200_mla_sweep.sqlite -o table.json
 
-    Inputs: sweeps (a sweep folder or its search.json: the points that passed their gates, with the
-    search's own verdicts), run folders, exports.
+    Inputs: sweeps (a sweep folder or its sweep.json: the points that passed their gates, with the
+    sweep's own verdicts), run folders, exports.
 
     Eager and --graphs inputs (a sweep's record, a run folder's runner.json say which): one table per mode,
     side by side, the ctx where the choice flips, and the regret of shipping the eager table under graphs.
@@ -142,7 +143,7 @@ def dispatch_command(
         decision = receipt_decision(read_receipt(rounds[0]), str(rounds[0]))
         _show_and_write(show, decision, out, bins, distribution, rounds[0])
         raise typer.Exit(0)
-    found = [(arg, search_record(arg)) for arg in traces]
+    found = [(arg, sweep_record(arg)) for arg in traces]
     records = [(arg, r) for arg, r in found if r is not None]
     paths = expand_inputs([arg for arg, r in found if r is None]) if len(records) < len(found) else []
     if out is not None:
@@ -178,14 +179,14 @@ class _Inputs:
     dask: str | None
 
 
-def _decision(records: list[tuple[Path, SearchRecord]], paths: list[Path], how: _Inputs) -> tuple[Decision, int]:
+def _decision(records: list[tuple[Path, SweepRecord]], paths: list[Path], how: _Inputs) -> tuple[Decision, int]:
     """The decision of one mode's inputs (sweeps and traces pooled by family), and the exit status of reading them."""
     status = 0
     frames = []
     if records:
         frames.append(record_frames(records))
         if frames[0][0].height == 0:
-            raise NoDataError(records[0][0], "no point of the search passed its gates: nothing to dispatch")
+            raise NoDataError(records[0][0], "no point of the sweep passed its gates: nothing to dispatch")
     if paths:
         if len(paths) == 1:
             att = Session(paths[0]).attribute(match=how.match)
@@ -213,7 +214,7 @@ def _pooled(
 
     A family measured by both is pooled by shape: the sweep's gated points, and the traces' shapes the
     sweep did not measure (a bisection sees only its bracket: on the H200 a grid found FlashMLA slower
-    again at 200k–262k, above the one crossover the search bracketed). The inputs of one mode only: eager
+    again at 200k–262k, above the one crossover the sweep bracketed). The inputs of one mode only: eager
     and ``--graphs`` inputs are split before (one table each, compared)."""
     both = set(with_family(sweeps[0])["family"].to_list()) & set(with_family(traces[0])["family"].to_list())
     others = traces[0].filter(~pl.col("shape").is_in(sweeps[0]["shape"].unique().to_list()))

@@ -137,9 +137,9 @@ def _mb(flush_bytes: int | None) -> int | None:
 
 
 _ITERS_HELP = {
-    "profile": "Timed rounds; every arm runs once per round.",
+    "profile": "Timed ABBA iterations; every arm runs once per iteration.",
     "round": "ABBA iterations per capture (each arm once per iteration); the minimum.",
-    "sweep": "Timed rounds per step (a minimum with --max-noise).",
+    "sweep": "Timed ABBA iterations per step (a minimum with --max-noise).",
 }
 _WARMUP = "Untimed calls per arm after validation."
 _GRAPHS = "Replay each call as a captured CUDA graph."
@@ -164,7 +164,7 @@ PROTOCOL_OPTIONS: dict[str, tuple[ProtocolOption | str, ...]] = {
                        "Make --iters a minimum: add rounds (abba) until every arm's median is this precise, as a "
                        "fraction (0.005: the 95% interval of the median within ±0.5%)."),
         ProtocolOption("max_iters", "max_iters", Optional[int],
-                       f"With --max-noise: never more rounds than this. \\[default: {DEFAULT_MAX_ITERS}]"),
+                       f"With --max-noise: never more iterations than this. \\[default: {DEFAULT_MAX_ITERS}]"),
         ProtocolOption("hold_us", "hold_us", float,
                        "µs per call of GPU spin before each group of calls, so the host enqueues the group before the "
                        "GPU reaches it (no call waits for its own launch; traceattr round holds 100)."),
@@ -223,7 +223,7 @@ PROTOCOL_OPTIONS: dict[str, tuple[ProtocolOption | str, ...]] = {
         _WARMUP_OPTION,
         ProtocolOption("max_noise", "max_noise", float,
                        "Add rounds until each arm's median is this precise (fraction; 0: exactly --iters)."),
-        ProtocolOption("max_iters", "max_iters", int, "With --max-noise: never more rounds than this."),
+        ProtocolOption("max_iters", "max_iters", int, "With --max-noise: never more iterations than this."),
         ProtocolOption("hold_us", "hold_us", float, "µs of GPU hold per call before each ABBA group."),
         ProtocolOption("between", "between", str, "What runs before every timed call: flush, flush+ARM or none."),
         ProtocolOption("seed", "seed", int, _SEED),

@@ -127,10 +127,8 @@ def _profile_ranks(
 
     if len(shapes) != 1 or (backend is not None and len(backend) != 1):
         raise TraceattrError("--ranks runs one shape and one backend at a time")
-    plan = make_ranks_plan(
-        shapes[0], ranks, backend[0] if backend else "fa3", iters=protocol.iters, warmup=protocol.warmup,
-        seed=protocol.seed, validate=validate, flush_bytes=protocol.flush_bytes or None, out_root=out_root,
-    )  # fmt: skip
+    arm = backend[0] if backend else "fa3"
+    plan = make_ranks_plan(shapes[0], ranks, arm, protocol=protocol, validate=validate, out_root=out_root)
     con = console()
     con.print(plan.describe(), markup=False, highlight=False)
     if dry_run:

@@ -30,7 +30,7 @@ from traceattr.cli.options import (
 from traceattr.core import runfolder
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import check_file_target
-from traceattr.core.records import SEARCH, RunRecord, SearchRecord, read_run, runner_events
+from traceattr.core.records import RunRecord, SweepRecord, read_run, runner_events, sweep_file
 from traceattr.present.formats import size
 from traceattr.present.names import printable
 from traceattr.trace.inputs import resolve_trace
@@ -69,7 +69,7 @@ def report_command(
 
     Example: traceattr report reports/2026-11-29_q8_ctx900k/   (writes report.html into the run folder)
     A round folder (traceattr round) gives its receipt, then its first capture's figures; a sweep folder
-    (traceattr sweep) or its search.json gives its answer, the bisection on the decision chart and the
+    (traceattr sweep) or its sweep.json gives its answer, the bisection on the decision chart and the
     regret of its dispatch table; a decode receipt (traceattr decode: its NAME.json, or a folder holding
     one) gives each contender's total, the dispatcher's gain and regret, and every step along ctx.
     """
@@ -84,9 +84,9 @@ def report_command(
     if receipt is not None:
         _decode_report(trace, receipt, out, title, chosen)
         return
-    search = trace / SEARCH if trace.is_dir() else trace
-    if search.suffix == ".json" and search.is_file():
-        _sweep_report(trace, search, out, title, chosen)
+    record_file = (sweep_file(trace) or trace) if trace.is_dir() else trace
+    if record_file.suffix == ".json" and record_file.is_file():
+        _sweep_report(trace, record_file, out, title, chosen)
         return
     path = resolve_trace(trace)
     role_rules = RoleRules.load(rules)
@@ -158,13 +158,13 @@ def _round_report(folder: Path, out: Path | None, title: str | None, chosen: tup
     print(f"wrote {written} ({size(written.stat().st_size, 1)})")
 
 
-def _sweep_report(given: Path, search: Path, out: Path | None, title: str | None, chosen: tuple[Any, ...]) -> None:
+def _sweep_report(given: Path, record_file: Path, out: Path | None, title: str | None, chosen: tuple[Any, ...]) -> None:
     if any(chosen):
-        raise TraceattrError(f"{given}: a sweep's report reads its search.json; drop "
+        raise TraceattrError(f"{given}: a sweep's report reads its sweep.json; drop "
                              "--mode/--domain/--match/--group/--rules/--time")  # fmt: skip
-    record = SearchRecord.read(search)
+    record = SweepRecord.read(record_file)
     target = _target(given, out)
-    check_file_target(target, (search,), ours=_is_report)
+    check_file_target(target, (record_file,), ours=_is_report)
     from traceattr.present.report.sweep import write_sweep_report  # imports plotly: after the cheap checks
 
     name = given.name if given.is_dir() else given.stem
@@ -186,7 +186,7 @@ def _decode_receipt(trace: Path) -> Path | None:
 
     if trace.is_file():
         return trace if trace.suffix == ".json" and is_decode(trace) else None
-    if not trace.is_dir() or (trace / SEARCH).is_file():
+    if not trace.is_dir() or sweep_file(trace) is not None:
         return None
     found = sorted(p for p in trace.glob("*.json") if is_decode(p))
     if len(found) > 1:

@@ -13,8 +13,8 @@ from traceattr.cli import app
 from traceattr.cli.options import protocol_options
 from traceattr.core import runfolder
 from traceattr.core.protocol import SWEEP, Protocol
-from traceattr.jobs.crossover_search import WIDTH, first_step_plan, plan_search, run_search
 from traceattr.jobs.profile import require_runnable
+from traceattr.jobs.sweep import WIDTH, first_step_plan, plan_sweep, run_sweep
 
 FamilyOpt = Annotated[str, typer.Option("--family", "-s", "--shape", help="Shape family with ctx left open: q8_ctx*.")]
 ArmsOpt = Annotated[
@@ -32,7 +32,7 @@ MaxStepsOpt = Annotated[
     ),
 ]
 OutRootOpt = Annotated[Path, typer.Option("--out-root", help="The sweep folder is created here.")]
-DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the search's plan and stop.")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the sweep's plan and stop.")]
 
 
 @app.command("sweep")
@@ -46,15 +46,15 @@ def sweep_command(
     Example: traceattr sweep -s 'q8_ctx*' -b fa3 -b flashmla --ctx-range 8k:1m --width 0.1
 
     Each step is one `profile` capture with a round's gates; a refused point (an end too) is measured
-    once more. The sweep folder holds step-1, step-2, … (run folders), search.json and report.html.
-    Eager and --graphs are separate searches. `traceattr dispatch SWEEP_FOLDER …` turns sweeps into a
+    once more. The sweep folder holds step-1, step-2, … (run folders), sweep.json and report.html.
+    Eager and --graphs are separate sweeps. `traceattr dispatch SWEEP_FOLDER …` turns sweeps into a
     dispatch table; `traceattr report SWEEP_FOLDER` writes the page again.
     """
     from traceattr.present.console import console
-    from traceattr.present.crossover_search import render_steps
+    from traceattr.present.sweep_view import render_steps
     from traceattr.present.terminal import render_plan, working
 
-    plan = plan_search(family, tuple(arm), ctx_range_text, out_root, width=width, max_steps=max_steps,
+    plan = plan_sweep(family, tuple(arm), ctx_range_text, out_root, width=width, max_steps=max_steps,
                        protocol=protocol)  # fmt: skip
     first = first_step_plan(plan)
     con = console()
@@ -65,7 +65,7 @@ def sweep_command(
     if dry_run:
         return
     with working("sweeping …"):  # on stderr and a terminal only: a piped log holds the steps alone
-        record = run_search(plan, on_step=lambda step: _show_step(con, step))
+        record = run_sweep(plan, on_step=lambda step: _show_step(con, step))
     render_steps(record, con)
     from traceattr.present.report.sweep import write_sweep_report
 
@@ -74,7 +74,7 @@ def sweep_command(
 
 
 def _show_step(con: Console, step: dict[str, Any]) -> None:
-    from traceattr.present.crossover_search import step_lines
+    from traceattr.present.sweep_view import step_lines
 
     for line in step_lines(step):
         con.print(escape(line), highlight=False)

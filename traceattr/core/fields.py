@@ -164,10 +164,11 @@ def _objects(item: Callable[[Any, str], Any]) -> Callable[[Any, str], dict[str, 
     return check
 
 
-def _check_schema(content: Mapping[str, Any], schema: str) -> None:
-    """Absent (written before schemas) or this version; a later version is refused, not misread."""
+def _check_schema(content: Mapping[str, Any], schema: str, *older: str) -> None:
+    """Absent (written before schemas), this version or an *older* name of it (a record renamed, same
+    fields); a later version is refused, not misread."""
     found = content.get("schema", schema)
-    if found != schema:
+    if found != schema and found not in older:
         raise Invalid(f"schema is {found!r:.60}; this traceattr reads {schema!r}")
 
 

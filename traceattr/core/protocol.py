@@ -3,14 +3,14 @@
 :class:`Protocol` is how the calls are timed (how many, what runs between them, the hold, the
 lead, graphs, the order); :class:`Gates` is when a comparison row is refused. Each default is
 written here once. The commands differ in a few defaults (``profile`` samples a fixed number of
-rounds and does not hold the GPU; ``round`` and ``sweep`` add rounds until the medians are
+rounds and does not hold the GPU; ``round`` and ``sweep`` add iterations until the medians are
 precise and hold the GPU): :data:`PRESETS` names them, and the command-line options of
 ``profile``, ``round`` and ``sweep`` are made from these records (:mod:`traceattr.cli.options`).
 
 ``to_json``/``from_json`` write and read the record's own form (``schema`` ``traceattr.protocol/1``
 and ``traceattr.gates/1``); ``from_json`` also reads the protocol as older files hold it (a
 receipt's or a sweep's header: ``hold`` as a flag or only ``hold_us``, no ``lead``, the order
-in words), so every receipt, plan and search record written before still reads. A value of the
+in words), so every receipt, plan and sweep record written before still reads. A value of the
 wrong type or out of range is one :class:`~traceattr.core.errors.TraceError` line naming the
 file, the field and the value.
 """
@@ -40,12 +40,12 @@ from traceattr.core.precision import CONFIDENCE
 PROTOCOL_FORMAT = "traceattr.protocol/1"
 GATES_FORMAT = "traceattr.gates/1"
 
-MAX_ITERS = 1_000_000  # timed rounds per capture a plan may ask for
+MAX_ITERS = 1_000_000  # timed iterations per capture a plan may ask for
 MAX_HOLD_US = 10_000.0  # --hold-us: a hold is on or off; the bound keeps old spin lengths sane
 # what "hold on" is written as (hold_us): any value > 0 switches the host-released hold on, the host sets its length
 HOLD_ON_US = 100.0
 ORDERS: tuple[str, ...] = ("abba", "blocked")
-ROUNDS = 3  # captures in a round (arm order alternating between them), unless --rounds says otherwise
+CAPTURES = 3  # captures in a round (arm order alternating between them), unless --captures says otherwise
 # with max_noise and no max_iters, the runner's cap: ~500 × (flush + call) per arm stays under a second at 900k
 DEFAULT_MAX_ITERS = 500
 
@@ -54,10 +54,10 @@ DEFAULT_MAX_ITERS = 500
 class Protocol:
     """How one capture times its calls (the runner's :class:`~traceattr.core.records.RunPlan` carries it)."""
 
-    iters: int = 20  # ABBA rounds (iterations): every arm runs once per round; the minimum when max_noise is set
+    iters: int = 20  # ABBA iterations: every arm runs once per iteration; the minimum when max_noise is set
     warmup: int = 3  # untimed calls per arm after validation (the first also JIT-compiles)
-    max_noise: float | None = None  # add rounds until every arm's median is this precise (fraction); None: off
-    max_iters: int | None = None  # ... but never more rounds than this (None: the runner's cap)
+    max_noise: float | None = None  # add iterations until every arm's median is this precise (fraction); None: off
+    max_iters: int | None = None  # ... but never more iterations than this (None: the runner's cap)
     # > 0: before each group the GPU spins until the host has enqueued the group and releases it (runner.hold),
     # so no call waits for its own launch; the number no longer sets a length (kept so plans and --hold-us read)
     hold_us: float = 0.0
@@ -68,7 +68,7 @@ class Protocol:
     flush_bytes: int | None = None  # the L2 flush buffer; None: 2× the GPU's L2, at least 128 MiB
     graphs: bool = False  # replay every arm's call as a captured CUDA graph
     seed: int = 0  # of the random inputs (and the page shuffle)
-    order: str = "abba"  # "abba": arms interleaved, reversed on odd rounds; "blocked": each arm back to back
+    order: str = "abba"  # "abba": arms interleaved, reversed on odd iterations; "blocked": each arm back to back
     sensitivity: bool = False  # a round also times each row back to back, to show how far the ratio moves
 
     @property
@@ -145,7 +145,7 @@ class Gates:
             raise ValueError(f"the 'same' tolerance must be a number ≥ 0, got {self.same_within}")
 
     def to_json(self) -> dict[str, Any]:
-        """As receipts and search records hold them (no schema key: their file's schema covers it)."""
+        """As receipts and sweep records hold them (no schema key: their file's schema covers it)."""
         return asdict(self)
 
     @classmethod
@@ -181,8 +181,8 @@ def read_gates(value: Any, name: str) -> Gates:
     return _gates(_object(value, name), f"{name}.")
 
 
-# The commands' defaults, where they really differ: profile times a fixed number of rounds without a hold;
-# a round (and each sweep step, a one-round comparison) adds rounds until every median is within ±0.5%,
+# The commands' defaults, where they really differ: profile times a fixed number of iterations without a hold;
+# a round (and each sweep step, a one-round comparison) adds iterations until every median is within ±0.5%,
 # up to 500, and holds the GPU while the host enqueues each group.
 PROFILE = Protocol()
 ROUND = replace(PROFILE, max_noise=0.005, max_iters=DEFAULT_MAX_ITERS, hold_us=HOLD_ON_US)

@@ -7,7 +7,7 @@ file                    record                      written by
 ``runner.json``         :class:`RunnerRecord`       the runner (:mod:`traceattr.runner.loop`'s docstring)
 ``run.json``            :class:`RunRecord`          ``profile``, last: a run folder with it is complete
 ``receipt.json``        :class:`ReceiptRecord`      ``round``, last: a round folder with it is complete
-``search.json``         :class:`SearchRecord`       ``sweep``, after every step; complete with a ``result``
+``sweep.json``         :class:`SweepRecord`       ``sweep``, after every step; complete with a ``result``
 ======================  ==========================  =====================================================
 
 Every record has ``to_json``/``from_json`` and a versioned ``schema`` string
@@ -52,14 +52,35 @@ from traceattr.core.fields import (
     read_object,
     section,
 )
-from traceattr.core.protocol import MAX_HOLD_US, MAX_ITERS, PROFILE, ROUNDS, Gates, Protocol, read_gates, read_protocol
+from traceattr.core.protocol import (
+    CAPTURES,
+    MAX_HOLD_US,
+    MAX_ITERS,
+    PROFILE,
+    Gates,
+    Protocol,
+    read_gates,
+    read_protocol,
+)
 
 PLAN_FORMAT = "traceattr.plan/1"
 RUNNER_FORMAT = "traceattr.runner/1"
 RUN_FORMAT = "traceattr.run/1"
-RECEIPT_FORMAT = "traceattr.receipt/1"
+RECEIPT_FORMAT = "traceattr.receipt/2"
+# /1 called a round's captures "rounds" (rounds, retry_rounds, baseline_rounds_us, …): read under today's names  # /1 names
+OLD_RECEIPT_FORMAT = "traceattr.receipt/1"
+_RECEIPT_RENAMED = {  # /1 names
+    "rounds": "captures",  # /1 names
+    "retry_rounds": "retry_captures",  # /1 names
+    "iters_rounds": "iters_captures",  # /1 names
+    "baseline_rounds_us": "baseline_captures_us",  # /1 names
+    "candidate_rounds_us": "candidate_captures_us",  # /1 names
+    "calls_rounds": "calls_captures",  # /1 names
+}
 
-MAX_ROUNDS = 1000  # captures in one round (or retry): each is a whole nsys run
+# how far an arm's output may stray from the reference (max |err| / max |ref|), per KV dtype
+DEFAULT_TOLERANCE: Mapping[str, float] = {"bf16": 0.02, "fp8": 0.08}
+MAX_CAPTURES = 1000  # captures in one round (or retry): each is a whole nsys run
 # what runs before each timed call to leave it cold (traceattr.runner.flush says what each does)
 FLUSH_KINDS: tuple[str, ...] = ("fill+evict", "fill")
 
@@ -89,7 +110,7 @@ class RunPlan:
     shuffle: bool = False  # scatter each request's KV pages over the cache
     seed: int = PROFILE.seed
     validate: bool = True  # compare with the torch reference before timing; refuse wrong kernels
-    tolerance: dict[str, float] = field(default_factory=lambda: {"bf16": 0.02, "fp8": 0.08})
+    tolerance: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
     results: str = runfolder.RUNNER  # written into the run folder
     capture_range: bool = True  # start/stop nsys capture around the timed loop (cudaProfilerApi)
 
@@ -412,8 +433,8 @@ def read_run(folder: Path) -> RunRecord | None:
 RECEIPT_COLUMNS: dict[str, str] = {
     "row": "str", "shape": "str", "attempt": "int", "status": "str", "refused_by": "str",
     "baseline_us": "float", "candidate_us": "float", "ratio": "float", "low": "float", "high": "float",
-    "verdict": "str", "rounds": "int", "pairs": "int", "iters_rounds": "list[int]", "noise": "float",
-    "baseline_rounds_us": "list[float]", "candidate_rounds_us": "list[float]",
+    "verdict": "str", "captures": "int", "pairs": "int", "iters_captures": "list[int]", "noise": "float",
+    "baseline_captures_us": "list[float]", "candidate_captures_us": "list[float]",
     "arms_gate": "str", "arms_note": "str", "directional": "float", "directional_gate": "str",
     "clock_fraction": "float", "clock_mhz": "float", "clock_gate": "str",
     "parity": "str", "parity_value": "str", "parity_gate": "str",
@@ -424,7 +445,7 @@ RECEIPT_COLUMNS: dict[str, str] = {
     "baseline_after_self": "list[float]", "baseline_after_other": "list[float]",  # [median, low, high] µs
     "candidate_after_self": "list[float]", "candidate_after_other": "list[float]",
     "baseline_modes": "list[float]", "candidate_modes": "list[float]",  # [lower µs, upper µs, upper share]
-    "host_bound_baseline": "list[int]", "host_bound_candidate": "list[int]", "calls_rounds": "list[int]",
+    "host_bound_baseline": "list[int]", "host_bound_candidate": "list[int]", "calls_captures": "list[int]",
     "hold_timeouts": "int", "hold_gpu_wait_us": "float",
 }  # fmt: skip
 _REQUIRED_COLUMNS = ("row", "shape", "attempt", "status", "verdict")
@@ -460,7 +481,7 @@ def _round_protocol(value: Any, name: str) -> dict[str, Any]:
     p, at = _object(value, name), f"{name}."
     iters = _field(p, "iters", _int(2, MAX_ITERS), at, None)
     checks: dict[str, Callable[[Any, str], Any]] = {
-        "rounds": _int(1, MAX_ROUNDS), "warmup": _int(1, MAX_ITERS),
+        "captures": _int(1, MAX_CAPTURES), "warmup": _int(1, MAX_ITERS),
         "max_noise": _number(0, 1, open_low=True, open_high=True), "max_iters": _int(iters or 2, MAX_ITERS),
         "hold_us": _number(0, MAX_HOLD_US), "hold": _bool, "lead": _bool, "between": _str, "order": _str, "flush_bytes": _int(1, 1 << 40),
         "graphs": _bool, "sensitivity": _bool, "seed": _int(),
@@ -475,6 +496,26 @@ def _round_protocol(value: Any, name: str) -> dict[str, Any]:
 def _round_gates(value: Any, name: str) -> dict[str, Any]:
     read_gates(value, name)
     return dict(value)
+
+
+def _renamed(obj: Any) -> Any:
+    """*obj* with /1's keys under today's names (anything not an object as it is: the checks refuse it)."""
+    return {_RECEIPT_RENAMED.get(k, k): v for k, v in obj.items()} if isinstance(obj, Mapping) else obj
+
+
+def _receipt_v1(c: Mapping[str, Any]) -> dict[str, Any]:
+    """A /1 receipt (or one written before schemas) as /2 holds it: the same facts, captures named captures."""
+    out = {k: v for k, v in _renamed(c).items() if k != "captures"}
+    if "captures" in c:
+        out["captures"] = c["captures"]  # the folder names: the same key in both versions
+    if isinstance(c.get("protocol"), Mapping):
+        protocol = _renamed(c["protocol"])
+        if protocol.get("arm_order") == "alternating between rounds":  # /1 names
+            protocol["arm_order"] = "alternating between captures"
+        out["protocol"] = protocol
+    if isinstance(c.get("rows"), list):
+        out["rows"] = [_renamed(row) for row in c["rows"]]
+    return out
 
 
 @dataclass(frozen=True)
@@ -496,9 +537,9 @@ class ReceiptRecord:
         return Gates.from_json(self._header_object("gates"), "receipt gates")
 
     @property
-    def rounds(self) -> int:
+    def round_captures(self) -> int:
         """The round's own captures (receipts written before the key: 3, the default)."""
-        return int(self._header_object("protocol").get("rounds", ROUNDS))
+        return int(self._header_object("protocol").get("captures", CAPTURES))
 
     @property
     def rows_source(self) -> str:
@@ -514,9 +555,9 @@ class ReceiptRecord:
         return arms.get("baseline", self.header["baseline"]), arms.get("candidate", self.header["candidate"])
 
     @property
-    def rounds_done(self) -> int:
+    def captures_done(self) -> int:
         """Captures run so far: the round's, then every retry's (a retry continues the numbering)."""
-        done, retries = self._header_object("protocol").get("rounds"), self.header.get("retry_rounds")
+        done, retries = self._header_object("protocol").get("captures"), self.header.get("retry_captures")
         return int(done if done is not None else 0) + (sum(retries) if retries else 0)
 
     def to_json(self) -> dict[str, Any]:
@@ -529,7 +570,9 @@ class ReceiptRecord:
 
     @classmethod
     def _parse(cls, c: Mapping[str, Any]) -> ReceiptRecord:
-        _check_schema(c, RECEIPT_FORMAT)
+        _check_schema(c, RECEIPT_FORMAT, OLD_RECEIPT_FORMAT)
+        if c.get("schema", OLD_RECEIPT_FORMAT) == OLD_RECEIPT_FORMAT:
+            c = _receipt_v1(c)
         if c.get("command") != "round":
             raise Invalid("not a traceattr round receipt")
         _field(c, "baseline", _str)
@@ -542,14 +585,14 @@ class ReceiptRecord:
         _field(c, "rows_source", _str, default=None)
         _field(c, "protocol", _round_protocol, default=None)
         _field(c, "gates", _round_gates, default=None)
-        _field(c, "retry_rounds", _list(_int(1, MAX_ROUNDS)), default=None)
+        _field(c, "retry_captures", _list(_int(1, MAX_CAPTURES)), default=None)
         _field(_field(c, "runner", _object, default={}), "protocol", read_runner_protocol, "runner.", None)
         rows = tuple(_field(c, "rows", _list(_receipt_row)))
         captures = tuple(_field(c, "captures", _list(_str), default=[]))
         header = {k: v for k, v in c.items() if k not in ("schema", "summary", "captures", "rows")}
         record = cls(header, rows, captures, _field(c, "summary", _object, default={}))
-        if record.rounds_done > MAX_ROUNDS * 10:
-            raise Invalid(f"{record.rounds_done} rounds so far: more than a retry may continue")
+        if record.captures_done > MAX_CAPTURES * 10:
+            raise Invalid(f"{record.captures_done} captures so far: more than a retry may continue")
         return record
 
     @classmethod
@@ -557,17 +600,29 @@ class ReceiptRecord:
         return cls.from_json(read_object(path, "receipt"), path)
 
 
-# -- search.json (traceattr sweep) ---------------------------------------------------------------
+# -- sweep.json (traceattr sweep) ---------------------------------------------------------------
 
-SEARCH_FORMAT = "traceattr.search/1"
-SEARCH = "search.json"  # in a sweep folder, beside one run folder per step (step-1, step-2, …)
-# who is really faster at a measured ctx (analysis.bisect.side_of), and what a search concluded (analysis.bisect)
-SEARCH_SIDES: tuple[str, ...] = ("below", "above", "same", "ambiguous", "refused")
-SEARCH_KINDS: tuple[str, ...] = (
+SWEEP_FORMAT = "traceattr.sweep/1"
+OLD_SWEEP_FORMAT = "traceattr.search/1"  # the same record before the feature had one name (read, never written)
+SWEEP_FILE = "sweep.json"  # in a sweep folder, beside one run folder per step (step-1, step-2, …)
+OLD_SWEEP_FILE = "search.json"  # what sweep folders written before sweep.json hold
+
+
+def sweep_file(folder: Path) -> Path | None:
+    """The sweep record of sweep folder *folder* (sweep.json, else an older folder's search.json), else None."""
+    for name in (SWEEP_FILE, OLD_SWEEP_FILE):
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+# who is really faster at a measured ctx (analysis.sweep_steps.side_of), and what a sweep concluded (analysis.sweep_steps)
+SWEEP_SIDES: tuple[str, ...] = ("below", "above", "same", "ambiguous", "refused")
+SWEEP_KINDS: tuple[str, ...] = (
     "measure", "crossover", "tie band", "undecided band", "several crossovers", "no crossover", "budget",
     "resolution", "refused",
 )  # fmt: skip
-MAX_STEPS = 100  # captures one search may run
+MAX_STEPS = 100  # captures one sweep may run
 
 
 def _ctx_pair(value: Any, name: str) -> list[int]:
@@ -579,7 +634,7 @@ def _ctx_pair(value: Any, name: str) -> list[int]:
 
 def _decision(value: Any, name: str) -> dict[str, Any]:
     d, at = _object(value, name), f"{name}."
-    _field(d, "kind", _one_of(SEARCH_KINDS), at)
+    _field(d, "kind", _one_of(SWEEP_KINDS), at)
     _field(d, "next_ctx", _int(1), at, None)
     for key in ("bracket", "band"):
         _field(d, key, _ctx_pair, at, None)
@@ -588,7 +643,7 @@ def _decision(value: Any, name: str) -> dict[str, Any]:
         _field(d, key, _number(0, 1), at, None)
     _field(d, "refused", _refusal, at, None)
     _field(d, "crossings", _list(_ctx_pair), at, None)
-    _field(d, "ends", _list(_one_of(SEARCH_SIDES)), at, None)
+    _field(d, "ends", _list(_one_of(SWEEP_SIDES)), at, None)
     _field(d, "swapped", _bool, at, None)
     return dict(d)
 
@@ -600,11 +655,11 @@ def _refusal(value: Any, name: str) -> dict[str, Any]:
     return dict(r)
 
 
-def _search_point(value: Any, name: str) -> dict[str, Any]:
+def _sweep_point(value: Any, name: str) -> dict[str, Any]:
     p, at = _object(value, name), f"{name}."
     _field(p, "ctx", _int(1), at)
     _field(p, "shape", _str, at)
-    _field(p, "side", _one_of(SEARCH_SIDES), at)
+    _field(p, "side", _one_of(SWEEP_SIDES), at)
     _field(p, "status", _one_of(_ROW_STATUS), at)
     for key in ("ratio", "low", "high"):
         _field(p, key, _any_number, at, None)
@@ -616,23 +671,23 @@ def _search_point(value: Any, name: str) -> dict[str, Any]:
     return dict(p)
 
 
-def _search_step(value: Any, name: str) -> dict[str, Any]:
+def _sweep_step(value: Any, name: str) -> dict[str, Any]:
     s, at = _object(value, name), f"{name}."
     _field(s, "step", _int(1, MAX_STEPS), at)
     _field(s, "folder", _str, at)
-    _field(s, "points", _list(_search_point), at)
+    _field(s, "points", _list(_sweep_point), at)
     _field(s, "decision", _decision, at)
     _field(s, "seconds", _number(0), at, None)
     return dict(s)
 
 
 @dataclass(frozen=True)
-class SearchPoint:
-    """search.json ``steps[i].points[j]``: one measured ctx with its side, ratio, medians and gates (as written)."""
+class SweepPoint:
+    """sweep.json ``steps[i].points[j]``: one measured ctx with its side, ratio, medians and gates (as written)."""
 
     ctx: int
     shape: str
-    side: str  # SEARCH_SIDES
+    side: str  # SWEEP_SIDES
     status: str  # pass | refused
     ratio: float | None = None
     low: float | None = None
@@ -644,47 +699,47 @@ class SearchPoint:
 
     @property
     def refusal(self) -> str:
-        """Why the point was refused, as the search named it: its failed gates, else its status."""
+        """Why the point was refused, as the sweep named it: its failed gates, else its status."""
         return self.refused_by if self.refused_by else self.status
 
 
 @dataclass(frozen=True)
-class SearchStep:
-    """search.json ``steps[i]``: one capture, its points, and the decision after it (``Decision.to_json``)."""
+class SweepStep:
+    """sweep.json ``steps[i]``: one capture, its points, and the decision after it (``Decision.to_json``)."""
 
     step: int
     folder: str
-    points: tuple[SearchPoint, ...]
+    points: tuple[SweepPoint, ...]
     decision: Mapping[str, Any]
     seconds: float | None = None
 
 
-def _typed_point(p: Mapping[str, Any]) -> SearchPoint:
-    """A checked point (:func:`_search_point`) as its record; values as written (an int ratio stays an int)."""
+def _typed_point(p: Mapping[str, Any]) -> SweepPoint:
+    """A checked point (:func:`_sweep_point`) as its record; values as written (an int ratio stays an int)."""
     medians = p.get("medians_us")
-    return SearchPoint(p["ctx"], p["shape"], p["side"], p["status"], p.get("ratio"), p.get("low"), p.get("high"),
+    return SweepPoint(p["ctx"], p["shape"], p["side"], p["status"], p.get("ratio"), p.get("low"), p.get("high"),
                        p.get("refused_by"), p.get("verdict"), {} if medians is None else medians,
                        p.get("fastest"))  # fmt: skip
 
 
 @dataclass(frozen=True)
-class SearchRecord:
-    """search.json of ``traceattr sweep``: what was searched (``header``), each step's captured points with
-    their gates and the decision after it, and the ``result`` (None: the search did not finish)."""
+class SweepRecord:
+    """sweep.json of ``traceattr sweep``: what was swept (``header``), each step's captured points with
+    their gates and the decision after it, and the ``result`` (None: the sweep did not finish)."""
 
     header: Mapping[str, Any]
     steps: tuple[dict[str, Any], ...] = ()
     result: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": SEARCH_FORMAT, **self.header, "steps": list(self.steps),
+        return {"schema": SWEEP_FORMAT, **self.header, "steps": list(self.steps),
                 "result": None if self.result is None else dict(self.result)}  # fmt: skip
 
     @functools.cached_property
-    def search_steps(self) -> tuple[SearchStep, ...]:
+    def steps_taken(self) -> tuple[SweepStep, ...]:
         """The steps as typed records (``steps`` keeps them as the file holds them, for the dispatch table)."""
-        checked = [_search_step(s, f"steps[{i}]") for i, s in enumerate(self.steps)]
-        return tuple(SearchStep(s["step"], s["folder"], tuple(_typed_point(p) for p in s["points"]), s["decision"],
+        checked = [_sweep_step(s, f"steps[{i}]") for i, s in enumerate(self.steps)]
+        return tuple(SweepStep(s["step"], s["folder"], tuple(_typed_point(p) for p in s["points"]), s["decision"],
                                 s.get("seconds")) for s in checked)  # fmt: skip
 
     @property
@@ -700,7 +755,7 @@ class SearchRecord:
     @property
     def seconds(self) -> float:
         """The capture seconds of every step (0 where not recorded)."""
-        return sum(s.seconds for s in self.search_steps if s.seconds is not None)
+        return sum(s.seconds for s in self.steps_taken if s.seconds is not None)
 
     @property
     def passing_folders(self) -> tuple[str, ...]:
@@ -708,12 +763,12 @@ class SearchRecord:
         return tuple(s["folder"] for s in self.steps if any(p["status"] == "pass" for p in s["points"]))
 
     @classmethod
-    def from_json(cls, content: Mapping[str, Any], path: Path | str = SEARCH) -> SearchRecord:
-        return _reading(path, "search record", lambda: cls._parse(content))
+    def from_json(cls, content: Mapping[str, Any], path: Path | str = SWEEP_FILE) -> SweepRecord:
+        return _reading(path, "sweep record", lambda: cls._parse(content))
 
     @classmethod
-    def _parse(cls, c: Mapping[str, Any]) -> SearchRecord:
-        _check_schema(c, SEARCH_FORMAT)
+    def _parse(cls, c: Mapping[str, Any]) -> SweepRecord:
+        _check_schema(c, SWEEP_FORMAT, OLD_SWEEP_FORMAT)
         if c.get("command") != "sweep":
             raise Invalid("not a traceattr sweep record")
         _field(c, "family", _str)
@@ -722,11 +777,11 @@ class SearchRecord:
         _field(c, "width", _number(0, 1, open_low=True, open_high=True))
         _field(c, "max_steps", _int(1, MAX_STEPS))
         _field(c, "graphs", _bool, default=False)
-        steps = tuple(_field(c, "steps", _list(_search_step), default=[]))
+        steps = tuple(_field(c, "steps", _list(_sweep_step), default=[]))
         result = _field(c, "result", _decision, default=None)
         header = {k: v for k, v in c.items() if k not in ("schema", "steps", "result")}
         return cls(header, steps, result)
 
     @classmethod
-    def read(cls, path: Path) -> SearchRecord:
-        return cls.from_json(read_object(path, "search record"), path)
+    def read(cls, path: Path) -> SweepRecord:
+        return cls.from_json(read_object(path, "sweep record"), path)

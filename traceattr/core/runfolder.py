@@ -29,9 +29,9 @@ RECEIPT = "receipt"  # receipt.md, receipt.csv, receipt.json (ReceiptRecord)
 SENSITIVITY = "sensitivity"  # the back-to-back capture's run folder
 
 
-def round_capture(index: int) -> str:
+def capture_folder(index: int) -> str:
     """The run folder of round *index* (0-based) inside a round folder."""
-    return f"round-{index + 1}"
+    return f"capture-{index + 1}"
 
 
 # many reports at once (traceattr.jobs.many, the nsys recipe): one row per report; per range/series across reports

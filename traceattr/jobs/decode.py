@@ -2,7 +2,7 @@
 
 One call of :func:`run_decode` on a GPU: static inputs for the longest ctx, one graph per (arm,
 batch) for every fixed arm and for the dispatcher's table, optionally a quick grid first that
-derives the table (its points are not the trajectory's), then the trajectory timed (ABBA rounds,
+derives the table (its points are not the trajectory's), then the trajectory timed (ABBA iterations,
 flush before each call, CUDA events, NVTX ranges), every contender's output at every step compared
 bitwise to the chosen arm's eager call (batch 1), the dispatcher's host time split per step with N
 layers per plan, serialized and pipelined; the receipt (JSON + markdown) written.
@@ -35,7 +35,7 @@ class DecodeConfig:
     start: int = 8192
     stop: int = 900_000
     steps: int = 40
-    rounds: int = 10
+    iters: int = 10  # timed replays of every contender per step (ABBA iterations)
     arms: tuple[str, ...] = ("fa3", "flashmla")
     table: str | None = None  # a traceattr.dispatch/2 file; None: derive one from a grid first
     table_mode: Mode | None = None  # what the table's mode is, when the document does not say
@@ -162,10 +162,10 @@ def run_decode(cfg: DecodeConfig, log: Any = print) -> DecodeResult:
     if cfg.table is None:
         steps = grow(cfg.start, cfg.stop, cfg.grid * 2 + 1, batch=cfg.batch)[1::2]  # between the trajectory's ends
         log(f"grid for the table: {[s[0] for s in steps]}")
-        g = time_trajectory(fixed, steps, rounds=cfg.rounds, flush=flush.run)
+        g = time_trajectory(fixed, steps, iters=cfg.iters, flush=flush.run)
         med = {a: [sorted(r)[len(r) // 2] for r in g.times_us[a]] for a in cfg.arms}
         fam = derive_family(cfg.family, cfg.key, key_ctx_of(steps), med)
-        doc = table_doc(f"quick grid of {len(steps)} ctx in this run (graphs, {cfg.rounds} rounds)", "graphs", [fam])
+        doc = table_doc(f"quick grid of {len(steps)} ctx in this run (graphs, {cfg.iters} iterations)", "graphs", [fam])
         fam = parse_table(doc).get(cfg.key)  # the derived table goes through the reader like any other
         source = doc["source"]
         grid_record = {"ctx": key_ctx_of(steps), "median_us": med}
@@ -184,7 +184,7 @@ def run_decode(cfg: DecodeConfig, log: Any = print) -> DecodeResult:
     def check(arm: str, step: tuple[int, ...], out: Any) -> bool:
         return bitwise_equal(out, eager_output(arm, inputs, step))
 
-    run = time_trajectory(contenders, traj, rounds=cfg.rounds, flush=flush.run,
+    run = time_trajectory(contenders, traj, iters=cfg.iters, flush=flush.run,
                           check=check if cfg.verify and cfg.batch == 1 else None)  # fmt: skip
     summary, *rest = (summarize(run.times_us, tuple(cfg.arms), label, run.chosen[label], key_ctx_of(traj), seed=cfg.seed)
                       for label in dispatchers)  # fmt: skip
@@ -246,7 +246,7 @@ def _run_mixed_q(cfg: DecodeConfig, log: Any) -> DecodeResult:
     def check(arm: str, step: tuple[int, ...], out: Any) -> bool:
         return bitwise_equal(out, eager_output(arm, inputs[step[0]], step[1:]))
 
-    run = time_trajectory(contenders, traj, rounds=cfg.rounds, flush=flush.run, check=check if cfg.verify else None)
+    run = time_trajectory(contenders, traj, iters=cfg.iters, flush=flush.run, check=check if cfg.verify else None)
     ctx = [s[1] for s in traj]
     summary = summarize(run.times_us, tuple(cfg.arms), DISPATCHER, run.chosen[DISPATCHER], ctx, seed=cfg.seed)
     host = []
@@ -355,10 +355,10 @@ def result_markdown(r: DecodeResult) -> str:
         f"- device: {r.device.get('name')}, torch {r.device.get('torch')}, CUDA {r.device.get('cuda')}, "
         f"flashinfer {r.device.get('flashinfer')}, sgl-flash-mla {r.device.get('flash_mla')}",
         f"- table: {r.table_source}",
-        f"- protocol: every contender graph-replayed, {c.rounds} rounds per step (order reversed every other "
-        f"round), {c.flush_bytes >> 20} MiB fill + evict flush before each call, CUDA events around the replay; "
-        f"graphs captured at ctx {c.capture_ctx:,}; totals = Σ over steps of the median over rounds; "
-        "intervals: 95% percentile bootstrap over rounds (scipy), contenders paired",
+        f"- protocol: every contender graph-replayed, {c.iters} iterations per step (order reversed every other "
+        f"iteration), {c.flush_bytes >> 20} MiB fill + evict flush before each call, CUDA events around the replay; "
+        f"graphs captured at ctx {c.capture_ctx:,}; totals = Σ over steps of the median over iterations; "
+        "intervals: 95% percentile bootstrap over iterations (scipy), contenders paired",
         "",
         "| contender | total GPU µs per pass [95%] | graphs | memory (MiB, reserved + driver) |",
         "|---|---|---|---|",
@@ -397,7 +397,7 @@ def result_markdown(r: DecodeResult) -> str:
         lines.append(f"| {h['layers']} | {h['choose_us']:.2f} | {replan} | {h['launch_us']:.1f} | {h['host_mean_us']:.0f} | "
                      f"{h['gpu_mean_us']:.0f} | {h['serial_wall_mean_us']:.0f} | {h['pipelined_wall_mean_us']:.0f} | "
                      f"{h['choose_loop_ns']:.0f} |")  # fmt: skip
-    lines += ["", "Per step (medians over rounds, µs):", "",
+    lines += ["", "Per step (medians over iterations, µs):", "",
               "| ctx | " + " | ".join(s.medians) + " | chosen | fastest |", "|---" * (len(s.medians) + 3) + "|"]  # fmt: skip
     for i, ctx in enumerate(s.ctx):
         cells = " | ".join(f"{s.medians[k][i]:.1f}" for k in s.medians)
@@ -415,6 +415,8 @@ def result_from_json(doc: dict[str, Any]) -> DecodeResult:
     from traceattr.runtime.select import key_ctx
 
     raw = dict(doc["config"])
+    if "rounds" in raw:  # receipts written before the field was named for what it counts
+        raw["iters"] = raw.pop("rounds")
     cfg = DecodeConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
     table = parse_table(doc["table"]["doc"])
     steps = [tuple(s) for s in doc["steps"]]

@@ -11,7 +11,7 @@ against the stored one), so the page and the receipt's markdown show the same nu
 arm and its regret against the per-step oracle, switches, graphs and memory, the other rules, bitwise
 checks, the host time per step); the trajectory (per step every contender's median along ctx, the
 dispatcher's chosen arm marked, its misses ringed), with the per-step numbers folded below; the timeline
-of a few steps (each contender's call of round 0 side by side, kernels on their streams) when the nsys
+of a few steps (each contender's call of iteration 0 side by side, kernels on their streams) when the nsys
 export of the same run is given (the receipt holds durations, not kernel starts: without the export the
 section says so); the table the dispatcher loaded; the run's configuration, folded.
 """
@@ -43,7 +43,9 @@ from traceattr.trace.loader import load_trace
 
 MISS_COLOR = "#cf222e"
 ORACLE_COLOR = "#444444"
-STEP_RANGE = re.compile(r"decode step=(\d+) arm=(\S+) round=(\d+)")  # runtime.measure's NVTX range per timed call
+STEP_RANGE = re.compile(
+    r"decode step=(\d+) arm=(\S+) (?:iter|round)=(\d+)"
+)  # round=: before 2026-12  # runtime.measure's NVTX range per timed call
 TIMELINE_STEPS = 6  # steps offered in the timeline: the ends, the switches, the misses, then evenly spaced
 
 
@@ -60,7 +62,7 @@ def decode_page(result: DecodeResult, title: str, trace: Path | None = None) -> 
         Section(
             "trajectory",
             "Per step along the trajectory",
-            "Each step's median GPU time over rounds (CUDA events around the replay), every contender. The "
+            "Each step's median GPU time over iterations (CUDA events around the replay), every contender. The "
             "dispatcher's markers take the colour of the arm it chose; a red ring: it chose another arm than the "
             "per-step oracle (the fastest fixed arm at that step, same capture). "
             + (
@@ -76,7 +78,7 @@ def decode_page(result: DecodeResult, title: str, trace: Path | None = None) -> 
         table_section(result),
         config_section(result),
     ]
-    subtitle = f"{_trajectory_text(result)} · {len(s.ctx)} steps · {c.rounds} rounds · {_device_name(result)}"
+    subtitle = f"{_trajectory_text(result)} · {len(s.ctx)} steps · {c.iters} iterations · {_device_name(result)}"
     return page(title, f'<p class="subtitle">{html.escape(subtitle)}</p>', sections, get_plotlyjs())
 
 
@@ -150,9 +152,9 @@ def answer_section(r: DecodeResult) -> Section:
     return Section(
         "answer",
         "The answer",
-        "Total = Σ over steps of each contender's median over rounds (one pass over the trajectory); gain = 1 − "
+        "Total = Σ over steps of each contender's median over iterations (one pass over the trajectory); gain = 1 − "
         "dispatcher / that arm; regret = dispatcher / oracle − 1; intervals: 95% percentile bootstrap over whole "
-        "rounds, contenders paired.",
+        "iterations, contenders paired.",
         body,
     )
 
@@ -255,7 +257,7 @@ def _steps_table(r: DecodeResult) -> str:
         )
     head = ("step", "ctx", *(f"{k} µs" for k in labels), "chosen", "fastest", "right")
     table = _table("per-step", head, rows)
-    return f"<details><summary>Per step (medians over rounds, µs)</summary>{table}</details>"
+    return f"<details><summary>Per step (medians over iterations, µs)</summary>{table}</details>"
 
 
 MISSING = (
@@ -271,7 +273,7 @@ def timeline_section(r: DecodeResult, trace: Path | None) -> Section:
     title, intro = (
         "Timeline of a few steps",
         (
-            "Per step, each contender's call of round 0 side by side (lanes: contender │ device · stream), µs from "
+            "Per step, each contender's call of iteration 0 side by side (lanes: contender │ device · stream), µs from "
             "the call's first GPU op, kernels coloured by role, the NVTX range of the call above them; the picker "
             "offers the first and last steps, the dispatcher's switches and misses."
         ),
@@ -297,22 +299,22 @@ def step_views(att: Attribution, r: DecodeResult) -> tuple[tuple[TimelineView, .
         if m:
             calls[(int(m[1]), m[2], int(m[3]))] = rid
     if not calls:
-        raise TraceattrError("the trace has no NVTX range 'decode step=<i> arm=<label> round=<r>': no timeline")
+        raise TraceattrError("the trace has no NVTX range 'decode step=<i> arm=<label> iter=<r>': no timeline")
     s = r.summary
     contenders = [*s.totals, *r.others]
-    rounds = len(r.times_us[DISPATCHER][0])
-    want = {(i, a, k) for i in range(len(s.ctx)) for a in contenders for k in range(rounds)}
+    iters = len(r.times_us[DISPATCHER][0])
+    want = {(i, a, k) for i in range(len(s.ctx)) for a in contenders for k in range(iters)}
     if set(calls) != want:  # traceattr decode times the whole trajectory inside one capture range
         raise TraceattrError(f"the trace is not this receipt's run: {len(calls):,} timed calls, the receipt "
-                             f"{len(want):,} ({len(s.ctx)} steps × {len(contenders)} contenders × {rounds} "
-                             "rounds): no timeline")  # fmt: skip
+                             f"{len(want):,} ({len(s.ctx)} steps × {len(contenders)} contenders × {iters} "
+                             "iterations): no timeline")  # fmt: skip
     steps = _few_steps(s, {step for step, _, _ in calls})
     views = []
     for i in steps:
         miss = "" if s.chosen[i] == s.fastest[i] else f"; the oracle: {s.fastest[i]}"
         views.append(TimelineView(
             label=f"step {i}: ctx {s.ctx[i]:,}, the dispatcher chose {s.chosen[i]}{miss}",
-            group="Steps (round 0)",
+            group="Steps (iteration 0)",
             calls=tuple((calls[(i, a, 0)], f"{a} │ ") for a in contenders if (i, a, 0) in calls),
         ))  # fmt: skip
     return tuple(v for v in views if v.calls), len(calls)
@@ -361,7 +363,7 @@ def config_section(r: DecodeResult) -> Section:
         ("trajectory", _trajectory_text(r)),
         ("arms", ", ".join(c.arms)),
         ("rules", ", ".join(c.rules)),
-        ("protocol", f"{c.rounds} rounds per step (order reversed every other round), {c.flush_bytes >> 20} MiB "
+        ("protocol", f"{c.iters} iterations per step (order reversed every other iteration), {c.flush_bytes >> 20} MiB "
                      f"flush before each call, graphs captured at ctx {c.capture_ctx:,}"),
         ("wall time", f"{r.wall_s:,.1f} s"),
     ]  # fmt: skip

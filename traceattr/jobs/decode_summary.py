@@ -1,16 +1,16 @@
 """The receipt math of a decode trajectory: totals with bootstrap intervals, gain, regret, switches.
 
-Inputs are plain numbers (GPU µs per contender, step and round from
+Inputs are plain numbers (GPU µs per contender, step and iteration from
 :class:`traceattr.runtime.measure.TrajectoryTimes`), so every figure is tested on a CPU.
 
-* A contender's **total** is the sum over steps of its median over rounds: the GPU time of one pass
+* A contender's **total** is the sum over steps of its median over iterations: the GPU time of one pass
   over the trajectory.
 * The **oracle** is, at each step, the fastest fixed arm's median (same capture); its total is what
   a dispatcher that always chose right would take. Choosing the minimum of noisy medians biases it
   low, so a perfect dispatcher shows a small positive regret.
 * **gain** = 1 − dispatcher / best fixed arm (best = lowest total); **regret** = dispatcher / oracle − 1.
-* Intervals (95%): percentile bootstrap over rounds (``scipy.stats.bootstrap``), a resample drawing
-  whole rounds (every contender and step of round r together), so the contenders stay paired.
+* Intervals (95%): percentile bootstrap over iterations (``scipy.stats.bootstrap``), a resample drawing
+  whole iterations (every contender and step of iteration r together), so the contenders stay paired.
 """
 
 from __future__ import annotations
@@ -55,13 +55,13 @@ class TrajectorySummary:
 
 
 def _cube(times: Mapping[str, Sequence[Sequence[float]]], labels: Sequence[str]) -> np.ndarray:
-    """[contender, round, step] µs."""
+    """[contender, iteration, step] µs."""
     return np.array([np.asarray(times[label], dtype=float).T for label in labels])
 
 
 def summarize(times: Mapping[str, Sequence[Sequence[float]]], fixed: Sequence[str], dispatcher: str,
               chosen: Sequence[str], ctx: Sequence[int], *, seed: int = 0) -> TrajectorySummary:  # fmt: skip
-    """The summary of one trajectory (see the module doc). *times*: label -> [step][round] µs."""
+    """The summary of one trajectory (see the module doc). *times*: label -> [step][iteration] µs."""
     from scipy.stats import bootstrap
 
     labels = (*fixed, dispatcher)
@@ -80,10 +80,10 @@ def summarize(times: Mapping[str, Sequence[Sequence[float]]], fixed: Sequence[st
         )
 
     point = stats(cube)
-    rounds = cube.shape[1]
-    if rounds > 1:
+    iters = cube.shape[1]
+    if iters > 1:
         seeded = {_rng_name(bootstrap): np.random.default_rng(seed)}
-        res = bootstrap((np.arange(rounds),), lambda idx: stats(cube[:, idx.astype(int), :]), vectorized=False,
+        res = bootstrap((np.arange(iters),), lambda idx: stats(cube[:, idx.astype(int), :]), vectorized=False,
                         n_resamples=RESAMPLES, confidence_level=CONFIDENCE, method="percentile", **seeded)  # fmt: skip
         lo, hi = np.asarray(res.confidence_interval.low), np.asarray(res.confidence_interval.high)
     else:

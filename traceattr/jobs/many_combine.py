@@ -79,8 +79,8 @@ def across_reports(frame: pl.DataFrame, key: str, value: str = "gpu_span_ns") ->
 
 
 def rounds_per_report(calls: pl.DataFrame) -> pl.DataFrame:
-    """*calls* pooled over reports, with one round per (report, iteration): iteration 3 of two
-    reports are two rounds, so round wins and direction checks never pair calls across reports."""
+    """*calls* pooled over reports, with one iteration per (report, iteration): iteration 3 of two
+    reports are two iterations, so iteration wins and direction checks never pair calls across reports."""
     if calls.height == 0 or calls["iter"].is_null().all():
         return calls
     rounds = pl.struct(REPORT, "iter").rank("dense").cast(pl.Int64)

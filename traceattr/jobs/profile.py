@@ -92,7 +92,7 @@ def make_plan(
 ) -> ProfilePlan:
     """The plan of a profile run: *arms* (texts of :mod:`traceattr.backends.arms` or parsed arms; default one per
     registered backend) on *shapes*, timed as *protocol* says (:class:`~traceattr.core.protocol.Protocol`:
-    what runs between calls, in which order, how many rounds, the hold and the lead).
+    what runs between calls, in which order, how many iterations, the hold and the lead).
 
     *changes*: protocol fields to change (``iters=8``), as a shorthand for ``replace(protocol, …)``.
     *shuffle* scatters each request's KV pages; *validate* compares outputs with the torch reference. *arch*

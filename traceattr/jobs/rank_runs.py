@@ -5,7 +5,9 @@ Each rank (:mod:`traceattr.runner.ranks`) runs under its own ``nsys profile``
 joined over NCCL by torch.distributed on this host. Afterwards every report is
 exported and attributed together (:mod:`traceattr.jobs.many`): per rank the
 ``dcp attention``, ``dcp all-gather`` and ``dcp merge`` ranges, side by side,
-and across ranks the slowest one. The plan (commands, environments) is built
+and across ranks the slowest one. On ``cute-dsl`` every rank's call is
+flashinfer's own DCP path (cyclic shards: :mod:`traceattr.backends.dcp`), on
+other backends each rank attends over one contiguous span. The plan (commands, environments) is built
 anywhere; ``--dry-run`` prints it. NVLink multicast stays off in every rank
 (NCCL_NVLS_ENABLE=0 and its PyTorch/NVSHMEM twins): on shared hosts it can
 take the GPUs out of service.
@@ -24,16 +26,19 @@ from pathlib import Path
 from typing import Any
 
 from traceattr.backends import gpu_count
-from traceattr.backends.arms import parse_arm
+from traceattr.backends.arms import arm_backend, parse_arm
+from traceattr.backends.dcp import CONTIGUOUS_SHARDS, FLASHINFER_DCP, DcpPath, dcp_path
 from traceattr.core import runfolder
 from traceattr.core.errors import NsysError, TraceattrError
+from traceattr.core.protocol import PROFILE, Protocol
+from traceattr.core.records import DEFAULT_TOLERANCE
 from traceattr.core.shapes import Shape
 from traceattr.jobs.capture import profile_command
 from traceattr.trace.nsys import export_command, find_nsys, run
 
+RANK_FLUSH_BYTES = 128 << 20  # each rank's L2 flush when the protocol leaves it to the GPU (no GPU here to ask)
 RANK_STEM = "rank{}"  # rank<r>.nsys-rep / .sqlite / .json in the run folder
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-DEFAULT_TOLERANCE = {"bf16": 0.02, "fp8": 0.08}
 
 
 @dataclass(frozen=True)
@@ -43,18 +48,16 @@ class RanksPlan:
     arm: str
     folder: Path
     nsys: Path | None
-    iters: int = 20
-    warmup: int = 3
-    seed: int = 0
+    protocol: Protocol = PROFILE  # iters, warmup, seed and flush_bytes reach every rank; the rest is one process's
     validate: bool = True
-    flush_bytes: int = 128 << 20
     port: int = 29511
     tolerance: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
 
     def runner_plan(self) -> dict[str, Any]:
         """What every rank reads (plan.json)."""
-        return {"shape": self.shape.name, "arm": self.arm, "iters": self.iters, "warmup": self.warmup,
-                "seed": self.seed, "validate": self.validate, "flush_bytes": self.flush_bytes,
+        p = self.protocol
+        return {"shape": self.shape.name, "arm": self.arm, "iters": p.iters, "warmup": p.warmup, "seed": p.seed,
+                "validate": self.validate, "flush_bytes": p.flush_bytes or RANK_FLUSH_BYTES,
                 "tolerance": self.tolerance}  # fmt: skip
 
     def env(self, rank: int) -> dict[str, str]:
@@ -69,19 +72,25 @@ class RanksPlan:
     def shards(self) -> list[int]:
         return self.shape.dcp_shards()
 
+    def dcp_path(self) -> DcpPath:
+        """flashinfer's own DCP on cute-dsl (cyclic shards), contiguous shards on every other backend."""
+        return FLASHINFER_DCP if dcp_path(arm_backend(parse_arm(self.arm))) == FLASHINFER_DCP else CONTIGUOUS_SHARDS
+
     def describe(self) -> str:
-        lines = [f"{self.shape.name}: {self.ranks} DCP ranks, one process and one report per GPU ({self.arm})"]
+        path = self.dcp_path()
+        lines = [f"{self.shape.name}: {self.ranks} DCP ranks, one process and one report per GPU ({self.arm}, {path})"]
         for r, tokens in enumerate(self.shards()):
             env = " ".join(f"{k}={v}" for k, v in self.env(r).items())
-            lines.append(f"  rank {r}: {tokens:,} tokens × {self.shape.batch}, all {self.shape.heads} heads")
+            held = f"positions {r}, {r + self.ranks}, {r + 2 * self.ranks}, …" if path == FLASHINFER_DCP else "one span"
+            lines.append(f"  rank {r}: {tokens:,} tokens × {self.shape.batch} ({held}), all {self.shape.heads} heads")
             lines.append(f"    {env} {shlex.join(self.command(r))}")
         lines.append(f"  then: traceattr attribute {self.folder}/rank*.sqlite (per rank and across ranks)")
         return "\n".join(lines)
 
 
 def make_ranks_plan(
-    shape: Shape, ranks: int, arm: str = "fa3", *, iters: int = 20, warmup: int = 3, seed: int = 0,
-    validate: bool = True, flush_bytes: int | None = None, out_root: Path = Path("reports"),
+    shape: Shape, ranks: int, arm: str = "fa3", *, protocol: Protocol = PROFILE, validate: bool = True,
+    out_root: Path = Path("reports"),
 ) -> RanksPlan:  # fmt: skip
     """The plan of a real DCP run; *shape* must say ``dcp<ranks>`` (each rank's share is ctx/ranks, all heads)."""
     if ranks < 2:
@@ -94,8 +103,7 @@ def make_ranks_plan(
     if parsed.label != parsed.backend or parsed.graphs:
         raise TraceattrError(f"--ranks runs one plain backend per rank (e.g. fa3), got {arm!r}")
     folder = out_root / f"{time.strftime('%Y%m%d-%H%M%S')}_{shape.name}_ranks{ranks}"
-    return RanksPlan(shape, ranks, parsed.backend, folder, find_nsys(), iters, warmup, seed, validate,
-                     flush_bytes or 128 << 20)  # fmt: skip
+    return RanksPlan(shape, ranks, parsed.backend, folder, find_nsys(), protocol, validate)
 
 
 def execute_ranks(plan: RanksPlan, *, timeout: float = 1800) -> list[Path]:

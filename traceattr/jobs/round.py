@@ -1,8 +1,8 @@
 """``traceattr round``: an A/B optimization round over a set of rows, with receipts.
 
-A round is ``rounds`` separate captures (each one ``traceattr profile`` run
+A round is ``captures`` separate captures (each one ``traceattr profile`` run
 of every row with the two arms), the arm order alternating between captures
-(baseline first in rounds 1, 3, …; candidate first in 2, 4, …) and ABBA
+(baseline first in captures 1, 3, …; candidate first in 2, 4, …) and ABBA
 inside each, the L2 flushed before every call. ``--sensitivity`` adds one
 capture with each arm's calls back to back, to show how much the protocol
 moves the answer. :mod:`traceattr.analysis.rounds` turns the captures into a
@@ -14,6 +14,7 @@ needs a GPU and nsys), so the orchestration is tested on CPU with a fake.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import time
@@ -29,10 +30,10 @@ from traceattr.core import runfolder
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import write_manifest, write_table, write_text
 from traceattr.core.progress import parse
-from traceattr.core.protocol import PROFILE, ROUNDS, Gates, Protocol
-from traceattr.core.records import MAX_ROUNDS, ReceiptRecord, read_object, read_run, read_runner
+from traceattr.core.protocol import CAPTURES, PROFILE, Gates, Protocol
+from traceattr.core.records import MAX_CAPTURES, ReceiptRecord, read_object, read_run, read_runner
 from traceattr.core.shapes import PUBLISHED_ROWS, ShapeError, parse_shape
-from traceattr.present.receipt import markdown, with_causes
+from traceattr.present.receipt import markdown, protocol_text, with_causes
 from traceattr.runner.plan import check_between, check_timing
 
 # Named row sets (--rows NAME); a file of shapes, one a line, works too.
@@ -89,13 +90,13 @@ class RoundPlan:
     baseline: str
     candidate: str
     folder: Path
-    rounds: int = ROUNDS
-    # a plan built in code times exactly protocol.iters rounds with the hold on; the command's defaults are
+    captures: int = CAPTURES
+    # a plan built in code times exactly protocol.iters iterations with the hold on; the command's defaults are
     # the "round" preset (traceattr.core.protocol.ROUND)
     protocol: Protocol = field(default_factory=lambda: PROFILE.held(True))
     gates: Gates = field(default_factory=Gates)
     rows_source: str = ""
-    first_round: int = 0  # a retry continues the numbering (and the alternation) of the round it retries
+    first_capture: int = 0  # a retry continues the numbering (and the alternation) of the round it retries
 
     def __post_init__(self) -> None:
         p = self.protocol
@@ -107,11 +108,11 @@ class RoundPlan:
                 f"--baseline and --candidate are both {self.labels[0]!r}: an A/A round needs two labels for the "
                 f"same program, so their calls can be told apart (e.g. --candidate again={self.baseline})"
             )
-        if self.rounds < 1 or p.iters < 2:
-            raise TraceattrError("--rounds must be at least 1 and --iters at least 2 (ABBA needs both orders)")
-        if self.rounds > MAX_ROUNDS:
+        if self.captures < 1 or p.iters < 2:
+            raise TraceattrError("--captures must be at least 1 and --iters at least 2 (ABBA needs both orders)")
+        if self.captures > MAX_CAPTURES:
             raise TraceattrError(
-                f"--rounds must be at most {MAX_ROUNDS} (each round is a whole capture), got {self.rounds}"
+                f"--captures must be at most {MAX_CAPTURES} (each is a whole nsys run), got {self.captures}"
             )
         if p.warmup < 1:
             raise TraceattrError("--warmup must be at least 1 (warm-up compiles and validates)")
@@ -127,10 +128,10 @@ class RoundPlan:
     def requests(self) -> list[CaptureRequest]:
         shapes = tuple(r.shape for r in self.rows)
         out = []
-        for i in range(self.rounds):
-            index = self.first_round + i
+        for i in range(self.captures):
+            index = self.first_capture + i
             arms = (self.baseline, self.candidate) if index % 2 == 0 else (self.candidate, self.baseline)
-            out.append(CaptureRequest(index, shapes, arms, "abba", self.folder / runfolder.round_capture(index)))
+            out.append(CaptureRequest(index, shapes, arms, "abba", self.folder / runfolder.capture_folder(index)))
         if self.protocol.sensitivity:
             out.append(
                 CaptureRequest(
@@ -144,18 +145,18 @@ class RoundPlan:
             "tool": "traceattr", "version": __version__, "command": "round", "argv": sys.argv,
             "baseline": self.labels[0], "candidate": self.labels[1], "rows_source": self.rows_source,
             "arms": {"baseline": self.baseline, "candidate": self.candidate},
-            "protocol": receipt_protocol(self.protocol, self.rounds),
+            "protocol": receipt_protocol(self.protocol, self.captures),
             "gates": self.gates.to_json(),
         }  # fmt: skip
 
 
-def receipt_protocol(p: Protocol, rounds: int) -> dict[str, Any]:
+def receipt_protocol(p: Protocol, captures: int) -> dict[str, Any]:
     """The protocol as receipt.json's header holds it (its layout predates the record; Protocol.from_json
     reads it back)."""
     return {
-        "rounds": rounds, "iters": p.iters, "warmup": p.warmup, "order": "abba", "max_noise": p.max_noise,
+        "captures": captures, "iters": p.iters, "warmup": p.warmup, "order": "abba", "max_noise": p.max_noise,
         "max_iters": p.max_iters, "hold": p.hold, "hold_us": p.hold_us, "lead": p.lead,
-        "arm_order": "alternating between rounds", "between": p.between, "cold_l2": p.between != "none",
+        "arm_order": "alternating between captures", "between": p.between, "cold_l2": p.between != "none",
         "flush_bytes": p.flush_bytes, "graphs": p.graphs, "seed": p.seed, "sensitivity": p.sensitivity,
         "timing": TIMING,
     }  # fmt: skip
@@ -166,7 +167,7 @@ TIMING = "nsys GPU span per call (first op start to last op end)"  # what a roun
 
 @dataclass(frozen=True)
 class CaptureRequest:
-    round: int  # 0-based round index; -1: the back-to-back sensitivity capture
+    index: int  # 0-based capture index; -1: the back-to-back sensitivity capture
     shapes: tuple[str, ...]
     arms: tuple[str, ...]  # in the order of this capture (the first runs first in even iterations)
     order: str  # "abba" or "blocked"
@@ -185,7 +186,7 @@ def profile_executor(request: CaptureRequest, plan: RoundPlan, on_line: Callable
                              out_root=request.folder.parent)  # fmt: skip
     # one report.html for the whole round (the receipt first), not one per capture
     result = execute(replace(profile_plan, folder=request.folder), on_line=on_line, report=False)
-    return Capture(request.round, result.calls, result.runner, str(request.folder), request.order,
+    return Capture(request.index, result.calls, result.runner, str(request.folder), request.order,
                    attribution=result.attribution, run=result.run, shapes=request.shapes)  # fmt: skip
 
 
@@ -213,7 +214,7 @@ def run_round(
         if not live:  # every row's refusal is already certain: no capture left would change the receipt
             break
         request = replace(request, shapes=tuple(r.shape for r in live))
-        label = "back to back" if request.order == "blocked" else f"round {request.round + 1}"
+        label = "back to back" if request.order == "blocked" else f"capture {request.index + 1}"
 
         def show(line: str, label: str = label) -> None:
             if on_line is not None:
@@ -224,7 +225,7 @@ def run_round(
 
         capture = replace(executor(request, plan, show), shapes=request.shapes)
         (sensitivity if request.order == "blocked" else captures).append(capture)
-        if request.order == "abba" and i < last_abba:  # more rounds to come: stop the rows already decided
+        if request.order == "abba" and i < last_abba:  # more captures to come: stop the rows already decided
             stopped.update(certain_refusals(live, captures, *plan.labels, plan.gates))
             live = [r for r in live if r.label not in stopped]
     rows = round_rows(plan.rows, captures, *plan.labels, plan.gates, sensitivity=sensitivity, stopped=stopped)
@@ -237,8 +238,8 @@ def run_round(
         receipt = Receipt(header, rows, folders)
     else:
         merged = previous.with_attempt(rows, folders)
-        retries = [*previous.header.get("retry_rounds", []), plan.rounds]
-        receipt = replace(merged, header={**previous.header, "retry_rounds": retries})
+        retries = [*previous.header.get("retry_captures", []), plan.captures]
+        receipt = replace(merged, header={**previous.header, "retry_captures": retries})
     receipt = with_causes(receipt)
     if report:
         # a round's figures are its first capture's, just made; a retry's receipt starts with the earlier round's
@@ -326,7 +327,7 @@ def write_round_report(
     return info.path
 
 
-def retry_plan(previous: Receipt, out_root: Path, *, rounds: int | None = None) -> RoundPlan:
+def retry_plan(previous: Receipt, out_root: Path, *, captures: int | None = None) -> RoundPlan:
     """A plan that re-measures only the refused rows of *previous*, with its arms, protocol and gates."""
     rows = tuple(previous.retry_rows())
     if not rows:
@@ -336,26 +337,84 @@ def retry_plan(previous: Receipt, out_root: Path, *, rounds: int | None = None) 
     # the receipt's protocol as it ran (a receipt written before leads ran none: Protocol.from_json says so)
     return RoundPlan(
         rows=rows, baseline=baseline, candidate=candidate, folder=folder_name(out_root, baseline, candidate, "retry"),
-        rounds=rounds or record.rounds, protocol=record.protocol, gates=record.gates,
-        rows_source=record.rows_source, first_round=record.rounds_done,
+        captures=captures or record.round_captures, protocol=record.protocol, gates=record.gates,
+        rows_source=record.rows_source, first_capture=record.captures_done,
     )  # fmt: skip
 
 
 def plan_round(
-    rows: str, baseline: str, candidate: str, out_root: Path, *, rounds: int | None = None, protocol: Protocol,
+    rows: str, baseline: str, candidate: str, out_root: Path, *, captures: int | None = None, protocol: Protocol,
     gates: Gates,
 ) -> RoundPlan:  # fmt: skip
     """The plan of a new round (``traceattr round``) over *rows* (a named set or a file); every range is checked
     here, before any capture."""
     return RoundPlan(rows=read_rows(rows), baseline=baseline, candidate=candidate,
-                     folder=folder_name(out_root, baseline, candidate), rounds=ROUNDS if rounds is None else rounds,
+                     folder=folder_name(out_root, baseline, candidate), captures=CAPTURES if captures is None else captures,
                      protocol=protocol, gates=gates, rows_source=rows)  # fmt: skip
 
 
-def plan_retry(retry: Path, out_root: Path, *, rounds: int | None = None) -> tuple[Receipt, RoundPlan]:
-    """The receipt to retry (a receipt.json or its round folder) and the plan that re-measures its refused rows."""
-    previous = read_receipt(retry)
-    return previous, retry_plan(previous, out_root, rounds=rounds)
+@dataclass(frozen=True)
+class RoundJob:
+    """A round ready to run: its plan, its captures, and the receipt it continues (a retry), checked before any
+    folder exists. What ``traceattr round`` asks of the library (:func:`round_job`)."""
+
+    plan: RoundPlan
+    previous: Receipt | None = None
+
+    @property
+    def requests(self) -> list[CaptureRequest]:
+        return self.plan.requests()
+
+    def headline(self) -> str:
+        p = self.plan
+        return f"{p.candidate} vs {p.baseline}: {len(p.rows)} rows × {len(self.requests)} captures → {p.folder}"
+
+    def dry_run_lines(self) -> list[str]:
+        """What ``--dry-run`` prints: the protocol, each capture with its first arm, each row."""
+        lines = [protocol_text(self.plan.header())]
+        for r in self.requests:
+            what = "back to back" if r.order == "blocked" else "ABBA"
+            lines.append(f"{r.folder.name}: {what}, first arm {r.arms[0]}")
+        return [*lines, *(f"row {row.label} = {row.shape}" for row in self.plan.rows)]
+
+    @property
+    def steps(self) -> int:
+        """Progress steps of :meth:`run`: one per row and capture."""
+        return len(self.plan.rows) * len(self.requests)
+
+    def run(self, on_line: Callable[[str], None] = lambda _: None,
+            on_progress: Callable[[str], None] = lambda _: None) -> Receipt:  # fmt: skip
+        """Capture, judge, write the receipts and the page; an empty round folder is removed when it stops."""
+        try:
+            return run_round(self.plan, on_line=on_line, on_progress=on_progress, previous=self.previous, report=True)
+        except BaseException:
+            with contextlib.suppress(OSError):  # an empty round folder says nothing; one with a capture is kept
+                self.plan.folder.rmdir()
+            raise
+
+
+def round_job(
+    rows: str | None, baseline: str | None, candidate: str | None, out_root: Path, *, captures: int | None = None,
+    protocol: Protocol, gates: Callable[[], Gates], retry: Path | None = None, runnable: bool = True,
+) -> RoundJob:  # fmt: skip
+    """The round ``traceattr round`` asks for: a retry of *retry*'s refused rows (its arms, protocol and gates),
+    else a new round over *rows*; with *runnable*, refused here (one line) when its first capture could not run.
+    *gates* is asked for only by a new round with its rows and arms given (so those refusals come first)."""
+    if retry is not None:
+        previous = read_receipt(retry)
+        job = RoundJob(retry_plan(previous, out_root, captures=captures), previous)
+    else:
+        missing = [
+            name for name, v in (("--rows", rows), ("--baseline", baseline), ("--candidate", candidate)) if not v
+        ]
+        if missing or not (rows and baseline and candidate):
+            raise TraceattrError(f"missing {', '.join(missing)} (or --retry RECEIPT)")
+        job = RoundJob(
+            plan_round(rows, baseline, candidate, out_root, captures=captures, protocol=protocol, gates=gates())
+        )
+    if runnable:
+        require_runnable(job.plan)  # before the round folder exists: a refused round leaves nothing behind
+    return job
 
 
 def require_runnable(plan: RoundPlan) -> None:

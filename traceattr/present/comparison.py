@@ -82,7 +82,7 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
         for row in flips.iter_rows(named=True):
             console.print(
                 Text.assemble(
-                    ("note:", "yellow"), f" {printable(row['backend'])} vs the winner flips direction across rounds"
+                    ("note:", "yellow"), f" {printable(row['backend'])} vs the winner flips direction across iterations"
                 )
             )
     dropped_line(console, dropped)

@@ -186,13 +186,13 @@ def segment_span(lo: int | None, hi: int | None) -> str:
     return f"≥ {lo:,}" if hi is None else f"{lo:,}–{hi:,}"
 
 
-def search_text(header: Mapping[str, Any], result: Mapping[str, Any] | None) -> str:
-    """The answer of a ``traceattr sweep`` search (search.json's ``result``) as one sentence, family and mode first."""
+def sweep_text(header: Mapping[str, Any], result: Mapping[str, Any] | None) -> str:
+    """The answer of a ``traceattr sweep`` (sweep.json's ``result``) as one sentence, family and mode first."""
     mode = "graphs" if header.get("graphs") else "eager"
     below, above = header.get("below") or "?", header.get("above") or "?"
     head = f"{header['family']} ({mode}): "
     if result is None:
-        return head + "the search did not finish (see its steps)"
+        return head + "the sweep did not finish (see its steps)"
     if result.get("swapped"):  # the one change runs the other way: each arm stands where the other was named
         below, above = above, below
     kind, bracket, band = result["kind"], result.get("bracket"), result.get("band")
@@ -219,7 +219,7 @@ def search_text(header: Mapping[str, Any], result: Mapping[str, Any] | None) -> 
         return (head + f"no change of the really faster arm over {ctx_span(lo, hi)}: {words[ends[0]]} at "
                 f"{fmt_ctx(lo)}, {words[ends[1]]} at {fmt_ctx(hi)}: no crossover")  # fmt: skip
     refused = result.get("refused")
-    if kind == "measure":  # a decision, not an answer: what the search would do next
+    if kind == "measure":  # a decision, not an answer: what the sweep would do next
         if refused and refused["ctx"] == result["next_ctx"]:
             return (head + f"not finished: {fmt_ctx(refused['ctx'])} was refused ({refused.get('cause') or '?'}) "
                     "and is measured again next")  # fmt: skip
@@ -250,7 +250,7 @@ def time_fall_text(arm: str, ctx: int, us_at: float, next_ctx: int, us_next: flo
 
 def replay_text(now: str) -> str:
     """A record whose stored answer its own points no longer give (written by an earlier traceattr)."""
-    return f"this record's answer was written by an earlier traceattr; on its points the search now says: {now}"
+    return f"this record's answer was written by an earlier traceattr; on its points the sweep now says: {now}"
 
 
 def signed_percent(percent: float | None, digits: int = 1) -> str:

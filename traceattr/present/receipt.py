@@ -46,7 +46,7 @@ def markdown(receipt: Receipt) -> str:
         if r["sensitivity"] is not None:
             gates += f" · protocol sensitivity {r['sensitivity']:.3f}"
         if target and r["noise"] is not None and r["noise"] > target:
-            gates += f" · median noise ±{r['noise']:.2%} at {max(r['iters_rounds'] or [0])} iterations"
+            gates += f" · median noise ±{r['noise']:.2%} at {max(r['iters_captures'] or [0])} iterations"
         lines.append(
             f"| {label} | {_num(r['baseline_us'], 2)} | {_num(r['candidate_us'], 2)} | {ratio} | {verdict} | {gates} |"
         )
@@ -57,7 +57,7 @@ def markdown(receipt: Receipt) -> str:
     if refused.height:
         lines += ["", "Why each refused row was refused (what the captures show):", ""]
         for r in refused.iter_rows(named=True):
-            spent = f"{count(r['pairs'])} ABBA iterations over {count(r['rounds'])} rounds"
+            spent = f"{count(r['pairs'])} ABBA iterations over {count(r['captures'])} captures"
             lines.append(f"- **{_md(r['row'])}** ({spent}): {_md(r['cause'] or cause_text(r, h))}")
     return "\n".join(lines) + "\n"
 
@@ -147,12 +147,12 @@ def _clock_words(
 def _host_words(
     row: Mapping[str, Any], names: Mapping[str, str], limit: float, gates: Mapping[str, Any], lead: bool
 ) -> str:
-    calls = row_values(row, "calls_rounds")
+    calls = row_values(row, "calls_captures")
     found = []
     for side in ("baseline", "candidate"):
         counts = row_values(row, f"host_bound_{side}")
         per_round = [
-            f"{count(n)} / {count(total)} in round {i + 1}"
+            f"{count(n)} / {count(total)} in capture {i + 1}"
             for i, (n, total) in enumerate(zip(counts, calls, strict=False))
             if total and n / total > HOST_SHARE
         ]
@@ -211,11 +211,11 @@ def _drift_words(
         spread = drift(row, side, limit)
         if spread is None:
             continue
-        medians = ", ".join(us(v, 2) for v in row_values(row, f"{side}_rounds_us"))
-        parts.append(f"{names[side]}'s per-round medians {medians} µs ({pct(spread)} apart)")
+        medians = ", ".join(us(v, 2) for v in row_values(row, f"{side}_captures_us"))
+        parts.append(f"{names[side]}'s per-capture medians {medians} µs ({pct(spread)} apart)")
     noise = row.get("noise")
-    tail = f", each round's median within ±{pct(noise, 2)}" if noise is not None else ""
-    return "drift across rounds: " + "; ".join(parts) + tail
+    tail = f", each capture's median within ±{pct(noise, 2)}" if noise is not None else ""
+    return "drift across captures: " + "; ".join(parts) + tail
 
 
 def _bimodal_words(
@@ -245,8 +245,8 @@ _CAUSE_WORDS = {
 def _evidence_summary(row: Mapping[str, Any], names: Mapping[str, str]) -> str:
     parts = []
     for side in ("baseline", "candidate"):
-        medians = ", ".join(us(v, 2) for v in row_values(row, f"{side}_rounds_us"))
-        parts.append(f"{names[side]} per-round medians {medians} µs")
+        medians = ", ".join(us(v, 2) for v in row_values(row, f"{side}_captures_us"))
+        parts.append(f"{names[side]} per-capture medians {medians} µs")
     if row.get("directional") is not None:
         parts.append(f"directional {decimals(row['directional'], 4)}")
     return ", ".join(parts)
@@ -261,7 +261,7 @@ def protocol_text(h: Mapping[str, Any]) -> str:
     flushed = f"{(flush or 0) / 2**20:.0f} MiB L2 flush" + (f", {_FLUSH_WORDS.get(kind, kind)}" if kind else "")
     parts = [
         _sampling(p),
-        f"{p.get('order', 'abba').upper()} inside, arm order alternating between rounds",
+        f"{p.get('order', 'abba').upper()} inside, arm order alternating between captures",
         f"between calls: {p.get('between', '?')}" + (f" ({flushed})" if flush else ""),
         "CUDA graphs" if p.get("graphs") else "eager",
         *_hold_words(p, ran),
@@ -294,12 +294,12 @@ def _hold_words(p: Mapping[str, Any], ran: RunnerProtocol) -> list[str]:
 
 
 def _sampling(p: Mapping[str, Any]) -> str:
-    """``3 rounds × 20 iterations``, or with a noise target ``3 rounds × 20–500 iterations until …``."""
-    rounds, iters, noise = p.get("rounds", "?"), p.get("iters", "?"), p.get("max_noise")
+    """``3 captures × 20 iterations``, or with a noise target ``3 captures × 20–500 iterations until …``."""
+    captures, iters, noise = p.get("captures", "?"), p.get("iters", "?"), p.get("max_noise")
     if not noise:
-        return f"{rounds} rounds × {iters} iterations"
+        return f"{captures} captures × {iters} iterations"
     return (
-        f"{rounds} rounds × {iters}–{_or_unknown(p.get('max_iters'))} iterations "
+        f"{captures} captures × {iters}–{_or_unknown(p.get('max_iters'))} iterations "
         f"(until each arm's median is within ±{noise:.1%}, 95%)"
     )
 

@@ -210,7 +210,7 @@ def render_plan(plan: Any, console: Console) -> None:
         r.between, f"L2 flush {size(r.flush_bytes)} then {r.between.partition('+')[2]}'s call before every call"
     )  # fmt: skip
     console.print(
-        f"{r.iters} rounds × {len(plan.runnable)} arms ({order}), {r.warmup} warm-up calls each, "
+        f"{r.iters} iterations × {len(plan.runnable)} arms ({order}), {r.warmup} warm-up calls each, "
         f"{before}{', CUDA graphs' if r.graphs else ''}"
         f"{', shuffled pages' if r.shuffle else ''}; validation {'on' if r.validate else 'off'}"
     )

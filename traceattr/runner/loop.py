@@ -6,11 +6,11 @@ measured rank's shard). Each arm is prepared, run once and compared with the
 torch reference (a wrong kernel is refused, never timed), the output of that
 call is fingerprinted, then it is warmed up. The timed calls follow
 ``plan.order`` (:func:`traceattr.runner.plan.call_order`): ``abba`` runs
-``iters`` rounds in which every arm runs once, in A B … order on even rounds
-and reversed on odd ones (with ``plan.max_noise``, rounds are added ten at
+``iters`` iterations in which every arm runs once, in A B … order on even iterations
+and reversed on odd ones (with ``plan.max_noise``, iterations are added ten at
 a time, up to ``plan.max_iters``, until every arm's CUDA-event median is that
 precise: nvbench's stopping rule, which never looks at how the arms compare);
-``blocked`` runs each arm's calls back to back (added rounds: one more block
+``blocked`` runs each arm's calls back to back (added iterations: one more block
 per arm, so the back-to-back medians are as precise as the interleaved ones).
 Before every call runs ``plan.between``: the L2 flush in its own
 ``traceattr:flush`` range (``flush``; :mod:`traceattr.runner.flush`: a fill, then reads that evict), the flush and then another arm's call in
@@ -47,13 +47,18 @@ runner.json — the protocol ``profile``, ``compare`` and ``round`` read::
         backends: {label: {arm: "A", status: "ok" | "unavailable" | "wrong" | "failed", reason?: str,
                            notes: [str], prepare_s: float, relative_error: float (vs the torch reference),
                            merge_relative_error?, lse_abs_error?: float (DCP rows: the merge vs a torch merge, the
-                           rank's base-2 LSE vs the torch one), output_sha256: str (bitwise hash of the
+                           base-2 LSE vs the torch one), dcp_path?: "flashinfer dcp" | "emulated" (DCP rows:
+                           traceattr.backends.dcp; on "flashinfer dcp" relative_error and lse_abs_error are the
+                           merged output's over the whole context, on "emulated" the measured rank's over its
+                           shard), output_sha256: str (bitwise hash of the
                            output rows [rows, heads, 512] of one deterministic call, taken before timing)}}}}
     timed: bool
+    stamps?: [{file, arm, shape, iters, layout, width, kernels}]  instrumented calls' phase stamps (runner.stamps)
+    shapes[shape].floor?: {label: {probe: [µs]}}  floor probes' CUDA-event times (runner.stamps)
     events: [{backend: label, shape, iter, event_us}]   CUDA-event time of every timed call
     clocks: {...}                   the whole timed loop (samples, medians, temperature, power)
     shapes[shape].sampling: {iters, max_noise, noise: {label: fraction}}
-                                    ABBA rounds run on the shape and each arm's median noise (half the
+                                    ABBA iterations run on the shape and each arm's median noise (half the
                                     95% interval of its CUDA-event median, relative) when they stopped
     shapes[shape].hold: {groups, timeouts, gpu_wait_us: {median, max}, group_enqueue_us: {median, max},
                          call_enqueue_us: {label: {median, max}}}
@@ -82,9 +87,9 @@ import torch
 from traceattr.backends import current_device
 from traceattr.backends.arms import Arm, arm_backend, check_arm, parse_arm, parse_arms
 from traceattr.backends.base import SM_SCALE
-from traceattr.backends.dcp import DcpCall, prepare_dcp
+from traceattr.backends.dcp import DcpCall, dcp_path, prepare_dcp
 from traceattr.backends.inputs import as_shape, build_inputs
-from traceattr.backends.reference import LSE_LIMIT, lse_error, merge_reference, mla_reference_lse, relative_error
+from traceattr.backends.reference import LSE_LIMIT, mla_reference_lse, relative_error
 from traceattr.core.callnames import BETWEEN, DOMAIN, FLUSH, HOLD, LEAD, WARMUP, CallName
 from traceattr.core.errors import BackendUnsupported
 from traceattr.core.precision import median_noise
@@ -93,7 +98,8 @@ from traceattr.core.shapes import Shape, parse_shape
 from traceattr.runner.environment import ClockSampler, gpu_facts, versions
 from traceattr.runner.flush import Flush
 from traceattr.runner.hold import DEFAULT_TIMEOUT_S, HoldLog, HostHold
-from traceattr.runner.plan import RunPlan, arm_letters, between_arm, call_order, event_directional, more_rounds
+from traceattr.runner.plan import RunPlan, arm_letters, between_arm, call_order, event_directional, more_iterations
+from traceattr.runner.stamps import StampLog, time_floor_probes
 
 
 def say(message: str) -> None:
@@ -167,8 +173,7 @@ def prepare_arm(arm: Arm, shape: Shape, data: ShapeInputs, seed: int) -> tuple[A
     backend = arm_backend(arm)
     if shape.dcp == 1:
         return backend.prepare(call_shape, inputs), inputs
-    call = backend.prepare(call_shape, inputs, lse=True)
-    return prepare_dcp(call.plan, call, shape.dcp, seed), inputs
+    return prepare_dcp(backend, shape, inputs, seed), inputs
 
 
 def check_output(arm: Arm, shape: Shape, call: Any, inputs: Any, data: ShapeInputs, plan: RunPlan,
@@ -181,14 +186,8 @@ def check_output(arm: Arm, shape: Shape, call: Any, inputs: Any, data: ShapeInpu
         return None
     limit = plan.tolerance[inputs.shape.kv_dtype]
     if isinstance(call, DcpCall):
-        merged = merge_reference(call.partials, call.partial_lse)
-        entry["merge_relative_error"] = relative_error(rows, merged)
-        if not entry["merge_relative_error"] <= limit:
-            return f"DCP merge differs from a torch merge: relative error {entry['merge_relative_error']:.3g}"
-        entry["lse_abs_error"] = lse_error(call.partial_lse[-1], data.reference_lse(inputs))
-        if not entry["lse_abs_error"] <= LSE_LIMIT[inputs.shape.kv_dtype]:
-            return f"the rank's LSE differs from the torch reference by {entry['lse_abs_error']:.3g} (base 2 expected)"
-        rows = call.rank_rows()
+        shard = lambda: (data.reference(inputs), data.reference_lse(inputs))  # noqa: E731
+        return call.check(rows, shard, limit, LSE_LIMIT[inputs.shape.kv_dtype], entry)
     err = relative_error(rows, data.reference(inputs))
     entry["relative_error"] = err
     if not err <= limit:
@@ -243,7 +242,11 @@ def run(plan: RunPlan, folder: Path) -> dict[str, Any]:
     if not timed_shapes:
         results["timed"] = False
         return results
-    events, clocks = time_shapes(timed_shapes, plan, tuple(a.label for a in arms), letters, flush, facts, results)
+    stamps = StampLog()  # phase stamps of instrumented calls (runner.stamps, docs/phases.md)
+    events, clocks = time_shapes(timed_shapes, plan, tuple(a.label for a in arms), letters, flush, facts, results,
+                                 stamps)  # fmt: skip
+    if index := stamps.write(folder):  # only instrumented arms add the key: runner.json is otherwise unchanged
+        results["stamps"] = index
     results["timed"] = True
     results["events"] = events
     results["clocks"] = clocks
@@ -296,6 +299,8 @@ def prepare_checked(arm: Arm, shape: Shape, data: ShapeInputs, plan: RunPlan, de
         say(f"{name}: unavailable: {entry['reason']}")
         return None
     entry["notes"] = list(call_plan.notes)
+    if shape.dcp > 1:
+        entry["dcp_path"] = dcp_path(arm_backend(arm))
     try:
         started = time.time()
         say(f"{name}: preparing (first use compiles)")
@@ -342,7 +347,8 @@ def prepare_predecessor(between: Arm, shape: Shape, data: ShapeInputs, plan: Run
 
 def time_shapes(timed_shapes: list[ShapeReady], plan: RunPlan, labels: tuple[str, ...], letters: dict[str, str],
                 flush: Flush | None, facts: dict[str, Any],
-                results: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
+                results: dict[str, Any],
+                stamps: StampLog | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
     """Time every ready shape inside one capture range, each shape's clocks, sampling and hold into *results*;
     (every timed call's CUDA-event time, the whole loop's clocks)."""
     events: list[dict[str, Any]] = []
@@ -370,10 +376,13 @@ def time_shapes(timed_shapes: list[ShapeReady], plan: RunPlan, labels: tuple[str
                     run_between(flush, item.predecessor)
                     ready[name].launch()
             torch.cuda.synchronize()
-            timing = ShapeTiming(shape, ready, item.predecessor, order_arms, letters, flush, holder, events)
+            timing = ShapeTiming(shape, ready, item.predecessor, order_arms, letters, flush, holder, events,
+                                 stamps=stamps or StampLog())  # fmt: skip
             done, noise, log = timing.run(plan)
             clocks.sample()
             timed_report = results["shapes"][shape.name]
+            if floor := time_floor_probes(ready, shape.name, flush):
+                timed_report["floor"] = floor
             timed_report["clocks"] = clocks.window(window_start, time.time(), max_sm)
             timed_report["sampling"] = {"iters": done, "max_noise": plan.max_noise,
                                         "noise": {k: None if math.isnan(v) else round(v, 6) for k, v in noise.items()}}  # fmt: skip
@@ -386,7 +395,7 @@ def time_shapes(timed_shapes: list[ShapeReady], plan: RunPlan, labels: tuple[str
 
 @dataclass
 class ShapeTiming:
-    """One shape's timed loop: groups of calls (ABBA rounds, or blocks) until the stopping rule says enough."""
+    """One shape's timed loop: groups of calls (ABBA iterations, or blocks) until the stopping rule says enough."""
 
     shape: Shape
     ready: dict[str, Prepared]
@@ -396,13 +405,14 @@ class ShapeTiming:
     flush: Flush | None
     holder: HostHold | None
     events: list[dict[str, Any]]  # every timed call's CUDA-event time is appended here
+    stamps: StampLog = field(default_factory=StampLog)
     times: dict[str, list[float]] = field(default_factory=dict)
     log: HoldLog = field(default_factory=HoldLog.empty)
     held: HostHold | None = None
     last_timed_out: bool = False
 
     def run(self, plan: RunPlan) -> tuple[int, dict[str, float], HoldLog]:
-        """(rounds run, each arm's median noise, the hold's log)."""
+        """(iterations run, each arm's median noise, the hold's log)."""
         self.times = {name: [] for name in self.order_arms}
         self.held = self.holder
         done, todo = 0, plan.iters
@@ -414,11 +424,11 @@ class ShapeTiming:
             noise = {name: median_noise(v) for name, v in self.times.items()}
             # stop early when more calls cannot help: the orders disagree far beyond any gate, or the
             # hold gave up (the host sets the spread); the round names the cause
-            todo = more_rounds(done, noise, plan, directional=event_directional(self.times, self.order_arms),
+            todo = more_iterations(done, noise, plan, directional=event_directional(self.times, self.order_arms),
                                host_waited=self.holder is not None and self.held is None)  # fmt: skip
             if todo:
                 worst = max(noise, key=lambda k: math.inf if math.isnan(noise[k]) else noise[k])
-                say(f"noise {self.shape.name}: {done} rounds, {worst} median ±{noise[worst]:.2%}: {todo} more")
+                say(f"noise {self.shape.name}: {done} iterations, {worst} median ±{noise[worst]:.2%}: {todo} more")
         return done, noise, self.log
 
     def group(self, group: list[tuple[str, int]], plan: RunPlan) -> None:
@@ -441,6 +451,7 @@ class ShapeTiming:
                 start.record()
                 self.ready[name].launch()
                 stop.record()
+            self.stamps.after_call(name, self.shape.name, r, self.ready[name].call)  # outside the call's range
             self.log.add_call(name, time.perf_counter_ns() - enqueue_start)
             timed.append((name, r, start, stop))
         if held is not None:

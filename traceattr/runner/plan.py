@@ -1,4 +1,4 @@
-"""How the runner schedules its calls: the order of arms, what runs between calls, when to stop adding rounds.
+"""How the runner schedules its calls: the order of arms, what runs between calls, when to stop adding iterations.
 
 The plan itself (:class:`RunPlan`, plan.json) is a run-folder record of
 :mod:`traceattr.core.records`; it is imported here so the runner and the jobs
@@ -12,8 +12,17 @@ from traceattr.core.errors import TraceattrError
 from traceattr.core.protocol import DEFAULT_MAX_ITERS, MAX_HOLD_US, ORDERS
 from traceattr.core.records import RunPlan
 
-__all__ = ["RunPlan", "arm_letters", "between_arm", "call_order", "check_between", "check_timing", "event_directional",
-           "more_rounds", "round_order"]  # fmt: skip
+__all__ = [
+    "RunPlan",
+    "arm_letters",
+    "between_arm",
+    "call_order",
+    "check_between",
+    "check_timing",
+    "event_directional",
+    "iteration_order",
+    "more_iterations",
+]  # fmt: skip
 
 
 BETWEEN = ("flush", "none")  # or "flush+ARM"
@@ -48,24 +57,24 @@ def arm_letters(backends: tuple[str, ...]) -> dict[str, str]:
     return {b: letters[i] if i < len(letters) else f"A{i}" for i, b in enumerate(backends)}
 
 
-def round_order(backends: tuple[str, ...], r: int) -> tuple[str, ...]:
-    """ABBA: even rounds in order, odd rounds reversed, so drift and warm-up hit every arm alike."""
+def iteration_order(backends: tuple[str, ...], r: int) -> tuple[str, ...]:
+    """ABBA: even iterations in order, odd ones reversed, so drift and warm-up hit every arm alike."""
     return backends if r % 2 == 0 else tuple(reversed(backends))
 
 
-NOISE_STEP = 10  # rounds added at a time while the noise is above max_noise (even: both ABBA orders alike)
+NOISE_STEP = 10  # iterations added at a time while the noise is above max_noise (even: both ABBA orders alike)
 
 
 def call_order(arms: tuple[str, ...], iters: int, order: str, start: int = 0) -> list[list[tuple[str, int]]]:
     """The timed calls as groups of (arm, iteration); one group is in flight at a time.
 
-    ``abba``: group r is round r (every arm once, reversed on odd rounds), for
-    rounds ``start`` … ``start + iters - 1`` (more rounds continue the alternation).
+    ``abba``: group r is iteration r (every arm once, reversed on odd ones), for
+    iterations ``start`` … ``start + iters - 1`` (more continue the alternation).
     ``blocked``: each arm's ``iters`` calls back to back, arms in the order given (more
-    rounds: another block per arm), cut into groups of ``len(arms)`` calls so as many calls are in flight as with abba.
+    iterations: another block per arm), cut into groups of ``len(arms)`` calls so as many calls are in flight as with abba.
     """
     if order == "abba":
-        return [[(a, r) for a in round_order(arms, r)] for r in range(start, start + iters)]
+        return [[(a, r) for a in iteration_order(arms, r)] for r in range(start, start + iters)]
     if order != "blocked":
         raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
     flat = [(a, r) for a in arms for r in range(start, start + iters)]
@@ -90,11 +99,11 @@ def check_timing(iters: int, max_noise: float | None, max_iters: int | None, hol
 HOPELESS_DIRECTIONAL = 0.10
 
 
-def more_rounds(
+def more_iterations(
     done: int, noise: dict[str, float], plan: RunPlan, *, directional: float | None = None,
     host_waited: bool = False,
 ) -> int:  # fmt: skip
-    """How many more ABBA rounds a shape needs after *done*, given each arm's median noise so far (0: stop).
+    """How many more ABBA iterations a shape needs after *done*, given each arm's median noise so far (0: stop).
 
     The noise rule looks only at each arm's own spread, never at how the arms
     compare, so stopping on it cannot steer a verdict. Two things stop the
@@ -104,7 +113,7 @@ def more_rounds(
       host sets the spread (``runner.hold``; the receipt names the cause);
     * *directional* (:func:`event_directional`, the capture's CUDA-event
       disagreement between the two arm orders) above :data:`HOPELESS_DIRECTIONAL`
-      after the first ``plan.iters`` rounds: the row will be refused by the
+      after the first ``plan.iters`` iterations: the row will be refused by the
       order, however precise its medians.
 
     The round decides what needs several captures (``analysis.rounds.certain_refusals``
@@ -121,10 +130,10 @@ def more_rounds(
 
 
 def event_directional(times: dict[str, list[float]], arms: tuple[str, ...]) -> float | None:
-    """|median ratio when the first arm ran first − when the second did|, from ABBA's per-round times.
+    """|median ratio when the first arm ran first − when the second did|, from ABBA's per-iteration times.
 
-    *times*: each arm's time per round in round order, *arms* in the capture's order (round r runs
-    :func:`round_order`). None unless exactly two arms with an even and an odd round each.
+    *times*: each arm's time per iteration in iteration order, *arms* in the capture's order (iteration r runs
+    :func:`iteration_order`). None unless exactly two arms with an even and an odd iteration each.
     """
     if len(arms) != 2:
         return None

@@ -1,19 +1,25 @@
 """One DCP rank of a real multi-GPU run (``traceattr profile --ranks N``); nsys runs one per GPU.
 
 Decode context parallelism as it is served: rank r holds shard r of the
-context (:meth:`traceattr.core.shapes.Shape.dcp_shards`) and attends over it with
+context (:meth:`traceattr.core.shapes.Shape.dcp_shards` tokens) and attends over it with
 all heads, returning (output, LSE); the N partials are all-gathered over NCCL
 (torch.distributed) and merged with ``flashinfer.merge_states``. Unlike the
 one-GPU emulation (:mod:`traceattr.backends.dcp`), every partial is real and
-so is the communication.
+so is the communication. On ``cute-dsl`` each rank's call is flashinfer's own
+DCP path (``flashinfer dcp``: cyclic shards, rank r holding positions r mod N,
+``enable_dcp``/``cp_world``/``cp_rank``/``causal_seqlens_kv_global``, as on one
+GPU); on other backends the shards are contiguous, each rank's causal mask its
+own shard's (``contiguous shards``). ``rank<r>.json`` says which (``dcp_path``).
 
 Per iteration: the L2 flush in ``traceattr:flush``, a barrier (the ranks start
 each call together; outside every timed range), then one ``traceattr`` range
 ``backend=… shape=… arm=A iter=i`` around the rank's whole step, holding three
 ranges: ``dcp attention``, ``dcp all-gather`` and ``dcp merge``
-(:mod:`traceattr.core.callnames`). Before timing, each rank checks its partial
-against the torch reference over its shard (output and base-2 LSE), and the
-merged output against a torch merge of the gathered partials. Writes ``rank<r>.json`` beside its
+(:mod:`traceattr.core.callnames`). Before timing, each rank checks the merged
+output against a torch merge of the gathered partials, and against the torch
+reference: on ``flashinfer dcp`` the merged output and LSE over the whole context
+(every rank builds every shard from the same seeds), on ``contiguous shards``
+its own partial (output and base-2 LSE) over its shard. Writes ``rank<r>.json`` beside its
 report. Environment: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
 (set by :mod:`traceattr.jobs.rank_runs`).
 """
@@ -35,6 +41,16 @@ import torch.distributed as dist
 
 from traceattr.backends.arms import arm_backend, parse_arm
 from traceattr.backends.base import SM_SCALE
+from traceattr.backends.dcp import (
+    CONTIGUOUS_SHARDS,
+    EMULATED,
+    FLASHINFER_DCP,
+    DcpRank,
+    dcp_path,
+    dcp_rank_inputs,
+    dcp_whole,
+    merged_lse,
+)
 from traceattr.backends.inputs import build_inputs
 from traceattr.backends.reference import LSE_LIMIT, lse_error, merge_reference, mla_reference_lse, relative_error
 from traceattr.core.callnames import DCP_ATTENTION, DCP_GATHER, DCP_MERGE, DOMAIN, FLUSH, CallName
@@ -94,21 +110,36 @@ def run(plan: dict[str, Any], folder: Path) -> dict[str, Any]:
     arm = parse_arm(plan["arm"])
     shard = shape.dcp_shards()[rank]
     mine = replace(shape, ctx=shard, dcp=1)
-    result: dict[str, Any] = {"rank": rank, "world": world, "shard_tokens": shard, "gpu": gpu_facts(),
-                              "versions": versions(), "plan": plan}  # fmt: skip
-    say(rank, f"{shape.name}: building my shard ({shard:,} tokens × {shape.batch})")
-    inputs = build_inputs(mine, shuffle=False, seed=plan["seed"] + rank)  # each rank its own tokens
-    call = arm_backend(arm).prepare(arm.call_shape(mine), inputs, lse=True)
+    backend = arm_backend(arm)
+    path = CONTIGUOUS_SHARDS if dcp_path(backend) == EMULATED else FLASHINFER_DCP
+    result: dict[str, Any] = {"rank": rank, "world": world, "shard_tokens": shard, "dcp_path": path,
+                              "gpu": gpu_facts(), "versions": versions(), "plan": plan}  # fmt: skip
+    say(rank, f"{shape.name}: building my shard ({shard:,} tokens × {shape.batch}, {path})")
+    whole = None
+    if path == FLASHINFER_DCP:
+        # every rank builds every shard alike (same seeds): its own for its call, all of them for the reference
+        last = build_inputs(shape.rank_share(), shuffle=False, seed=plan["seed"])
+        shards = dcp_rank_inputs(last, shape, plan["seed"])
+        inputs = shards[rank]
+        call = backend.prepare(inputs.shape, inputs, dcp=DcpRank(shape, rank))
+        whole = dcp_whole(shards, shape) if plan["validate"] else None
+    else:
+        inputs = build_inputs(mine, shuffle=False, seed=plan["seed"] + rank)  # each rank its own tokens
+        call = backend.prepare(arm.call_shape(mine), inputs, lse=True)
     out, lse = call.run()
     rows = call.output_rows(out)
     step = RankStep(call, world, rows, lse)
     tolerance = plan["tolerance"][mine.kv_dtype]
     if plan["validate"]:
-        ref, ref_lse = mla_reference_lse(inputs, inputs.layout.requests(), SM_SCALE)
-        err, lse_err = relative_error(rows, ref), lse_error(lse, ref_lse)
         merged = step.run()
         torch.cuda.synchronize()
         merge_err = relative_error(merged, merge_reference(step.gathered, step.gathered_lse))
+        if whole is not None:  # flashinfer dcp: the merged output over the whole context
+            ref, ref_lse = mla_reference_lse(whole, whole.layout.requests(), SM_SCALE)
+            err, lse_err = relative_error(merged, ref), lse_error(merged_lse(step.gathered_lse), ref_lse)
+        else:  # contiguous shards: this rank's partial over its shard
+            ref, ref_lse = mla_reference_lse(inputs, inputs.layout.requests(), SM_SCALE)
+            err, lse_err = relative_error(rows, ref), lse_error(lse, ref_lse)
         result.update(relative_error=err, merge_relative_error=merge_err, lse_abs_error=lse_err)
         if not (err <= tolerance and merge_err <= tolerance and lse_err <= LSE_LIMIT[mine.kv_dtype]):
             raise SystemExit(f"rank {rank}: refused: attention error {err:.3g}, merge error {merge_err:.3g}, "

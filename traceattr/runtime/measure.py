@@ -1,7 +1,7 @@
 """Timing dispatchers along a trajectory on the GPU, and checking their outputs against eager calls.
 
 Per step every contender (a fixed arm is a dispatcher over a one-segment table) is prepared once
-(choose + re-plan, host), then replayed in *rounds* rounds, the contenders' order reversed every other
+(choose + re-plan, host), then replayed in *iters* ABBA iterations, the contenders' order reversed every other
 round (ABBA), with the caller's cache flush before each call outside the timed range; each call is
 timed by CUDA events around the replay alone and wrapped in an NVTX range
 ``decode step=<i> arm=<label>`` so nsys can confirm the events. The flush is the caller's (the
@@ -24,29 +24,28 @@ from traceattr.runtime.trajectory import Step
 
 @dataclass
 class TrajectoryTimes:
-    """GPU µs per contender, step and round; the arm each contender chose per step; host ns per step."""
+    """GPU µs per contender, step and iteration; the arm each contender chose per step; host ns per step."""
 
     labels: tuple[str, ...]
     steps: tuple[Step, ...]
-    rounds: int
-    times_us: dict[str, list[list[float]]] = field(default_factory=dict)  # label -> [step][round]
+    iters: int
+    times_us: dict[str, list[list[float]]] = field(default_factory=dict)  # label -> [step][iteration]
     chosen: dict[str, list[str]] = field(default_factory=dict)
     host_ns: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # label -> choose/replan/launch
     equal: dict[str, list[bool]] = field(default_factory=dict)  # label -> per step: bitwise equal to eager
     wall_s: float = 0.0
 
 
-def time_trajectory(contenders: Mapping[str, Dispatcher | ByQuery], steps: Sequence[Step], *, rounds: int,
+def time_trajectory(contenders: Mapping[str, Dispatcher | ByQuery], steps: Sequence[Step], *, iters: int,
                     flush: Callable[[], None], check: Callable[[str, Step, Any], bool] | None = None) -> TrajectoryTimes:  # fmt: skip
     """Time every contender at every step (see the module doc); *check(arm, step, out)* compares outputs."""
     labels = tuple(contenders)
-    run = TrajectoryTimes(labels, tuple(steps), rounds)
+    run = TrajectoryTimes(labels, tuple(steps), iters)
     for label in labels:
         run.times_us[label] = []
         run.equal[label] = []
     events = [
-        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-        for _ in range(rounds * len(labels))
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters * len(labels))
     ]
     t_start = time.perf_counter()
     # nsys --capture-range=cudaProfilerApi records from here to the stop below (a no-op without a profiler)
@@ -56,11 +55,11 @@ def time_trajectory(contenders: Mapping[str, Dispatcher | ByQuery], steps: Seque
             d.prepare(step)
         k = 0
         slots: dict[str, list[int]] = {label: [] for label in labels}
-        for r in range(rounds):
+        for r in range(iters):
             order = labels if r % 2 == 0 else labels[::-1]
             for label in order:
                 flush()
-                torch.cuda.nvtx.range_push(f"decode step={i} arm={label} round={r}")
+                torch.cuda.nvtx.range_push(f"decode step={i} arm={label} iter={r}")
                 start, end = events[k]
                 start.record()
                 contenders[label].launch()

@@ -65,7 +65,7 @@ def key_ctx_of(steps: Sequence[Step]) -> list[int]:
 MAX_SEQ_LEN = 1 << 22  # 4,194,304 tokens: above every served MLA context (DeepSeek 128k, Kimi 256k, 1M tests)
 MAX_BATCH = 256  # requests a step: one CUDA graph per batch size is captured, and every request owns a KV slot
 MAX_SLOT_TOKENS = 1 << 26  # batch × longest seq_len: the slot layout's KV (576 bf16 a token: 72 GiB at the cap)
-MAX_STEPS = 10_000  # each step is replayed rounds × contenders times after a 256 MiB flush: ~1 h at the cap
+MAX_STEPS = 10_000  # each step is replayed iters × contenders times after a 256 MiB flush: ~1 h at the cap
 MAX_BYTES = 16 << 20  # the file itself
 _DIGITS = re.compile(r"[0-9]{1,9}")  # ASCII only: int() would also take '١٢', '1_000' and '+3'
 _SEPARATOR = re.compile(r"[,\s]+")

@@ -1,7 +1,7 @@
 """The page of a round (``traceattr round``, ``traceattr report ROUND_FOLDER``): the receipt leads.
 
 Order: the receipt (verdict table, geomean, "k / n rows pass", every refusal
-with its cause), the per-row evidence (per-round medians, the predecessor
+with its cause), the per-row evidence (per-capture medians, the predecessor
 split, host-bound counts, the two groups of a bimodal arm, iterations spent),
 then the first capture's figures, each saying that it shows the first capture
 only, and the run's metadata folded at the end. The first capture's decision
@@ -29,7 +29,7 @@ from traceattr.present.report.html import Section, page, run_html
 from traceattr.present.report.table import receipt_table
 
 FIRST_CAPTURE = (
-    "From here on, the figures show the round's first capture only (one of its rounds); the verdicts are the "
+    "From here on, the figures show the round's first capture only (one of its captures); the verdicts are the "
     "receipt's. A decision rule is drawn only between rows the round passed."
 )
 
@@ -119,7 +119,7 @@ def receipt_section(receipt: Receipt) -> Section:
     return Section(
         "round",
         f"Round: {h.get('candidate')} vs {h.get('baseline')}",
-        "Per row: each arm's median of its per-round medians (per arm order of the captures, then the geometric "
+        "Per row: each arm's median of its per-capture medians (per arm order of the captures, then the geometric "
         "mean of the two orders, so both weigh alike), ratio candidate/baseline with its bootstrap interval "
         "(paired calls), and the verdict (faster/slower: the interval excludes 1; same: within the tolerance; "
         "ambiguous: neither). A row is refused when a gate fails or was not measured: directional disagreement "
@@ -135,14 +135,14 @@ def evidence_section(receipt: Receipt) -> Section:
     h = receipt.header
     names = (str(h.get("baseline", "baseline")), str(h.get("candidate", "candidate")))
     split = ("{0} first / second in group" if led(h) else "{0} after itself / after {1}").format
-    head = ("row", "attempt", "iterations per round", f"{names[0]} per round µs", f"{names[1]} per round µs",
+    head = ("row", "attempt", "iterations per capture", f"{names[0]} per capture µs", f"{names[1]} per capture µs",
             split(names[0], names[1]), split(names[1], names[0]),
-            "host-bound calls per round", "two groups of calls", "stopped early")  # fmt: skip
+            "host-bound calls per capture", "two groups of calls", "stopped early")  # fmt: skip
     rows = []
     for r in receipt.rows.iter_rows(named=True):
         cells = [
-            r["row"], str(r["attempt"]), " · ".join(count(n) for n in r["iters_rounds"] or []),
-            _list_us(r["baseline_rounds_us"]), _list_us(r["candidate_rounds_us"]),
+            r["row"], str(r["attempt"]), " · ".join(count(n) for n in r["iters_captures"] or []),
+            _list_us(r["baseline_captures_us"]), _list_us(r["candidate_captures_us"]),
             _split(r, "baseline"), _split(r, "candidate"), _host(r, names), _modes(r, names), r["stopped"] or "",
         ]  # fmt: skip
         rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
@@ -155,11 +155,11 @@ def evidence_section(receipt: Receipt) -> Section:
         "evidence",
         "Per-row evidence",
         "What the receipt's numbers and causes come from, over every capture of the round: each arm's median in "
-        "each round (drift shows here); each arm's median with its 95% interval when it followed itself and when "
+        "each capture (drift shows here); each arm's median with its 95% interval when it followed itself and when "
         "it followed the other arm (in ABBA the call after itself is also the first of its group; with a lead call "
         "opening each group, every call follows the other arm and the split is first vs second); calls that "
         "waited for their own launches (host-bound: no queue wait, GPU idle inside the call); an arm whose calls "
-        "fall into two groups; and the rows whose refusal was certain before the last round. Empty cells: not "
+        "fall into two groups; and the rows whose refusal was certain before the last capture. Empty cells: not "
         "recorded (receipts written before traceattr recorded evidence).",
         body,
     )
@@ -178,7 +178,7 @@ def _split(r: dict[str, Any], side: str) -> str:
 
 
 def _host(r: dict[str, Any], names: tuple[str, str]) -> str:
-    calls = r.get("calls_rounds")
+    calls = r.get("calls_captures")
     if not calls:
         return ""
     parts = [f"{name} {', '.join(count(n) for n in row_values(r, f'host_bound_{side}'))} of {', '.join(count(c) for c in calls)}"

@@ -1,14 +1,14 @@
-"""The page of a sweep (``traceattr report SWEEP_FOLDER``, or its search.json): the answer leads.
+"""The page of a sweep (``traceattr report SWEEP_FOLDER``, or its sweep.json): the answer leads.
 
-Order: the answer (the search's result in the words the terminal prints,
-:func:`~traceattr.present.formats.search_text`, with a note where the record's own points now give
+Order: the answer (the sweep's result in the words the terminal prints,
+:func:`~traceattr.present.formats.sweep_text`, with a note where the record's own points now give
 another answer, and where an arm's time falls as ctx grows); the decision chart with the bisection on
 it (per measured ctx the ratio t(above) / t(below) with its 95% interval, labelled with its step,
 filled where it passed its gates and a red cross where a gate refused it; the bracket shaded green, a
 tie band grey, several crossings orange, the medians' crossing dotted), and the steps as a table; the
 dispatch table built from the sweep's gated points with its regret (the table's choice against the
-fastest per shape, "always X", leave-one-out, the graph-safe choice); last, folded, the search's
-header. No trace is read: everything comes from search.json.
+fastest per shape, "always X", leave-one-out, the graph-safe choice); last, folded, the sweep's
+header. No trace is read: everything comes from sweep.json.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from traceattr.analysis.dispatch_table import FamilyTable, dispatch_table, lookup
-from traceattr.analysis.search_points import dispatch_frames, replay, time_falls
 from traceattr.analysis.stats import SAME_WITHIN
+from traceattr.analysis.sweep_points import dispatch_frames, replay, time_falls
 from traceattr.core.output import write_text
-from traceattr.core.records import SearchPoint, SearchRecord
+from traceattr.core.records import SweepPoint, SweepRecord
 from traceattr.core.shapes import fmt_ctx
 from traceattr.present.dispatch import regret_text, segments_text
 from traceattr.present.formats import (
@@ -34,7 +34,7 @@ from traceattr.present.formats import (
     decimals,
     pct,
     replay_text,
-    search_text,
+    sweep_text,
     time_fall_text,
     times_with_interval,
     us,
@@ -46,27 +46,27 @@ BRACKET_FILL, BAND_FILL, CROSSINGS_FILL = "rgba(26,127,55,0.12)", "rgba(120,120,
 TIE_COLOR, REFUSED_COLOR = "#9a7d00", "#cf222e"
 
 
-def write_sweep_report(record: SearchRecord, path: Path, title: str) -> Path:
+def write_sweep_report(record: SweepRecord, path: Path, title: str) -> Path:
     """Write the page of *record* to *path* atomically; the path written."""
     return write_text(path, sweep_page(record, title))
 
 
-def sweep_page(record: SearchRecord, title: str) -> str:
+def sweep_page(record: SweepRecord, title: str) -> str:
     """The page of a sweep (see the module doc) as one HTML document."""
     h = record.header
     below, above = _sides(record)
     sections = [
         answer_section(record),
         Section(
-            "search",
-            "The search along context",
+            "sweep",
+            "The sweep along context",
             f"Each measured context: {above}'s median time over {below}'s (log; below 1: {above} faster), with its "
             "95% interval over the paired calls, labelled with the step that measured it. Filled: the point "
             "passed every gate and was used; a red cross: a gate refused it (not used; measured once more). "
             f"Green: the bracket ({below} really faster at its left end, {above} at its right); grey: a band "
             "where neither is; orange: several changes of the faster arm; dotted: where the medians cross; the "
             "grey strip around 1: the same within ±1%. Below the chart, every step with its gates.",
-            figure_html(search_figure(record), "fig-search") + steps_table(record),
+            figure_html(sweep_figure(record), "fig-sweep") + steps_table(record),
         ),
         dispatch_section(record),
         metadata_section(record),
@@ -79,35 +79,35 @@ def sweep_page(record: SearchRecord, title: str) -> str:
     return page(title, f'<p class="subtitle">{html.escape(subtitle)}</p>', sections, get_plotlyjs())
 
 
-def _shown(record: SearchRecord) -> Mapping[str, Any] | None:
+def _shown(record: SweepRecord) -> Mapping[str, Any] | None:
     """What the page reports: the result, or while unfinished the last step's decision."""
     if record.result is not None:
         return record.result
     return record.steps[-1]["decision"] if record.steps else None
 
 
-def answer_section(record: SearchRecord) -> Section:
+def answer_section(record: SweepRecord) -> Section:
     notes = []
     now = replay(record)
     if record.result is not None and now is not None and now.to_json() != dict(record.result):
-        notes.append(replay_text(search_text(record.header, now.to_json())))
+        notes.append(replay_text(sweep_text(record.header, now.to_json())))
     notes += [time_fall_text(*fall) for fall in time_falls(record)]
-    sentence = search_text(record.header, record.result)
+    sentence = sweep_text(record.header, record.result)
     return Section(
         "answer",
         "The answer",
-        "Where the faster arm changes along context, as the search concluded it: a crossover bracketed to the "
+        "Where the faster arm changes along context, as the sweep concluded it: a crossover bracketed to the "
         "width asked (or how far it got), a tie band, several crossovers, no crossover, or the point refused.",
         f'<ul class="rules"><li><b>{html.escape(sentence)}</b></li></ul>{notes_html(notes)}',  # the answer first
     )
 
 
-def search_figure(record: SearchRecord) -> go.Figure:
+def sweep_figure(record: SweepRecord) -> go.Figure:
     """The decision chart with the bisection steps on it (module doc)."""
     h = record.header
     below, above = _sides(record)
     colors = backend_colors([below, above])
-    measured = [(s.step, p) for s in record.search_steps for p in s.points if p.ratio]
+    measured = [(s.step, p) for s in record.steps_taken for p in s.points if p.ratio]
     fig = new_figure(500, hovermode="closest", margin={"l": 70, "r": 30, "t": 40, "b": 110})
     kinds = (
         ("below", f"{below} really faster (passed)", colors.get(below), "circle"),
@@ -160,12 +160,12 @@ def _gap(a: float | None, b: float | None) -> float:
     return 0.0 if a is None or b is None else max(a - b, 0.0)
 
 
-def _sides(record: SearchRecord) -> tuple[str, str]:
+def _sides(record: SweepRecord) -> tuple[str, str]:
     """(below, above) as the page names them; ``?`` before step 1 named them."""
     return str(record.below) if record.below else "?", str(record.above) if record.above else "?"
 
 
-def _hover(step: int, p: SearchPoint, below: str, above: str) -> str:
+def _hover(step: int, p: SweepPoint, below: str, above: str) -> str:
     medians = p.medians_us
     gates = "passed every gate" if p.status == "pass" else f"refused: {p.refusal}"
     return (
@@ -196,13 +196,13 @@ def _shade(fig: go.Figure, shown: Mapping[str, Any] | None) -> None:
         fig.add_vline(x=shown["estimate"], line={"color": "#1a7f37", "dash": "dot", "width": 1.5})
 
 
-def steps_table(record: SearchRecord) -> str:
+def steps_table(record: SweepRecord) -> str:
     """Every measured point by step: ctx, side, ratio with its interval, both medians, gates, the decision after."""
     below, above = _sides(record)
     head = ("step", "ctx", "shape", "side", f"{above} ÷ {below} [95%]", f"{below} µs", f"{above} µs", "gates",
             "then", "s")  # fmt: skip
     rows = []
-    for s in record.search_steps:
+    for s in record.steps_taken:
         d = s.decision
         then = f"measure {fmt_ctx(d['next_ctx'])}" if d.get("next_ctx") else d["kind"]
         for p in s.points:
@@ -222,7 +222,7 @@ def _table(css: str, head: tuple[str, ...], rows: list[str]) -> str:
             "</table></div>")  # fmt: skip
 
 
-def dispatch_section(record: SearchRecord) -> Section:
+def dispatch_section(record: SweepRecord) -> Section:
     summary, crossings = dispatch_frames(record)
     table = dispatch_table(summary, crossings) if summary.height else None
     if table is None or not table.families:
@@ -232,7 +232,7 @@ def dispatch_section(record: SearchRecord) -> Section:
     return Section(
         "dispatch",
         "The dispatch table and its regret",
-        "The table `traceattr dispatch` builds from this sweep (the points that passed, with the search's "
+        "The table `traceattr dispatch` builds from this sweep (the points that passed, with the sweep's "
         "verdicts): per context the fastest median, a switch only where it is not a tie, breakpoints where the "
         "medians cross. Regret at a measured shape: t(choice) / t(fastest) − 1. The table at its own points, "
         "leave-one-out (each context predicted by the table of the others: how far it can be trusted between "
@@ -285,13 +285,13 @@ def _family_html(t: FamilyTable, distribution: str) -> str:
     )
 
 
-def metadata_section(record: SearchRecord) -> Section:
+def metadata_section(record: SweepRecord) -> Section:
     h = record.header
     lo, hi = h["ctx_range"]
     argv = h.get("argv")
     facts = [
         ("family", str(h["family"])),
-        ("arms", ", ".join(map(str, h["arms"]))),  # required in a search record
+        ("arms", ", ".join(map(str, h["arms"]))),  # required in a sweep record
         ("below / above", f"{h.get('below')} / {h.get('above')} (the fastest at the low end / at the high end)"),
         ("context range", ctx_span(lo, hi)),
         ("width asked", f"±{pct(h['width'], 0)} of ctx"),
@@ -303,5 +303,5 @@ def metadata_section(record: SearchRecord) -> Section:
     details = facts_html(facts) + run_html({k: v for k, v in h.items() if k not in ("argv",)}).replace(
         "<details open>", "<details>"
     )
-    folded = f"<details><summary>The search's header: range, protocol, gates</summary>{details}</details>"
-    return Section("metadata", "Search metadata", "What was searched and how each step was captured.", folded)
+    folded = f"<details><summary>The sweep's header: range, protocol, gates</summary>{details}</details>"
+    return Section("metadata", "Sweep metadata", "What was swept and how each step was captured.", folded)

@@ -69,11 +69,11 @@ def _columns(summary: pl.DataFrame, peak_note: str) -> list[Column]:
             what = "time ops of two or more roles run at once" if seg == "overlap" else f"time only {seg} ops run"
             cols.append(_num(part, f"{seg} µs", what + parts, f"{part}_us"))
     cols.append(_num("gaps", "gaps µs", "time nothing runs inside the span" + parts, "gap_us"))
-    if summary["rounds"].drop_nulls().len():
-        cols.append(Column("rounds", "round wins", "rounds (iterations) in which this backend was the fastest",
-                           lambda r: "" if r["rounds"] is None else f"{r['round_wins']}/{r['rounds']}"
+    if summary["iterations"].drop_nulls().len():
+        cols.append(Column("iterations", "iteration wins", "ABBA iterations in which this backend was the fastest",
+                           lambda r: "" if r["iterations"] is None else f"{r['iteration_wins']}/{r['iterations']}"
                            + ("" if r["consistent"] in (True, None) else " ⚠"),
-                           lambda r: r["round_wins"]))  # fmt: skip
+                           lambda r: r["iteration_wins"]))  # fmt: skip
     return cols
 
 

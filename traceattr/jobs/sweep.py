@@ -1,21 +1,21 @@
 """``traceattr sweep``: find where the faster arm changes along ctx by bisection, one capture per step.
 
-A search takes arms and a shape family with ctx left open (``q8_ctx*``) over a ctx range. Step 1
+A sweep takes arms and a shape family with ctx left open (``q8_ctx*``) over a ctx range. Step 1
 captures both ends in one ``traceattr profile`` run; the fastest arm (lowest median) at the low end
 is ``below``, at the high end ``above``. Each later step captures the one ctx that
-:func:`traceattr.analysis.bisect.decide` asks for, until it answers (a crossover bracketed to the
+:func:`traceattr.analysis.sweep_steps.decide` asks for, until it answers (a crossover bracketed to the
 width, a tie band, several crossovers, no crossover, a ctx refused twice, or the step budget spent).
 Every point goes through a round's comparison and gates (:func:`traceattr.analysis.rounds.round_rows`:
 ratio of medians with its interval over the paired calls, directional, clock, parity, both arms ran),
 so a refused point is never used; it is measured once more, an end as an interior point. The arm
 order alternates between steps, ABBA inside each. The step budget is
-:func:`~traceattr.analysis.bisect.default_steps` of the range and width unless ``max_steps`` caps it.
+:func:`~traceattr.analysis.sweep_steps.default_steps` of the range and width unless ``max_steps`` caps it.
 
 Captures go through an *executor* (:data:`traceattr.jobs.round.Executor`; default
-:func:`~traceattr.jobs.round.profile_executor`, which needs a GPU and nsys), so the search is tested on
-CPU with a fake. The sweep folder holds one run folder per step (``step-1``, …) and ``search.json``
-(:class:`traceattr.core.records.SearchRecord`), rewritten after every step: an interrupted search
-keeps its steps; a finished one has a ``result``. Eager and ``--graphs`` are separate searches.
+:func:`~traceattr.jobs.round.profile_executor`, which needs a GPU and nsys), so the sweep is tested on
+CPU with a fake. The sweep folder holds one run folder per step (``step-1``, …) and ``sweep.json``
+(:class:`traceattr.core.records.SweepRecord`), rewritten after every step: an interrupted sweep
+keeps its steps; a finished one has a ``result``. Eager and ``--graphs`` are separate sweeps.
 """
 
 from __future__ import annotations
@@ -31,17 +31,26 @@ from typing import Any
 import polars as pl
 
 from traceattr import __version__
-from traceattr.analysis.bisect import RETRIES, RETRY_ROOM, Decision, Point, decide, default_steps, halvings, side_of
 from traceattr.analysis.rounds import Capture, Gates, Row, round_rows
+from traceattr.analysis.sweep_steps import (
+    RETRIES,
+    RETRY_ROOM,
+    Decision,
+    Point,
+    decide,
+    default_steps,
+    halvings,
+    side_of,
+)
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import write_manifest
 from traceattr.core.protocol import SWEEP, Protocol
-from traceattr.core.records import MAX_STEPS, SEARCH, SearchRecord
+from traceattr.core.records import MAX_STEPS, SWEEP_FILE, SweepRecord
 from traceattr.core.shapes import Shape, ShapeError, parse_shape
 from traceattr.jobs.profile import ProfilePlan
 from traceattr.jobs.round import TIMING, CaptureRequest, Executor, RoundPlan, arm_label, profile_executor
 
-WIDTH = 0.1  # a search stops when the crossover is bracketed within ± this fraction of its ctx
+WIDTH = 0.1  # a sweep stops when the crossover is bracketed within ± this fraction of its ctx
 
 
 def family_shape(family: str, ctx: int) -> Shape:
@@ -66,7 +75,7 @@ def ctx_range(text: str) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
-class SearchPlan:
+class SweepPlan:
     family: str  # as given, ctx left open
     arms: tuple[str, ...]  # arm texts
     ctx_low: int
@@ -90,7 +99,7 @@ class SearchPlan:
 
     @property
     def budget(self) -> int:
-        """The captures this search may run: ``max_steps`` as given, else what the range and width need."""
+        """The captures this sweep may run: ``max_steps`` as given, else what the range and width need."""
         if self.max_steps is not None:
             return self.max_steps
         return default_steps(self.ctx_low, self.ctx_high, self.width)
@@ -107,13 +116,13 @@ class SearchPlan:
     def round_plan(self) -> RoundPlan:
         """The capture settings as a one-round plan (what the executor reads)."""
         ends = tuple(Row(s.name, s.name) for s in self.shapes(self.ctx_low, self.ctx_high))
-        return RoundPlan(rows=ends, baseline=self.arms[0], candidate=self.arms[1], folder=self.folder, rounds=1,
+        return RoundPlan(rows=ends, baseline=self.arms[0], candidate=self.arms[1], folder=self.folder, captures=1,
                          protocol=self.protocol, gates=self.gates, rows_source=self.family)  # fmt: skip
 
     def describe(self) -> str:
         """One line: what is searched, over which range, to what width, in at most how many captures."""
         mode = "graphs" if self.graphs else "eager"
-        return (f"search {self.family} over {self.ctx_low:,}–{self.ctx_high:,} ctx ({mode}): {', '.join(self.labels)}; "
+        return (f"sweep {self.family} over {self.ctx_low:,}–{self.ctx_high:,} ctx ({mode}): {', '.join(self.labels)}; "
                 f"±{self.width:g} of ctx, at most {self.budget} captures; folder {self.folder}")  # fmt: skip
 
     def shapes(self, *ctx: int) -> tuple[Shape, ...]:
@@ -142,20 +151,20 @@ class SearchPlan:
         }  # fmt: skip
 
 
-def plan_search(
+def plan_sweep(
     family: str, arms: tuple[str, ...], ctx_range_text: str, out_root: Path, *, width: float = WIDTH,
     max_steps: int | None = None, protocol: Protocol = SWEEP,
-) -> SearchPlan:  # fmt: skip
-    """The plan of ``traceattr sweep``: the search over ``LOW:HIGH``, its folder named for the family and mode."""
+) -> SweepPlan:  # fmt: skip
+    """The plan of ``traceattr sweep``: the sweep over ``LOW:HIGH``, its folder named for the family and mode."""
     low, high = ctx_range(ctx_range_text)
     mode = "graphs" if protocol.graphs else "eager"
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "", family.replace("*", ""))  # q8_ctx*: …_sweep_q8_ctx_eager, not ctxx
     folder = out_root / f"{time.strftime('%Y%m%d-%H%M%S')}_sweep_{safe}_{mode}"
-    return SearchPlan(family=family, arms=arms, ctx_low=low, ctx_high=high, folder=folder, width=width,
+    return SweepPlan(family=family, arms=arms, ctx_low=low, ctx_high=high, folder=folder, width=width,
                       max_steps=max_steps, protocol=protocol)  # fmt: skip
 
 
-def first_step_plan(plan: SearchPlan) -> ProfilePlan:
+def first_step_plan(plan: SweepPlan) -> ProfilePlan:
     """Step 1's capture, both ends in one run folder (what ``--dry-run`` shows and the GPU check reads)."""
     from traceattr.jobs.profile import make_plan
 
@@ -200,14 +209,14 @@ def measure_point(capture: Capture, shape: Shape, below: str, above: str, gates:
     return point, record
 
 
-def run_search(
-    plan: SearchPlan,
+def run_sweep(
+    plan: SweepPlan,
     executor: Executor = profile_executor,
     *,
     on_line: Callable[[str], None] | None = None,
     on_step: Callable[[dict[str, Any]], None] | None = None,
-) -> SearchRecord:
-    """Run the search of *plan* (module doc); search.json is rewritten after every step."""
+) -> SweepRecord:
+    """Run the sweep of *plan* (module doc); sweep.json is rewritten after every step."""
     plan.folder.mkdir(parents=True, exist_ok=False)
     header = plan.header()
     protocol = plan.round_plan
@@ -235,14 +244,14 @@ def run_search(
         steps.append({"step": step, "folder": str(request.folder), "seconds": seconds, "points": recorded,
                       "decision": decision.to_json()})  # fmt: skip
         done = decision.done
-        record = SearchRecord(header, tuple(steps), decision.to_json() if done else None)
-        write_manifest(plan.folder, SEARCH, record.to_json())
+        record = SweepRecord(header, tuple(steps), decision.to_json() if done else None)
+        write_manifest(plan.folder, SWEEP_FILE, record.to_json())
         if on_step is not None:
             on_step(steps[-1])
         if done:
             return record
         ctx = (decision.next_ctx,)  # type: ignore[assignment]
-    raise AssertionError("decide() ends a search when its steps are spent")  # pragma: no cover
+    raise AssertionError("decide() ends a sweep when its steps are spent")  # pragma: no cover
 
 
 def _pair(capture: Capture, ends: tuple[Shape, ...], labels: tuple[str, ...]) -> tuple[str, str]:

@@ -1,5 +1,5 @@
-"""How a ``traceattr sweep`` search reads on the terminal: its steps with their gates, then its answer
-(:func:`traceattr.present.formats.search_text`)."""
+"""How a ``traceattr sweep`` reads on the terminal: its steps with their gates, then its answer
+(:func:`traceattr.present.formats.sweep_text`)."""
 
 from __future__ import annotations
 
@@ -9,23 +9,23 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from traceattr.analysis.search_points import time_falls
-from traceattr.core.records import SearchRecord
+from traceattr.analysis.sweep_points import time_falls
+from traceattr.core.records import SweepRecord
 from traceattr.core.shapes import fmt_ctx
 from traceattr.present.columns import Column, dropped_line, fitted_table
-from traceattr.present.formats import decimals, interval, search_text, time_fall_text, us
+from traceattr.present.formats import decimals, interval, sweep_text, time_fall_text, us
 from traceattr.present.names import printable
 
 
 def step_lines(step: Mapping[str, Any]) -> list[str]:
-    """A step as the search runs: each point measured, its side and gates, and what the search does next."""
+    """A step as the sweep runs: each point measured, its side and gates, and what the sweep does next."""
     decision = step["decision"]
     then = f"{decision['kind']} {decision['next_ctx'] if decision.get('next_ctx') is not None else ''}"
     return [f"step {step['step']}: {p['shape']} {p['side']} (ratio {decimals(p.get('ratio'), 3)}, {p['status']}) → {then}"
             for p in step["points"]]  # fmt: skip
 
 
-def render_steps(record: SearchRecord, con: Console) -> None:
+def render_steps(record: SweepRecord, con: Console) -> None:
     """One row per measured point: its step, ctx, who is faster (ratio above/below and interval), gates."""
     h = record.header
     title = f"{h['family']}: {h.get('above', '?')} / {h.get('below', '?')} per measured ctx (ratio of medians, 95%)"
@@ -35,7 +35,7 @@ def render_steps(record: SearchRecord, con: Console) -> None:
         Column("gates", "left", wraps=True), Column("next", "left", drop=4), Column("s", drop=1),
     ]  # fmt: skip
     rows = []
-    for s in record.search_steps:
+    for s in record.steps_taken:
         for p in s.points:
             fastest = p.fastest
             d = s.decision
@@ -49,6 +49,6 @@ def render_steps(record: SearchRecord, con: Console) -> None:
     table, dropped = fitted_table(con, columns, rows, title)
     con.print(table)
     dropped_line(con, dropped)
-    con.print(escape(search_text(h, record.result)))
+    con.print(escape(sweep_text(h, record.result)))
     for fall in time_falls(record):
         con.print(escape(f"note: {time_fall_text(*fall)}"), soft_wrap=True, highlight=False)

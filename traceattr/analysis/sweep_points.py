@@ -1,12 +1,12 @@
 """A sweep's record read back as data: its usable points, what they decide, and the frames a dispatch table reads.
 
-``search.json`` (:class:`traceattr.core.records.SearchRecord`) keeps every measured point of a
+``sweep.json`` (:class:`traceattr.core.records.SweepRecord`) keeps every measured point of a
 ``traceattr sweep`` with its side, the ratio t(above) / t(below) and its 95% interval over the paired
-calls, each arm's median and every gate. What is used from it is what the search itself used: per
+calls, each arm's median and every gate. What is used from it is what the sweep itself used: per
 ctx its latest measurement, and only where it passed every gate (a refused point is shown, never read
 as a side or a time).
 
-* :func:`points` / :func:`replay`: the points as :func:`traceattr.analysis.bisect.decide` took them,
+* :func:`points` / :func:`replay`: the points as :func:`traceattr.analysis.sweep_steps.decide` took them,
   and the decision they give today (a record written by an older traceattr may say otherwise);
 * :func:`usable`: one row per ctx that passed (``ctx, shape, step, side, ratio, low, high`` and the two
   arms' medians ``below_us``, ``above_us``);
@@ -27,10 +27,10 @@ from typing import Any
 
 import polars as pl
 
-from traceattr.analysis.bisect import Decision, Point, decide
 from traceattr.analysis.crossover import CROSSOVER_SCHEMA
 from traceattr.analysis.stats import SAME_WITHIN
-from traceattr.core.records import SearchPoint, SearchRecord
+from traceattr.analysis.sweep_steps import Decision, Point, decide
+from traceattr.core.records import SweepPoint, SweepRecord
 from traceattr.core.shapes import ShapeError, parse_shape
 
 USABLE_SCHEMA = {
@@ -47,16 +47,16 @@ USABLE_SCHEMA = {
 SUMMARY_COLUMNS = ("shape", "backend", "median_us", "ratio_to_best", "verdict", "winner", "tie_pct")
 
 
-def points(record: SearchRecord) -> list[Point]:
+def points(record: SweepRecord) -> list[Point]:
     """Every measured point of *record*, in the order measured, as :func:`decide` reads them."""
     return [
         Point(p.ctx, p.side, p.ratio, p.low, p.high, "" if p.side != "refused" else p.refusal)
-        for s in record.search_steps
+        for s in record.steps_taken
         for p in s.points
     ]
 
 
-def replay(record: SearchRecord) -> Decision | None:
+def replay(record: SweepRecord) -> Decision | None:
     """What :func:`decide` says on *record*'s points with its width and budget (None: no step recorded)."""
     measured = points(record)
     if not measured:
@@ -65,11 +65,11 @@ def replay(record: SearchRecord) -> Decision | None:
     return decide(measured, float(h["width"]), len(record.steps), int(h["max_steps"]))
 
 
-def usable(record: SearchRecord) -> pl.DataFrame:
+def usable(record: SweepRecord) -> pl.DataFrame:
     """One row per ctx whose latest measurement passed (see :data:`USABLE_SCHEMA`), by ctx."""
     below, above = record.below, record.above
-    latest: dict[int, tuple[int, SearchPoint]] = {}
-    for s in record.search_steps:
+    latest: dict[int, tuple[int, SweepPoint]] = {}
+    for s in record.steps_taken:
         for p in s.points:
             latest[p.ctx] = (s.step, p)
     rows = []
@@ -81,7 +81,7 @@ def usable(record: SearchRecord) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=USABLE_SCHEMA, orient="row").sort("ctx")
 
 
-def time_falls(record: SearchRecord) -> list[tuple[str, int, float, int, float]]:
+def time_falls(record: SweepRecord) -> list[tuple[str, int, float, int, float]]:
     """(arm, ctx, µs, next ctx, µs there) wherever an arm's median falls by more than ±1% as ctx grows."""
     pts = usable(record)
     out = []
@@ -92,7 +92,7 @@ def time_falls(record: SearchRecord) -> list[tuple[str, int, float, int, float]]
     return sorted(out, key=lambda f: (f[1], f[0]))
 
 
-def dispatch_frames(record: SearchRecord) -> tuple[pl.DataFrame, pl.DataFrame]:
+def dispatch_frames(record: SweepRecord) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(summary, crossings) of *record*'s usable points, as the dispatch table reads them (module doc)."""
     below, above = str(record.header.get("below")), str(record.header.get("above"))
     pts = usable(record)

@@ -1,4 +1,4 @@
-"""traceattr sweep: the pure bisection decision, and the search through a fake executor with a known crossover."""
+"""traceattr sweep: the pure bisection decision, and the sweep through a fake executor with a known crossover."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import CROSS, FakeSearch, cli, ctx_of, linear_time, search_plan
-from traceattr.analysis.bisect import (
+from tests.helpers import CROSS, FakeSweep, cli, ctx_of, linear_time, sweep_plan
+from traceattr.analysis.sweep_points import replay, time_falls, usable
+from traceattr.analysis.sweep_steps import (
     KINDS,
     RETRIES,
     SIDES,
@@ -22,11 +23,10 @@ from traceattr.analysis.bisect import (
     narrow,
     side_of,
 )
-from traceattr.analysis.search_points import replay, time_falls, usable
 from traceattr.core.errors import TraceattrError, TraceError
-from traceattr.core.records import SEARCH, SearchRecord
-from traceattr.jobs.crossover_search import ctx_range, family_shape, run_search
-from traceattr.present.formats import search_text
+from traceattr.core.records import SWEEP_FILE, SweepRecord
+from traceattr.jobs.sweep import ctx_range, family_shape, run_sweep
+from traceattr.present.formats import sweep_text
 
 SWEEPS = Path(__file__).parents[1] / "examples" / "sweeps"
 
@@ -94,7 +94,7 @@ def test_a_refused_end_is_measured_again_never_no_crossover() -> None:
     # refused again: the answer says so, naming the ctx and its gate
     d = decide([*step1, replace(low, cause="directional 0.031 > 0.02")], 0.1, 2, 8)
     assert d.kind == "refused" and d.refused == (32_000, "directional 0.031 > 0.02") and d.bracket is None
-    # passing the second time: the search goes on from both ends
+    # passing the second time: the sweep goes on from both ends
     d = decide([*step1, Point(32_000, "below", 1.13, 1.12, 1.14)], 0.1, 2, 8)
     assert d.kind == "measure" and d.bracket == (32_000, 900_000) and d.next_ctx == midpoint(32_000, 900_000)
     # the high end, and both ends: each measured again, the lower first; the budget names what waits
@@ -105,7 +105,7 @@ def test_a_refused_end_is_measured_again_never_no_crossover() -> None:
     assert decide([*both, Point(32_000, "below")], 0.1, 2, 8).next_ctx == 900_000
     d = decide(step1, 0.1, 1, 1)
     assert d.kind == "budget" and d.refused == (32_000, "directional 0.0292 > 0.02")
-    # a ctx refused twice stops the search even when a later point passed
+    # a ctx refused twice stops the sweep even when a later point passed
     d = decide([*step1, replace(low, cause="x"), Point(170_000, "above")], 0.1, 3, 8)
     assert d.kind == "refused" and d.refused == (32_000, "x")
 
@@ -131,7 +131,7 @@ def test_default_budget_follows_the_width_and_range() -> None:
     # 32k–900k to ±10%: log(900/32) / log(1.1/0.9) = 16.6 → 5 halvings; + step 1 + room for 2 retries
     assert halvings(32_000, 900_000, 0.1) == 5 and default_steps(32_000, 900_000, 0.1) == 1 + 5 + 2 * RETRIES
     assert halvings(32_000, 900_000, 0.05) == 6 and halvings(200_000, 230_000, 0.1) == 0
-    # the halvings reach the width, midpoints rounded as the search rounds them
+    # the halvings reach the width, midpoints rounded as the sweep rounds them
     for lo, hi, width in ((32_000, 900_000, 0.1), (8000, 1_000_000, 0.1), (1000, 2_000_000, 0.03), (4096, 65536, 0.2)):
         for sides in ("below", "above"):  # the crossing at either end of every bracket
             points = pts((lo, "below"), (hi, "above"))
@@ -144,16 +144,16 @@ def test_default_budget_follows_the_width_and_range() -> None:
 
 def test_the_h200_records_read_again() -> None:
     """The shipped H200 searches, decided again on their points: what this traceattr says of them."""
-    graphs = SearchRecord.read(SWEEPS / "h200_q8_fa3_flashmla_graphs.json")
+    graphs = SweepRecord.read(SWEEPS / "h200_q8_fa3_flashmla_graphs.json")
     assert graphs.result is not None and graphs.result["kind"] == "no crossover"  # as recorded (the defect)
     now = replay(graphs)
     assert now is not None and now.kind == "measure" and now.next_ctx == 32_000
     assert now.refused == (32_000, "directional 0.0292 > 0.02")
-    eager = SearchRecord.read(SWEEPS / "h200_q8_fa3_flashmla_eager.json")
+    eager = SweepRecord.read(SWEEPS / "h200_q8_fa3_flashmla_eager.json")
     now = replay(eager)
     assert now is not None and now.kind == "budget" and now.bracket == (138_000, 170_000)
     assert now.half_width == pytest.approx(0.104, abs=5e-4) and now.refused == (153_000, "directional 0.0234 > 0.02")
-    text = search_text(eager.header, now.to_json())
+    text = sweep_text(eager.header, now.to_json())
     assert "138k–170k (154k ±10.4%, asked ±10%)" in text and "153k was refused (directional 0.0234 > 0.02)" in text
     # flashmla's median falls from 138k to 170k: the time is not monotone in ctx
     assert [(a, c, n) for a, c, _, n, _ in time_falls(eager)] == [("flashmla", 138_000, 170_000)]
@@ -167,11 +167,11 @@ def test_estimate_interpolates_the_ratio() -> None:
     assert d.estimate == round(math.sqrt(100_000 * 110_000))
 
 
-# -- the search through a fake executor -------------------------------------------------------------
+# -- the sweep through a fake executor -------------------------------------------------------------
 @pytest.mark.slow
 def test_search_brackets_a_known_crossover_within_the_width(tmp_path: Path) -> None:
-    fake = FakeSearch(linear_time)
-    record = run_search(search_plan(tmp_path), fake)
+    fake = FakeSweep(linear_time)
+    record = run_sweep(sweep_plan(tmp_path), fake)
     result = record.result
     assert result is not None and result["kind"] in ("crossover", "tie band")
     lo, hi = result["bracket"]
@@ -186,7 +186,7 @@ def test_search_brackets_a_known_crossover_within_the_width(tmp_path: Path) -> N
     assert fake.requests[1].arms == ("flashmla", "fa3")  # the order alternates between steps
     assert record.header["below"] == "fa3" and record.header["above"] == "flashmla"
     # the record on disk reads back, with every step's gates
-    again = SearchRecord.read(tmp_path / "sweep" / SEARCH)
+    again = SweepRecord.read(tmp_path / "sweep" / SWEEP_FILE)
     assert again.result == result and len(again.steps) == len(record.steps)
     assert all(p["gates"]["clock_gate"] == "pass" for s in again.steps for p in s["points"])
     assert again.passing_folders == tuple(s["folder"] for s in record.steps)
@@ -203,7 +203,7 @@ def test_search_with_a_tie_band(tmp_path: Path) -> None:
             return base * 1.2
         return base * (1.0 if k < 300 else 0.8)  # identical over 60k–300k
 
-    record = run_search(search_plan(tmp_path, max_steps=16), FakeSearch(t))
+    record = run_sweep(sweep_plan(tmp_path, max_steps=16), FakeSweep(t))
     result = record.result
     assert result is not None and result["kind"] == "tie band", result
     lo, hi = result["bracket"]
@@ -212,15 +212,15 @@ def test_search_with_a_tie_band(tmp_path: Path) -> None:
 
 
 def test_search_one_backend_always_best(tmp_path: Path) -> None:
-    record = run_search(search_plan(tmp_path, arms=("fa3", "fa2")), FakeSearch(linear_time))
+    record = run_sweep(sweep_plan(tmp_path, arms=("fa3", "fa2")), FakeSweep(linear_time))
     assert record.result is not None and record.result["kind"] == "no crossover"
     assert len(record.steps) == 1
 
 
 @pytest.mark.slow
 def test_refused_step_is_measured_again(tmp_path: Path) -> None:
-    fake = FakeSearch(linear_time, low_clock_steps=(2,))
-    record = run_search(search_plan(tmp_path), fake)
+    fake = FakeSweep(linear_time, low_clock_steps=(2,))
+    record = run_sweep(sweep_plan(tmp_path), fake)
     assert record.steps[1]["points"][0]["status"] == "refused"
     assert "clock" in record.steps[1]["points"][0]["refused_by"]
     assert fake.requests[2].shapes == fake.requests[1].shapes  # the same ctx again
@@ -230,8 +230,8 @@ def test_refused_step_is_measured_again(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_refused_end_at_step_1_is_measured_again(tmp_path: Path) -> None:
     """An end refused at step 1 (the H200 --graphs search) is measured again, not read as "no crossover"."""
-    fake = FakeSearch(linear_time, low_clock=((1, 8000),))
-    record = run_search(search_plan(tmp_path), fake)
+    fake = FakeSweep(linear_time, low_clock=((1, 8000),))
+    record = run_sweep(sweep_plan(tmp_path), fake)
     low, high = record.steps[0]["points"]
     assert low["status"] == "refused" and "clock" in low["refused_by"] and high["side"] == "above"
     assert record.steps[0]["decision"]["kind"] == "measure" and record.steps[0]["decision"]["next_ctx"] == 8000
@@ -242,43 +242,43 @@ def test_refused_end_at_step_1_is_measured_again(tmp_path: Path) -> None:
 
 
 def test_an_end_refused_twice_is_the_answer(tmp_path: Path) -> None:
-    fake = FakeSearch(linear_time, low_clock=((1, 1_000_000), (2, 1_000_000)))
-    record = run_search(search_plan(tmp_path), fake)
+    fake = FakeSweep(linear_time, low_clock=((1, 1_000_000), (2, 1_000_000)))
+    record = run_sweep(sweep_plan(tmp_path), fake)
     result = record.result
     assert result is not None and result["kind"] == "refused" and len(record.steps) == 2
     assert result["refused"]["ctx"] == 1_000_000 and "clock" in result["refused"]["cause"]
-    text = search_text(record.header, result)
+    text = sweep_text(record.header, result)
     assert "1M was refused twice by its gates (clock" in text and "no bracket yet" in text
-    assert SearchRecord.read(tmp_path / "sweep" / SEARCH).result == result
+    assert SweepRecord.read(tmp_path / "sweep" / SWEEP_FILE).result == result
 
 
 @pytest.mark.slow
 def test_default_budget_and_how_far_a_spent_budget_got(tmp_path: Path) -> None:
-    record = run_search(search_plan(tmp_path / "a", max_steps=None), FakeSearch(linear_time))
+    record = run_sweep(sweep_plan(tmp_path / "a", max_steps=None), FakeSweep(linear_time))
     h = record.header
     assert h["max_steps"] == default_steps(8000, 1_000_000, 0.1) == 8 and h["max_steps_from"] == "default"
     assert record.result is not None and record.result["kind"] in ("crossover", "tie band")
-    record = run_search(search_plan(tmp_path / "b", max_steps=3), FakeSearch(linear_time))
+    record = run_sweep(sweep_plan(tmp_path / "b", max_steps=3), FakeSweep(linear_time))
     result = record.result
     assert result is not None and result["kind"] == "budget" and record.header["max_steps_from"] == "--max-steps"
     lo, hi = result["bracket"]
     assert result["half_width"] == pytest.approx((hi - lo) / (hi + lo)) and result["half_width"] > 0.1
-    assert "asked ±10%" in search_text(record.header, result)
+    assert "asked ±10%" in sweep_text(record.header, result)
 
 
 @pytest.mark.slow
 def test_search_budget(tmp_path: Path) -> None:
-    record = run_search(search_plan(tmp_path, max_steps=3), FakeSearch(linear_time))
+    record = run_sweep(sweep_plan(tmp_path, max_steps=3), FakeSweep(linear_time))
     assert record.result is not None and record.result["kind"] == "budget" and len(record.steps) == 3
 
 
 def test_plan_and_options_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(TraceattrError, match="ctx\\*"):
-        search_plan(tmp_path, family="q8_ctx8k")
+        sweep_plan(tmp_path, family="q8_ctx8k")
     with pytest.raises(TraceattrError, match="two or more arms"):
-        search_plan(tmp_path, arms=("fa3",))
+        sweep_plan(tmp_path, arms=("fa3",))
     with pytest.raises(TraceattrError, match="width"):
-        search_plan(tmp_path, width=1.5)
+        sweep_plan(tmp_path, width=1.5)
     assert ctx_range("8k:1m") == (8000, 1_000_000)
     for bad in ("8k", "1m:8k", "x:1m"):
         with pytest.raises(TraceattrError, match="--ctx-range"):
@@ -287,31 +287,31 @@ def test_plan_and_options_refused_in_one_line(tmp_path: Path) -> None:
 
 
 def test_search_record_is_checked_as_input(tmp_path: Path) -> None:
-    record = run_search(search_plan(tmp_path, arms=("fa3", "fa2")), FakeSearch(linear_time))
+    record = run_sweep(sweep_plan(tmp_path, arms=("fa3", "fa2")), FakeSweep(linear_time))
     content = record.to_json()
-    assert SearchRecord.from_json(json.loads(json.dumps(content))).header["family"] == "q8_ctx*"
+    assert SweepRecord.from_json(json.loads(json.dumps(content))).header["family"] == "q8_ctx*"
     for key, value in (("width", 2), ("steps", [{"step": 0}]), ("command", "round"), ("schema", "traceattr.search/9")):
         with pytest.raises(TraceError):
-            SearchRecord.from_json({**content, key: value}, tmp_path / "search.json")
+            SweepRecord.from_json({**content, key: value}, tmp_path / "search.json")
 
 
 @pytest.mark.slow
-def test_sweep_command_writes_search_and_report(
+def test_sweep_command_writes_its_record_and_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The command end to end, its captures from the fake: steps, answer, search.json and report.html."""
+    """The command end to end, its captures from the fake: steps, answer, sweep.json and report.html."""
     import traceattr.cli.sweep as command
 
     monkeypatch.setattr(command, "require_runnable", lambda plan: None)
     monkeypatch.setattr(
-        command, "run_search", lambda plan, on_step: run_search(plan, FakeSearch(linear_time), on_step=on_step)
+        command, "run_sweep", lambda plan, on_step: run_sweep(plan, FakeSweep(linear_time), on_step=on_step)
     )
     rc, out, err = cli(capsys, "sweep", "-s", "q8_ctx*", "-b", "fa3", "-b", "flashmla", "--ctx-range", "8k:1m",
                        "--out-root", tmp_path)  # fmt: skip
     assert rc == 0, err
     (folder,) = tmp_path.iterdir()
-    record = SearchRecord.read(folder / SEARCH)
+    record = SweepRecord.read(folder / SWEEP_FILE)
     assert record.header["max_steps"] == 8 and record.result is not None
-    assert search_text(record.header, record.result) in " ".join(out.split())
+    assert sweep_text(record.header, record.result) in " ".join(out.split())
     assert (folder / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert f"sweep folder: {folder} (report: report.html)" in out

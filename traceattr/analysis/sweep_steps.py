@@ -1,7 +1,7 @@
 """Where along ctx does the faster of two arms change? The next context length to measure, from those measured.
 
-The pure half of ``traceattr sweep`` (:mod:`traceattr.jobs.crossover_search` runs the captures). A
-search knows two arms: ``below`` (the fastest at the low end of the range) and ``above`` (the fastest
+The pure half of ``traceattr sweep`` (:mod:`traceattr.jobs.sweep` runs the captures). A
+sweep knows two arms: ``below`` (the fastest at the low end of the range) and ``above`` (the fastest
 at the high end). Each measured ctx is a :class:`Point` whose ``side`` says who is really faster there
 (``compare_samples`` of above vs below: ``slower`` → ``below``, ``faster`` → ``above``), or ``same``
 (within ±1%, nvbench's "same"), ``ambiguous`` (the interval straddles 1 and is wider than that), or
@@ -47,12 +47,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from traceattr.analysis.stats import Verdict
-from traceattr.core.records import SEARCH_KINDS as KINDS
-from traceattr.core.records import SEARCH_SIDES as SIDES
+from traceattr.core.records import SWEEP_KINDS as KINDS
+from traceattr.core.records import SWEEP_SIDES as SIDES
 
 Side = str  # one of SIDES (defined with the record that stores it)
 Kind = str  # one of KINDS
-RETRIES = 1  # a refused ctx is measured once more before the search gives up
+RETRIES = 1  # a refused ctx is measured once more before the sweep gives up
 RETRY_ROOM = 2  # refused points the default budget leaves room for (each measured once more)
 # midpoints rounded to three significant digits move each end by up to 0.5%: the budget asks the
 # halvings for that much more than the width, so a rounded bracket still reaches it
@@ -107,7 +107,7 @@ class Decision:
         return self.kind != "measure"
 
     def to_json(self) -> dict[str, object]:
-        """As search.json stores it (core.records.SearchRecord)."""
+        """As sweep.json stores it (core.records.SweepRecord)."""
         return {"kind": self.kind, "next_ctx": self.next_ctx, "bracket": _pair(self.bracket),
                 "band": _pair(self.band), "estimate": self.estimate, "half_width": self.half_width,
                 "width": self.width,
@@ -155,7 +155,7 @@ def halvings(lo: int, hi: int, width: float) -> int:
 
 
 def default_steps(lo: int, hi: int, width: float) -> int:
-    """The step budget of a search over ``[lo, hi]`` to ±*width* (module doc): 1 + halvings + retries."""
+    """The step budget of a sweep over ``[lo, hi]`` to ±*width* (module doc): 1 + halvings + retries."""
     return 1 + halvings(lo, hi, width) + RETRY_ROOM * RETRIES
 
 

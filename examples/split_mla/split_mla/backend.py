@@ -1,0 +1,198 @@
+"""``split-mla``: our own split-KV MLA decode (Triton), instrumented with phase stamps.
+
+Arms: ``split-mla[merge=reduce]`` (split kernel, then a reduce kernel) and
+``split-mla[merge=inkernel]`` (the last program of each row block to finish merges,
+counted with an atomic); ``splits=N`` fixes the KV splits (default: enough programs
+to fill the GPU, at least 512 tokens each, at most 64); ``plain`` compiles the
+kernels without stamps (the overhead measurement). Uniform query layouts, bf16 KV.
+
+The call exposes what the runner's phase hook (:mod:`traceattr.runner.stamps`) reads:
+``stamp_buffer`` (int64 ``[rows, WIDTH]``, zeroed by the runner after it copies each
+call's stamps), ``stamp_header`` (the kernels and their boundary names, the layout
+of docs/phases.md) and ``floor_probes`` (an empty kernel with the real grid, and the
+kernel on one tile). Torch and Triton are imported inside ``prepare`` only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from traceattr.backends.base import SM_SCALE, CallPlan, Capabilities, OptionSpec, TensorSpec
+from traceattr.backends.layout import KvLayout
+from traceattr.core.shapes import HEAD_DIM, LATENT_DIM, Shape
+
+BLOCK_M = 16  # query rows per program (heads × verify tokens, flattened)
+BLOCK_N = 64  # KV tokens per tile (32 ran 2.1 µs a tile on the H200: latency, not bandwidth)
+MIN_CHUNK = 512  # tokens per split at least
+MAX_SPLITS = 64
+REDUCE_ROWS = 2  # rows per reduce program
+SMS = 132  # H200
+
+CAPS = Capabilities(
+    name="split-mla",
+    family="triton",
+    archs=frozenset({(8, 0), (8, 9), (9, 0), (10, 0), (12, 0)}),
+    kv_dtypes=frozenset({"bf16"}),
+    patterns=frozenset({"uniform"}),
+    packages=("torch", "triton"),
+    structure="split-KV Triton kernel (16 query rows × one KV split per program) + reduce kernel or in-kernel merge",
+    options=(
+        OptionSpec(
+            "merge",
+            "how splits are merged: a reduce kernel, or the last arriver",
+            "choice",
+            ("reduce", "inkernel"),
+            field="merge",
+        ),
+        OptionSpec("splits", "KV splits (default: fill the GPU)", "int", field="splits"),
+        OptionSpec("plain", "compile without phase stamps", "flag", field="plain", program=False),
+    ),
+)
+
+
+def geometry(shape: Shape, splits: int = 0) -> tuple[int, int, int]:
+    """(splits, tokens per split, row blocks) of *shape*'s split kernel."""
+    mblocks = -(-shape.q * shape.heads // BLOCK_M)
+    if splits <= 0:
+        wanted = max(1, SMS // (shape.batch * mblocks))
+        chunk = max(MIN_CHUNK, -(-shape.ctx // wanted))
+        chunk = max(chunk, -(-shape.ctx // MAX_SPLITS))
+    else:
+        chunk = -(-shape.ctx // splits)
+    chunk = -(-chunk // BLOCK_N) * BLOCK_N
+    return -(-shape.ctx // chunk), chunk, mblocks
+
+
+@dataclass(frozen=True)
+class SplitMLA:
+    caps: Capabilities = CAPS
+    merge: str = "reduce"
+    splits: int = 0
+    plain: bool = False
+
+    def plan(self, shape: Shape) -> CallPlan:
+        splits, chunk, mblocks = geometry(shape, self.splits)
+        rows = mblocks * BLOCK_M
+        tensors = {
+            "query": TensorSpec((shape.batch * shape.q, shape.heads, HEAD_DIM), "bfloat16"),
+            "kv_cache": TensorSpec((KvLayout(shape).num_pages, shape.page, HEAD_DIM), "bfloat16"),
+            "partial_out": TensorSpec((shape.batch, rows, splits, LATENT_DIM), "float32"),
+            "partial_lse": TensorSpec((shape.batch, rows, splits), "float32"),
+        }
+        notes = (f"{splits} splits × {chunk} tokens, {mblocks} row blocks, merge={self.merge}",)
+        return CallPlan(self.caps.name, shape, tensors, {"sm_scale": SM_SCALE}, notes)
+
+    def prepare(self, shape: Shape, inputs: Any, *, lse: bool = False) -> SplitMLACall:
+        import torch
+
+        if lse:
+            raise ValueError("split-mla returns no LSE (no DCP rows)")
+        splits, chunk, mblocks = geometry(shape, self.splits)
+        dev = inputs.device
+        req = inputs.layout.requests()
+        rows_p = mblocks * BLOCK_M
+        return SplitMLACall(
+            plan=self.plan(shape),
+            shape=shape,
+            merge=self.merge,
+            stamps=not self.plain,
+            splits=splits,
+            chunk=chunk,
+            mblocks=mblocks,
+            q=inputs.q,
+            kv=inputs.kv,
+            block_table=torch.tensor(req.block_table(), dtype=torch.int32, device=dev),
+            part_o=torch.empty(shape.batch, rows_p, splits, LATENT_DIM, dtype=torch.float32, device=dev),
+            part_lse=torch.empty(shape.batch, rows_p, splits, dtype=torch.float32, device=dev),
+            out=torch.empty(shape.batch * shape.q, shape.heads, LATENT_DIM, dtype=torch.bfloat16, device=dev),
+            counter=torch.zeros(shape.batch * mblocks, dtype=torch.int32, device=dev),
+        )
+
+
+@dataclass
+class SplitMLACall:
+    plan: CallPlan
+    shape: Shape
+    merge: str
+    stamps: bool
+    splits: int
+    chunk: int
+    mblocks: int
+    q: Any
+    kv: Any
+    block_table: Any
+    part_o: Any
+    part_lse: Any
+    out: Any
+    counter: Any
+    stamp_buffer: Any = None
+    stamp_header: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        import torch
+
+        from split_mla import kernels
+
+        self.k = kernels
+        split_rows = self.shape.batch * self.mblocks * self.splits
+        reduce_rows = self.shape.batch * self.mblocks * BLOCK_M // REDUCE_ROWS if self.merge == "reduce" else 0
+        parts = [{"kernel": "split_kv", "boundaries": list(kernels.SPLIT_BOUNDARIES), "rows": split_rows}]
+        if reduce_rows:
+            parts.append({"kernel": "reduce", "boundaries": list(kernels.REDUCE_BOUNDARIES), "rows": reduce_rows})
+        self.stamp_header = {"layout": 1, "width": kernels.WIDTH, "kernels": parts}
+        self.stamp_buffer = torch.zeros(max(1, split_rows + reduce_rows), kernels.WIDTH, dtype=torch.int64,
+                                        device=self.q.device)  # fmt: skip
+        if not self.stamps:
+            self.stamp_header = {}  # the runner records nothing for a plain arm
+        self.scale_log2 = SM_SCALE / math.log(2.0)
+        self.floor_probes = {"empty": self.run_empty, "one_tile": self.run_one_tile}
+
+    def launch_split(self, kv_len: int, chunk: int, splits: int, merge_inkernel: bool) -> None:
+        s = self.shape
+        grid = (splits, self.mblocks, s.batch)
+        self.k.split_kv[grid](
+            self.q, self.kv, self.block_table, self.part_o, self.part_lse, self.out, self.counter, self.stamp_buffer,
+            kv_len, chunk, self.block_table.stride(0), self.scale_log2,
+            ROWS=s.q * s.heads, S=s.q, H=s.heads, PAGE=s.page, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+            SPLITS_P2=triton_next_pow2(splits), MERGE_INKERNEL=merge_inkernel, STAMPS=self.stamps,
+            W=self.k.WIDTH, num_warps=4, num_stages=3,
+        )  # fmt: skip
+
+    def run(self) -> Any:
+        inkernel = self.merge == "inkernel"
+        self.launch_split(self.shape.ctx, self.chunk, self.splits, inkernel)
+        if not inkernel:
+            self.launch_reduce(self.splits)
+        return self.out
+
+    def launch_reduce(self, splits: int) -> None:
+        s = self.shape
+        rows_p = self.mblocks * BLOCK_M
+        grid = (rows_p // REDUCE_ROWS, s.batch)
+        self.k.reduce[grid](
+            self.part_o, self.part_lse, self.out, self.stamp_buffer, splits, ROWS=s.q * s.heads, ROWS_P=rows_p,
+            RB=REDUCE_ROWS, SPLITS_P2=triton_next_pow2(splits), STAMPS=self.stamps, W=self.k.WIDTH,
+            ROW0=s.batch * self.mblocks * self.splits, num_warps=4,
+        )  # fmt: skip
+
+    def run_empty(self) -> None:
+        """Launch + exit: an empty kernel with the split kernel's grid."""
+        self.k.empty[(self.splits, self.mblocks, self.shape.batch)](self.stamp_buffer, num_warps=4)
+
+    def run_one_tile(self) -> None:
+        """The kernel on one tile: one split of one tile (plain, same merge path), the smallest geometry."""
+        was = self.stamps
+        self.stamps = False
+        self.launch_split(min(BLOCK_N, self.shape.ctx), BLOCK_N, 1, self.merge == "inkernel")
+        if self.merge != "inkernel":
+            self.launch_reduce(1)
+        self.stamps = was
+
+    def output_rows(self, out: Any) -> Any:
+        return out
+
+
+def triton_next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
