@@ -478,3 +478,29 @@ def sweep(path: Path, times: dict[str, dict[str, float]], iters: int = 12, seed:
                          gpu_end=now + 1_000 + dur)  # fmt: skip
                 now += dur + 20_000
     return b.write(path, gpu_name="NVIDIA H200", cc=(9, 0))
+
+
+# ---------------------------------------------------------------- traceattr round on CPU, as the CLI runs it
+def faked_round(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``traceattr round`` run on CPU (each capture a synthetic trace, the candidate 10% faster): its folder."""
+    import traceattr.jobs.profile as profile
+
+    count = []
+
+    def fake_execute(plan, on_line=None, *, report=True):  # type: ignore[no-untyped-def]
+        count.append(plan)
+        plan.folder.mkdir(parents=True)
+        for shape in plan.run.shapes:
+            on_line(Progress.timing_of(shape, f"2 arms × {plan.run.iters} calls").line)
+        cap = synth_capture(plan.folder, len(count) - 1, plan.backends, timing(0.9, seed=len(count)),
+                            order=plan.run.order, name="trace.sqlite")  # fmt: skip
+        return profile.ProfileResult(plan.folder, cap.attribution, cap.calls, pl.DataFrame(), cap.runner, ())  # type: ignore[arg-type]
+
+    monkeypatch.setattr(profile, "execute", fake_execute)
+    monkeypatch.setattr(profile, "require_runnable", lambda plan: None)
+    with pytest.raises(SystemExit) as done:
+        main(["round", "--rows", "smoke", "--baseline", BASE, "--candidate", CAND, "--iters", "8",
+              "--out-root", str(tmp_path)])  # fmt: skip
+    assert done.value.code in (0, None)
+    (folder,) = (p for p in tmp_path.iterdir() if p.is_dir())
+    return folder

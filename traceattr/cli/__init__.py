@@ -91,6 +91,9 @@ class _LazyCommands(TyperGroup):
             from traceattr.cli.coercion import install
 
             install(command)
+            from traceattr.cli.helpview import plain_help
+
+            plain_help(command, ctx)  # --help in words, not Python types
         return name, command, rest
 
     def get_help_option(self, ctx: Context) -> Any:
@@ -129,6 +132,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 

@@ -18,6 +18,7 @@ from traceattr.cli import app
 from traceattr.cli.options import (
     DaskOpt,
     DomainOpt,
+    GroupOpt,
     MatchOpt,
     ModeChoice,
     ModeOpt,
@@ -25,6 +26,7 @@ from traceattr.cli.options import (
     TracesArg,
     WideOpt,
     WorkersOpt,
+    check_group,
     check_regex,
     check_selected,
 )
@@ -66,6 +68,7 @@ def attribute_command(
     wide: WideOpt = False,
     workers: WorkersOpt = None,
     dask: DaskOpt = None,
+    group: GroupOpt = None,
 ) -> None:
     """Attribute GPU ops to the NVTX ranges that launched them.
 
@@ -80,6 +83,7 @@ def attribute_command(
     started = time.time()
     role_rules = RoleRules.load(rules)
     check_regex(match)
+    check_group(group)
     paths = expand_inputs(traces)
     if len(paths) > 1:
         from traceattr.jobs.many import Settings
@@ -92,10 +96,15 @@ def attribute_command(
     if out is None and fmt_value == "parquet":
         raise TraceattrError("--format parquet needs --out DIR")
     if out is None:
-        att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
+        from traceattr.present.terminal import working  # a spinner on stderr (a terminal only): big traces take a while
+
+        with working(f"reading {path}") as step:
+            trace = load_trace(path)
+            step(f"attributing {path}")
+            att = attribute(trace, mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
         check_selected(att, domain, match)
         if fmt_value == "table":
-            _render(att, limit, each_range, wide)
+            _render(att, limit, each_range, wide, group)
         elif fmt_value == "csv":
             sys.stdout.write(att.ranges.with_columns().write_csv())
         else:
@@ -133,16 +142,16 @@ def attribute_command(
             "seconds": round(time.time() - started, 3),
         })  # fmt: skip
     if shown is not None:
-        _render(shown, limit, each_range, wide)
+        _render(shown, limit, each_range, wide, group)
     print(f"wrote {ranges_file}, {kernels_file}", file=sys.stderr)
 
 
-def _render(att: Attribution, limit: int, each_range: bool, wide: bool) -> None:
+def _render(att: Attribution, limit: int, each_range: bool, wide: bool, group: str | None = None) -> None:
     # rich's table machinery is imported only when a table is shown: `--out` never pays for it
     from traceattr.present.console import console
     from traceattr.present.terminal import render_attribution
 
-    render_attribution(att, console(wide), limit, ranges=each_range)
+    render_attribution(att, console(wide), limit, ranges=each_range, group=group)
 
 
 def _attribute_many(

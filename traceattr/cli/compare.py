@@ -111,6 +111,8 @@ def compare_command(
         _compare_round(traces[0], rounds[0], json_out, Shown(fmt.value, wide), fail_on)
         return
     paths = expand_inputs(traces)
+    for path in paths:
+        _not_a_record(path)
     # refused before the work, not after it
     if out is not None:
         check_out_folder(out, command="compare", manifest=MANIFEST, inputs=paths)
@@ -237,7 +239,7 @@ def _show_and_write(
     notes: Sequence[str] = (),
     shown: Shown,
 ) -> None:
-    from traceattr.present.comparison import render_fit, render_summary, render_verdicts
+    from traceattr.present.comparison import by_context, render_fit, render_summary, render_verdicts
     from traceattr.present.console import console
     from traceattr.present.terminal import render_across, render_notes, render_reports
 
@@ -271,7 +273,7 @@ def _show_and_write(
     if out is not None:
         tables = (
             (analysis.calls, runfolder.CALLS),
-            (analysis.summary, runfolder.SUMMARY),
+            (by_context(analysis.summary), runfolder.SUMMARY),  # in the terminal's order: by ctx, not as text
             (analysis.crossovers, runfolder.CROSSOVERS),
             (analysis.fit, runfolder.FIT),
             *extra,
@@ -282,3 +284,19 @@ def _show_and_write(
             result.write_manifest({"version": __version__, "inputs": [str(p) for p in inputs]})
         written = ", ".join([*(f"{stem}.csv" for _, stem in tables), MANIFEST])
         print(printable(f"wrote {result.folder}/{written}"), file=sys.stderr)
+
+
+def _not_a_record(path: Path) -> None:
+    """A sweep's search.json or a dispatch table given to compare: one line saying which command reads it."""
+    if path.suffix.lower() != ".json" or not path.is_file():
+        return
+    try:
+        with path.open("rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return  # the reader says why
+    if head.lstrip().startswith(b"{") and b'"traceattr.' in head:
+        raise TraceattrError(
+            f"{path}: a traceattr record (a sweep's search.json or a dispatch table), not a trace; "
+            f"`traceattr report {path}` draws it, `traceattr dispatch {path}` makes its dispatch table"
+        )

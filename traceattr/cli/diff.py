@@ -12,6 +12,7 @@ from traceattr.analysis.diff import diff_tallies, tally
 from traceattr.analysis.fail_on import DIFF_CONDITIONS, diff_failures
 from traceattr.cli import app
 from traceattr.cli.decide import DECISION_FAILS, DiffFailOnOpt
+from traceattr.cli.options import TableFormat, WideOpt
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import ResultSet, check_out_folder
 from traceattr.core.runfolder import round_folder_of
@@ -58,6 +59,11 @@ def diff_command(
     top: Annotated[int, typer.Option(help="Kernels and range names shown per table (0: all).")] = 15,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write diff.csv and diff.json here.")] = None,
     fail_on: DiffFailOnOpt = [],  # noqa: B006  (typer reads the default; never mutated)
+    wide: WideOpt = False,
+    form: Annotated[
+        TableFormat,  # type: ignore[valid-type]
+        typer.Option("--format", "-f", help="table (the terminal's), or diff.csv's rows as csv or json on stdout."),
+    ] = TableFormat.table,  # type: ignore[attr-defined]
 ) -> None:
     """Per kernel, role and NVTX range name: calls, GPU time and time per call before → after, the change split into count and per call.
 
@@ -73,6 +79,7 @@ def diff_command(
         raise TraceattrError(
             f"--fail-on {wrong[0]!r}: not a diff condition (one of {', '.join(sorted(DIFF_CONDITIONS))})"
         )
+    con = console(wide)  # a COLUMNS too narrow is refused before the work
     rounds = list(dict.fromkeys(r for r in map(round_folder_of, map(Path, paths)) if r is not None))
     before, after = sides(paths)
     inputs = (*before, *after)
@@ -80,13 +87,19 @@ def diff_command(
         check_out_folder(out, command="diff", manifest=MANIFEST, inputs=inputs)
     # one capture attributed at a time: only its tally is kept
     d = diff_tallies([tally(Session(p).attribute()) for p in before], [tally(Session(p).attribute()) for p in after])
-    con = console()
-    for folder in rounds:  # a round folder is its receipt, here too: its verdicts and gates lead
+    if form.value == "csv":
+        sys.stdout.write(d.write_csv())
+    elif form.value == "json":
+        sys.stdout.write(d.write_json() + "\n")
+    for folder in (
+        rounds if form.value == "table" else ()
+    ):  # a round folder is its receipt, here too: its verdicts and gates lead
         from traceattr.jobs.round import read_receipt
         from traceattr.present.receipt_view import render_receipt
 
         render_receipt(read_receipt(folder), con)
-    render_diff(d, con, top, captures=(len(before), len(after)))
+    if form.value == "table":
+        render_diff(d, con, top, captures=(len(before), len(after)))
     if out is not None:
         with ResultSet(out, command="diff", manifest=MANIFEST, inputs=inputs) as result:
             files = [result.table(d, "diff", "csv"), result.table(d, "diff", "json")]

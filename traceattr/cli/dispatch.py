@@ -4,13 +4,14 @@ given eager and ``--graphs`` inputs, one per mode and how they differ (``traceat
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Optional
 
 import polars as pl
 import typer
-from rich.markup import escape
+from rich.console import Console
 
 from traceattr.analysis.crossover import with_family
 from traceattr.analysis.decision import Decision, Provenance, decide, frame_crossings
@@ -21,15 +22,26 @@ from traceattr.analysis.sweep_points import SUMMARY_COLUMNS, dispatch_frames
 from traceattr.backends.arms import same_program
 from traceattr.cli import app
 from traceattr.cli.many import attribute_many, exit_status
-from traceattr.cli.options import DaskOpt, GroupOpt, MatchOpt, TracesArg, WorkersOpt, check_group, check_regex
+from traceattr.cli.options import (
+    DaskOpt,
+    GroupOpt,
+    MatchOpt,
+    TableFormat,
+    TracesArg,
+    WideOpt,
+    WorkersOpt,
+    check_group,
+    check_regex,
+)
 from traceattr.core import runfolder
 from traceattr.core.errors import NoDataError, TraceattrError
 from traceattr.core.output import check_file_target, write_text
 from traceattr.core.records import SweepRecord, read_runner, sweep_file
 from traceattr.core.shapes import parse_shape
 from traceattr.jobs.many import Settings, expand_inputs, rounds_per_report
-from traceattr.present.dispatch import dispatch_table_doc, render_table
+from traceattr.present.dispatch import dispatch_table_doc, render_table, segments_frame
 from traceattr.present.dispatch_modes import modes_doc, render_modes
+from traceattr.present.names import printable
 from traceattr.present.terminal import render_notes
 from traceattr.session import Session
 
@@ -83,6 +95,13 @@ def dispatch_command(
     group: GroupOpt = None,
     workers: WorkersOpt = None,
     dask: DaskOpt = None,
+    wide: WideOpt = False,
+    form: Annotated[
+        TableFormat,  # type: ignore[valid-type]
+        typer.Option(
+            "--format", "-f", help="table (the terminal's); csv: one row per family and segment; json: the document."
+        ),
+    ] = TableFormat.table,  # type: ignore[attr-defined]
 ) -> None:
     """A dispatch table per shape family (traceattr.dispatch/2): ctx breakpoints, regret, leave-one-out, graph-safe choice.
 
@@ -99,8 +118,12 @@ def dispatch_command(
     Example: traceattr dispatch examples/sweeps/h200_q8_fa3_flashmla_eager_lead.json
     examples/sweeps/h200_q8_fa3_flashmla_graphs_lead.json
     """
+    from traceattr.present.console import console
+
     check_regex(match)
     check_group(group)
+    con = console(wide)  # a COLUMNS too narrow is refused before the work
+    show = _Show(con, form.value)
     bins, distribution = None, ""
     if ctx_dist is not None:
         try:
@@ -118,7 +141,7 @@ def dispatch_command(
         if out is not None:
             check_file_target(out, [rounds[0] / f"{runfolder.RECEIPT}.json"], ours=_is_dispatch)
         decision = receipt_decision(read_receipt(rounds[0]), str(rounds[0]))
-        _show_and_write(decision, out, bins, distribution, rounds[0])
+        _show_and_write(show, decision, out, bins, distribution, rounds[0])
         raise typer.Exit(0)
     found = [(arg, sweep_record(arg)) for arg in traces]
     records = [(arg, r) for arg, r in found if r is not None]
@@ -138,11 +161,11 @@ def dispatch_command(
             for m in (False, True)
         }
         (eager, s0), (graphs, s1) = by_mode[False], by_mode[True]
-        _show_and_write_modes(eager, graphs, out, bins, distribution)
+        _show_and_write_modes(show, eager, graphs, out, bins, distribution)
         raise typer.Exit(max(s0, s1))
     decision, status = _decision(records, paths, settings)
     mode = None if len(known) != 1 or None in modes.values() else ("graphs" if known == {True} else "eager")
-    _show_and_write(decision, out, bins, distribution, (records[0][0] if records else paths[0]), mode)
+    _show_and_write(show, decision, out, bins, distribution, (records[0][0] if records else paths[0]), mode)
     raise typer.Exit(status)
 
 
@@ -213,32 +236,54 @@ def _is_dispatch(head: bytes) -> bool:  # a dispatch/1, /2 or dispatch-modes/1 d
     return head.lstrip().startswith(b"{") and (b'"traceattr.dispatch/' in head or b'"traceattr.dispatch-modes/' in head)
 
 
+@dataclass(frozen=True)
+class _Show:
+    """Where the table goes: the console, as a table or its rows (csv) or document (json) on stdout."""
+
+    con: Console
+    form: str
+
+
 def _show_and_write(
-    decision: Decision, out: Path | None, bins: tuple | None, distribution: str, first: Path, mode: str | None = None
+    show: _Show,
+    decision: Decision,
+    out: Path | None,
+    bins: tuple | None,
+    distribution: str,
+    first: Path,
+    mode: str | None = None,
 ) -> None:
     """*mode*: ``eager``/``graphs`` when every input said it (the document then says it: the dispatcher refuses
     an eager table under graphs unless told); None: not written."""
-    from traceattr.present.console import console
-
     table = dispatch_table(None, None, bins, distribution, decision=decision)
     if not table.families:
         raise NoDataError(first, "no shape was measured with two or more backends: nothing to dispatch between")
-    con = console()
-    render_table(table, con)
+    doc = dispatch_table_doc(decision, table) | ({} if mode is None else {"mode": mode})
+    if show.form == "csv":
+        sys.stdout.write(segments_frame(table).write_csv())
+    elif show.form == "json":
+        sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    else:
+        render_table(table, show.con)
     if out is not None:
-        doc = dispatch_table_doc(decision, table) | ({} if mode is None else {"mode": mode})
         write_text(out, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
-        con.print(escape(f"wrote {out}"))
+        print(f"wrote {printable(str(out))}", file=sys.stderr)
 
 
-def _show_and_write_modes(eager: Decision, graphs: Decision, out: Path | None, bins: tuple | None, dist: str) -> None:
+def _show_and_write_modes(
+    show: _Show, eager: Decision, graphs: Decision, out: Path | None, bins: tuple | None, dist: str
+) -> None:
     """Both modes' tables and how they differ (:func:`compare_tables`), shown and, with -o, written."""
-    from traceattr.present.console import console
-
     tables = [dispatch_table(None, None, bins, dist, decision=d) for d in (eager, graphs)]
     cmp = compare_tables(*tables)
-    con = console()
-    render_modes(cmp, con)
+    doc = modes_doc(eager, graphs, cmp)
+    if show.form == "csv":
+        rows = [segments_frame(t, mode) for t, mode in zip(tables, ("eager", "graphs"), strict=True)]
+        sys.stdout.write(pl.concat(rows).write_csv())
+    elif show.form == "json":
+        sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    else:
+        render_modes(cmp, show.con)
     if out is not None:
-        write_text(out, json.dumps(modes_doc(eager, graphs, cmp), indent=1, ensure_ascii=False) + "\n")
-        con.print(escape(f"wrote {out}"))
+        write_text(out, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+        print(f"wrote {printable(str(out))}", file=sys.stderr)

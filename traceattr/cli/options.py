@@ -69,6 +69,8 @@ WideOpt = Annotated[
         "and a line says which). Piped output with no COLUMNS is wide too.",
     ),
 ]
+# --format of a command whose answer is one table: the terminal's, or its rows on stdout (nsys stats' convention)
+TableFormat = Enum("TableFormat", {f: f for f in ("table", "csv", "json")}, type=str)  # type: ignore[misc]
 RulesOpt = Annotated[Optional[Path], typer.Option(help="TOML kernel-role rules tried before the built-in ones.")]
 
 
@@ -162,7 +164,7 @@ PROTOCOL_OPTIONS: dict[str, tuple[ProtocolOption | str, ...]] = {
                        "Make --iters a minimum: add rounds (abba) until every arm's median is this precise, as a "
                        "fraction (0.005: the 95% interval of the median within ±0.5%)."),
         ProtocolOption("max_iters", "max_iters", Optional[int],
-                       f"With --max-noise: never more iterations than this. [default: {DEFAULT_MAX_ITERS}]"),
+                       f"With --max-noise: never more iterations than this. \\[default: {DEFAULT_MAX_ITERS}]"),
         ProtocolOption("hold_us", "hold_us", float,
                        "µs per call of GPU spin before each group of calls, so the host enqueues the group before the "
                        "GPU reaches it (no call waits for its own launch; traceattr round holds 100)."),

@@ -97,11 +97,17 @@ def report_command(
     target = _target(trace, out)
     events = runner_events(trace)
     check_file_target(target, (trace, path), ours=_is_report)
-    att = attribute(load_trace(path), mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
-    info = write_report(
-        att, target, title=title, run=_run_info(trace), group=group, events=events, same_program=same_program,
-        basis=basis.value,
-    )  # fmt: skip
+    from traceattr.present.terminal import working  # a spinner on stderr (a terminal only): big traces take a while
+
+    with working(f"reading {path}") as step:
+        loaded = load_trace(path)
+        step(f"attributing {path}")
+        att = attribute(loaded, mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
+        step(f"analysing and drawing {target.name}")
+        info = write_report(
+            att, target, title=title, run=_run_info(trace), group=group, events=events, same_program=same_program,
+            basis=basis.value,
+        )  # fmt: skip
     for note in info.notes:
         print(f"note: {printable(note)}", file=sys.stderr)
     print(f"wrote {info.path} ({size(info.size_bytes, 1)})")

@@ -36,7 +36,7 @@ CapturesOpt = Annotated[
     typer.Option(
         "--captures", "--captures",
         help=f"Separate captures (nsys runs); arm order alternates between them (--captures: its old name). "
-        f"[default: {CAPTURES}]",
+        f"\\[default: {CAPTURES}]",
     ),
 ]  # fmt: skip
 RetryOpt = Annotated[
@@ -88,9 +88,18 @@ def _refuse_given(given: list[str]) -> None:
 
 
 def _run_with_progress(job: RoundJob, con: Console) -> Receipt:
-    """Run the round with a progress bar: one step per row and capture, nsys's own lines dimmed above it."""
+    """Run the round with a progress bar on stderr (a terminal only: one step per row and capture, the runner's
+    lines dimmed above it); elsewhere the runner's lines alone, on stdout, so a log holds no bar frames."""
+    err = Console(stderr=True)
+    if not err.is_terminal:
+
+        def log_line(line: str) -> None:
+            if parse(line) is not None:
+                _say(con, line)
+
+        return job.run(log_line, lambda _what: None)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=con, transient=False) as progress:
+    with Progress(*columns, console=err, transient=True) as progress:
         task = progress.add_task("starting nsys …", total=job.steps)
 
         def on_line(line: str) -> None:
@@ -100,6 +109,4 @@ def _run_with_progress(job: RoundJob, con: Console) -> Receipt:
         def on_progress(what: str) -> None:
             progress.update(task, advance=1, description=what)
 
-        receipt = job.run(on_line, on_progress)
-        progress.update(task, completed=job.steps, description="done")
-    return receipt
+        return job.run(on_line, on_progress)

@@ -5,44 +5,42 @@ Its own module (not beside ``profile``) so that it starts without polars or the 
 
 from __future__ import annotations
 
-from rich.table import Table
-
 from traceattr.cli import app
+from traceattr.cli.options import WideOpt
 from traceattr.core.callnames import AUTO, GROUP_PRESETS
 from traceattr.core.shapes import DEFAULTS, HEAD_PRESETS, PUBLISHED_ROWS, parse_shape
+from traceattr.present.columns import Column, dropped_line, fitted_table
 from traceattr.present.console import console
 from traceattr.present.names import plain_text
 
 
 @app.command("shapes")
-def shapes_command() -> None:
+def shapes_command(wide: WideOpt = False) -> None:
     """The shape grammar, its defaults and presets, and published row names parsed."""
     from traceattr.core import shapes as module
 
-    con = console()
+    con = console(wide)
+
+    def show(columns: list[Column], rows: list[list[str]], title: str) -> None:
+        table, dropped = fitted_table(con, columns, rows, title)
+        con.print(table)
+        dropped_line(con, dropped)
+
     con.print(plain_text(module.__doc__ or ""), markup=False, highlight=False)
     con.print("defaults: " + ", ".join(f"{k}={v}" for k, v in DEFAULTS.items()))
-    table = Table(title="Model presets (query heads per rank)", title_justify="left")
-    table.add_column("part")
-    table.add_column("heads", justify="right")
-    for name, heads in HEAD_PRESETS.items():
-        table.add_row(name, str(heads))
-    con.print(table)
-    rows = Table(title="Published row names", title_justify="left")
-    for head in ("name", "canonical", "q per request", "KV bytes read"):
-        rows.add_column(head)
+    presets = [[name, str(heads)] for name, heads in HEAD_PRESETS.items()]
+    show([Column("part", "left"), Column("heads")], presets, "Model presets (query heads per rank)")
+    rows = []
     for name in PUBLISHED_ROWS:
         s = parse_shape(name)
-        rows.add_row(
-            name, s.name, ",".join(map(str, s.q_lens()[:8])), f"{s.batch * s.ctx * s.kv_bytes_per_token / 1e9:.2f} GB"
-        )
-    con.print(rows)
-    groups = Table(
-        title="Call-name groupings (compare/report --group; or a regex with named groups)", title_justify="left"
-    )
-    groups.add_column("preset")
-    groups.add_column("reads")
-    for name, (_, example) in GROUP_PRESETS.items():
-        groups.add_row(name, example)
-    con.print(groups, markup=False, highlight=False)
+        q = ",".join(map(str, s.q_lens()[:8]))
+        rows.append([name, s.name, q, f"{s.batch * s.ctx * s.kv_bytes_per_token / 1e9:.2f} GB"])
+    columns = [
+        Column("name", "left", wraps=True), Column("canonical", "left", wraps=True, drop=2),
+        Column("q per request", "left", drop=1), Column("KV bytes read"),
+    ]  # fmt: skip
+    show(columns, rows, "Published row names")
+    groups = [[name, example] for name, (_, example) in GROUP_PRESETS.items()]
+    title = "Call-name groupings (compare/report --group; or a regex with named groups)"
+    show([Column("preset", "left"), Column("reads", "left", wraps=True)], groups, title)
     con.print(f"default: {', '.join(AUTO)} in turn, the first that reads any range", markup=False, highlight=False)

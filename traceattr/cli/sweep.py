@@ -52,18 +52,19 @@ def sweep_command(
     """
     from traceattr.present.console import console
     from traceattr.present.sweep_view import render_steps
-    from traceattr.present.terminal import render_plan
+    from traceattr.present.terminal import render_plan, working
 
     plan = plan_sweep(family, tuple(arm), ctx_range_text, out_root, width=width, max_steps=max_steps,
                        protocol=protocol)  # fmt: skip
     first = first_step_plan(plan)
     con = console()
-    con.print(escape(plan.describe()), soft_wrap=True)
+    if not dry_run:
+        require_runnable(first)  # no GPU: one line, not the whole plan first
+    con.print(escape(plan.describe()))
     render_plan(first, con)
     if dry_run:
         return
-    require_runnable(first)
-    with con.status("sweeping …"):
+    with working("sweeping …"):  # on stderr and a terminal only: a piped log holds the steps alone
         record = run_sweep(plan, on_step=lambda step: _show_step(con, step))
     render_steps(record, con)
     from traceattr.present.report.sweep import write_sweep_report

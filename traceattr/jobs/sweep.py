@@ -158,7 +158,7 @@ def plan_sweep(
     """The plan of ``traceattr sweep``: the sweep over ``LOW:HIGH``, its folder named for the family and mode."""
     low, high = ctx_range(ctx_range_text)
     mode = "graphs" if protocol.graphs else "eager"
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "", family.replace("*", "x"))
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "", family.replace("*", ""))  # q8_ctx*: …_sweep_q8_ctx_eager, not ctxx
     folder = out_root / f"{time.strftime('%Y%m%d-%H%M%S')}_sweep_{safe}_{mode}"
     return SweepPlan(family=family, arms=arms, ctx_low=low, ctx_high=high, folder=folder, width=width,
                       max_steps=max_steps, protocol=protocol)  # fmt: skip

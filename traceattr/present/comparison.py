@@ -12,9 +12,10 @@ from rich.console import Console
 from rich.text import Text
 
 from traceattr.analysis.decision import Decision, shape_key
-from traceattr.present.columns import Column, dropped_line, fitted_table
+from traceattr.present.columns import Column, dropped_line, fitted_table, print_wrapped
 from traceattr.present.formats import decimals, roofline_share, signed_pct, tie_text, times, us, with_interval
 from traceattr.present.names import printable
+from traceattr.present.palette import backend_color
 from traceattr.present.verdicts import shape_line, verdict_lines
 
 
@@ -29,7 +30,7 @@ def render_verdicts(decision: Decision, console: Console, shapes: Sequence[str] 
     what = "the ratio of medians" if basis == "span" else f"the ratio of medians of each call's {basis} time"
     console.print(Text(f"Verdict (95% intervals of {what}; detail below)", "bold"))
     for line in lines:
-        console.print(Text("  " + printable(line)))
+        print_wrapped(console, "  " + printable(line), hang=4)  # a narrow terminal: continuations under the line
 
 
 def shape_verdict(part: pl.DataFrame) -> str:
@@ -45,17 +46,22 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
     exposed = [f"{r}_exposed_us" for r in ("attention", "reduce", "schedule", "flush", "copy", "other")]
     parts = [c for c in (*exposed, "overlap_us") if summary[c].fill_null(0).sum() > 0] + ["gap_us"]
     heads = {"overlap_us": "overlap", "gap_us": "gaps", **{c: c.removesuffix("_exposed_us") for c in exposed}}
-    # what goes first when the console is narrow: kernels, roofline, then the parts from the last (gaps) back
+    # what goes first when the console is narrow, by value to the reader: kernels and roofline, then the idle and
+    # housekeeping parts, then the calls and the spread; reduce and overlap (FlashMLA's combine kernel against fa3's in-kernel
+    # merge) and attention stay with the median to the last
+    value = {"attention_exposed_us": 1, "reduce_exposed_us": 2, "overlap_us": 3}
     columns = [
-        Column("backend", "left"), Column("calls"), Column("median"), Column("p10–p90", drop=2),
-        *[Column(heads[c], drop=3 + i) for i, c in enumerate(parts)],
-        Column("kernels", drop=5 + len(parts)), Column("roofline", drop=4 + len(parts)), Column("vs best"),
+        Column("backend", "left"), Column("calls", drop=5), Column("median"), Column("p10–p90", drop=4),
+        *[Column(heads[c], drop=value.get(c, 6 + len(parts) - i)) for i, c in enumerate(parts)],
+        Column("kernels", drop=len(parts) + 9), Column("roofline", drop=len(parts) + 8), Column("vs best"),
     ]  # fmt: skip
     shapes = sorted(summary["shape"].unique().to_list(), key=shape_key)
     rows = {
         shape: [
             [
-                _MARKS.get(row["verdict"], "  ") + printable(row["backend"]), str(row["calls"]),
+                # the backend in its colour, the one every page draws it in
+                Text.assemble(_MARKS.get(row["verdict"], "  "), (printable(row["backend"]), backend_color(row["backend"]))),
+                str(row["calls"]),
                 us(row["median_us"]), f"{us(row['p10_us'])}–{us(row['p90_us'])}", *[us(row[c]) for c in parts],
                 decimals(row["kernels"], 0), roofline_share(row["roofline"]), times(row["ratio_to_best"]),
             ]
@@ -68,9 +74,9 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
     for shape in shapes:
         part = summary.filter(pl.col("shape") == shape)
         title = Text(f"{printable(shape)}: per-call GPU time (µs; median, p10–p90 over calls)")
-        table, dropped = fitted_table(console, columns, rows[shape], title, fit_rows=every)
-        table.caption = verdict_caption(part)
-        table.caption_justify = "left"
+        table, dropped = fitted_table(
+            console, columns, rows[shape], title, fit_rows=every, caption=verdict_caption(part)
+        )
         console.print(table)
         flips = part.filter(pl.col("consistent").not_())
         for row in flips.iter_rows(named=True):
@@ -90,6 +96,17 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
 
 
 _MARKS = {"winner": "★ ", "tie": "≈ ", "same program": "= "}
+
+
+def by_context(summary: pl.DataFrame) -> pl.DataFrame:
+    """*summary* in the order the terminal and the HTML show it: shapes of a family by ctx (8k, 32k, 131k, …, not
+    as text: 131k, 32k, 512k), the fastest backend first within a shape."""
+    if summary.height == 0 or "shape" not in summary.columns:
+        return summary
+    shapes = sorted(summary["shape"].unique().to_list(), key=shape_key)
+    order = pl.DataFrame({"shape": shapes}, schema={"shape": summary.schema["shape"]}).with_row_index("_order")
+    keys = ["_order", "median_us"] if "median_us" in summary.columns else ["_order"]
+    return summary.join(order, on="shape", how="left").sort(keys, nulls_last=True, maintain_order=True).drop("_order")
 
 
 def verdict_caption(part: pl.DataFrame) -> Text | None:

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import polars as pl
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
+from traceattr.present.columns import LONG_NAME, Column, dropped_line, fitted_table
 from traceattr.present.formats import count, ms, percent_interval, signed_ms, signed_percent, us
 from traceattr.present.names import shorten
 
 TITLES = {"total": "Totals", "kernel": "Kernels", "role": "Roles", "range": "NVTX ranges (by name)"}
-HEADS = ("name", "calls", "total ms", "Δ ms", "from count", "from per call", "per call µs", "Δ per call")
+# by value to the reader: the name, the totals and their change stay; the split of the change and the per-call
+# times go first, the per-call change (with its verdict) last
+COLUMNS = (
+    Column("name", "left", wraps=True), Column("calls"), Column("total ms"), Column("Δ ms"),
+    Column("from count", drop=4), Column("from per call", drop=3), Column("per call µs", drop=2),
+    Column("Δ per call", drop=1),
+)  # fmt: skip
 
 
 def _arrow(before: str, after: str) -> str:
@@ -42,12 +47,9 @@ def render_diff(d: pl.DataFrame, console: Console, top: int = 15, captures: tupl
             continue
         shown = part if level in ("total", "role") or top <= 0 else part.head(top)
         more = f" (top {shown.height} of {part.height} by |Δ time|)" if shown.height < part.height else ""
-        table = Table(title=f"{title}: before → after{more}", title_justify="left")
-        for head in HEADS:
-            table.add_column(head, justify="left" if head == "name" else "right", overflow="fold")
-        for r in shown.iter_rows(named=True):
-            table.add_row(
-                Text(shorten(r["name"], 60)),
+        rows = [
+            [
+                shorten(r["name"], LONG_NAME),
                 _arrow(count(r["before_n"]), count(r["after_n"])),
                 _arrow(ms(r["before_ms"]), ms(r["after_ms"])),
                 f"{signed_ms(r['delta_ms'])} ({signed_percent(r['delta_pct'])})" if r["delta_pct"] is not None
@@ -56,8 +58,12 @@ def render_diff(d: pl.DataFrame, console: Console, top: int = 15, captures: tupl
                 signed_ms(r["per_call_ms"]),
                 _arrow(us(r["before_per_call_us"]), us(r["after_per_call_us"])),
                 _per_call_change(r),
-            )  # fmt: skip
+            ]
+            for r in shown.iter_rows(named=True)
+        ]  # fmt: skip
+        table, dropped = fitted_table(console, COLUMNS, rows, f"{title}: before → after{more}")
         console.print(table)
+        dropped_line(console, dropped)
     b, a = captures
     pooled = (
         f"Each side: the medians over its captures ({b} before, {a} after); Δ per call: 95% interval over captures, with two or more on each side."

@@ -17,13 +17,12 @@ from typing import Any
 import polars as pl
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from traceattr.analysis.decision import Breakpoint, Decision, FamilyVerdict, ShapeVerdict, decide, frame_crossings
 from traceattr.analysis.dispatch_table import DispatchTable, FamilyTable, Regret, ShapePoint, lookup
 from traceattr.core.jsonable import finite
 from traceattr.core.shapes import ShapeError, fmt_ctx, parse_shape
+from traceattr.present.columns import Column, dropped_line, fitted_table
 from traceattr.present.formats import pct, rule_text
 from traceattr.present.names import printable
 
@@ -231,18 +230,41 @@ def regret_text(r: Regret) -> str:
     return f"{pct(r.mean)} / {pct(r.max)} ({r.right}/{r.shapes})"
 
 
+def segments_frame(table: DispatchTable, mode: str | None = None) -> pl.DataFrame:
+    """The table's rows for ``dispatch --format csv``: per family and segment the backend, its ctx range
+    (``ctx_from`` inclusive, ``ctx_to`` exclusive, empty: open), whether a 95% rule stands at its lower
+    breakpoint, and the family's regret (mean, max; shares, not percent); *mode*: eager/graphs where two are shown."""
+    rows = [
+        {"mode": mode, "family": t.family, "backend": s.backend, "ctx_from": s.ctx_from, "ctx_to": s.ctx_to,
+         "decided": s.decided, "regret_mean": finite(t.regret.mean), "regret_max": finite(t.regret.max)}
+        for t in table.families
+        for s in t.segments
+    ]  # fmt: skip
+    schema = {"mode": pl.String, "family": pl.String, "backend": pl.String, "ctx_from": pl.Int64, "ctx_to": pl.Int64,
+              "decided": pl.Boolean, "regret_mean": pl.Float64, "regret_max": pl.Float64}  # fmt: skip
+    frame = pl.DataFrame(rows, schema=schema, orient="row")
+    return frame if mode is not None else frame.drop("mode")
+
+
 def render_table(table: DispatchTable, con: Console) -> None:
     """Per family: the table, its regret (mean / max, right/shapes), leave-one-out, baselines, graph-safe choice."""
-    grid = Table(title="Dispatch table and its regret: t(choice)/t(fastest) − 1, mean / max (right/shapes)",
-                 title_justify="left")  # fmt: skip
-    for col in ("family", "dispatch", "table", "leave-one-out", "always …", "graph-safe (expected regret)"):
-        grid.add_column(col)
+    title = "Dispatch table and its regret: t(choice)/t(fastest) − 1, mean / max (right/shapes)"
+    columns = [
+        Column("family", "left", wraps=True), Column("dispatch", "left", wraps=True), Column("table", "left"),
+        Column("leave-one-out", "left", drop=2), Column("always …", "left", wraps=True, drop=3),
+        Column("graph-safe (expected regret)", "left", wraps=True, drop=1),
+    ]  # fmt: skip
+    rows = []
     for t in table.families:
-        always = "; ".join(f"{b}: {regret_text(r)}" for b, r in t.baselines.items())
+        always = "\n".join(printable(f"{b}: {regret_text(r)}") for b, r in t.baselines.items())  # a line each
         gs = t.graph_safe
         safe = "" if gs is None else f"{gs.backend} (+{pct(gs.expected_regret)}, worst +{pct(gs.max_regret)})"
-        cells = (t.family, segments_text(t), regret_text(t.regret), regret_text(t.loo_regret), always, safe)
-        grid.add_row(*(Text(printable(c)) for c in cells))  # arm labels such as fa3[graphs] are not markup
+        cells = (t.family, segments_text(t), regret_text(t.regret), regret_text(t.loo_regret), safe)
+        rows.append(
+            [*(printable(c) for c in cells[:4]), always, printable(cells[4])]
+        )  # Text in the table: arm labels such as fa3[graphs] are not markup
+    grid, dropped = fitted_table(con, columns, rows, title)
     con.print(grid)
+    dropped_line(con, dropped)
     con.print(escape(f"all shapes: table {regret_text(table.regret)}, leave-one-out {regret_text(table.loo_regret)}; "
-                     f"graph-safe over {table.distribution}"), soft_wrap=True)  # fmt: skip
+                     f"graph-safe over {table.distribution}"))  # fmt: skip

@@ -8,12 +8,11 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from traceattr.analysis.sweep_points import time_falls
 from traceattr.core.records import SweepRecord
 from traceattr.core.shapes import fmt_ctx
+from traceattr.present.columns import Column, dropped_line, fitted_table
 from traceattr.present.formats import decimals, interval, sweep_text, time_fall_text, us
 from traceattr.present.names import printable
 
@@ -22,19 +21,20 @@ def step_lines(step: Mapping[str, Any]) -> list[str]:
     """A step as the sweep runs: each point measured, its side and gates, and what the sweep does next."""
     decision = step["decision"]
     then = f"{decision['kind']} {decision['next_ctx'] if decision.get('next_ctx') is not None else ''}"
-    return [f"step {step['step']}: {p['shape']} {p['side']} (ratio {p.get('ratio')}, {p['status']}) → {then}"
+    return [f"step {step['step']}: {p['shape']} {p['side']} (ratio {decimals(p.get('ratio'), 3)}, {p['status']}) → {then}"
             for p in step["points"]]  # fmt: skip
 
 
 def render_steps(record: SweepRecord, con: Console) -> None:
     """One row per measured point: its step, ctx, who is faster (ratio above/below and interval), gates."""
     h = record.header
-    table = Table(
-        title=f"{h['family']}: {h.get('above', '?')} / {h.get('below', '?')} per measured ctx (ratio of medians, 95%)",
-        title_justify="left",
-    )
-    for col in ("step", "ctx", "ratio", "interval", "verdict", "side", "fastest", "µs", "gates", "next", "s"):
-        table.add_column(col, justify="right" if col in ("step", "ctx", "ratio", "µs", "s") else "left")
+    title = f"{h['family']}: {h.get('above', '?')} / {h.get('below', '?')} per measured ctx (ratio of medians, 95%)"
+    columns = [
+        Column("step"), Column("ctx"), Column("ratio"), Column("interval", "left"), Column("verdict", "left"),
+        Column("side", "left", drop=3), Column("fastest", "left"), Column("µs", drop=2),
+        Column("gates", "left", wraps=True), Column("next", "left", drop=4), Column("s", drop=1),
+    ]  # fmt: skip
+    rows = []
     for s in record.steps_taken:
         for p in s.points:
             fastest = p.fastest
@@ -45,8 +45,10 @@ def render_steps(record: SweepRecord, con: Console) -> None:
                 "pass" if p.status == "pass" else f"refused: {'' if p.refused_by is None else p.refused_by}",
                 fmt_ctx(d["next_ctx"]) if d.get("next_ctx") else d["kind"], decimals(s.seconds, 0),
             )  # fmt: skip
-            table.add_row(*(Text(printable(c)) for c in cells))  # labels are not markup
+            rows.append([printable(c) for c in cells])  # shown as Text: labels are not markup
+    table, dropped = fitted_table(con, columns, rows, title)
     con.print(table)
-    con.print(escape(sweep_text(h, record.result)), soft_wrap=True)
+    dropped_line(con, dropped)
+    con.print(escape(sweep_text(h, record.result)))
     for fall in time_falls(record):
         con.print(escape(f"note: {time_fall_text(*fall)}"), soft_wrap=True, highlight=False)

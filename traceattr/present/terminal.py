@@ -14,28 +14,30 @@ from typing import Any
 
 import polars as pl
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
-from traceattr.analysis.calls import call_series
+from traceattr.analysis.calls import call_series, calls
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution
-from traceattr.present.columns import Column, dropped_line, fitted_table
+from traceattr.present.columns import LONG_NAME, Column, dropped_line, fitted_table, print_wrapped
 from traceattr.present.formats import count, counted, decimals, pct, size, us_from_ns
 from traceattr.present.names import distinct_display_names, printable, shorten
 
-# A name longer than this is shortened (with "…") even in a table that fits: NVTX text can be 1,024 characters
-# (see trace.validate) and would fill a screen. Call-series and kernel names are far shorter.
-LONG_NAME = 200
 
-
-def render_range_summary(att: Attribution, console: Console, limit: int = 30) -> None:
+def render_range_summary(
+    att: Attribution, console: Console, limit: int = 30, grouped: pl.DataFrame | None = None
+) -> None:
     """GPU time per call series, as nsys's ``nvtx_sum`` lists CPU time per name: instances, total and
     median GPU span (first op start → last op end), kernel time; the buckets last. A series is a range name
     without its per-instance words (:func:`traceattr.analysis.calls.call_series`: ``iter=``, ``arm=``,
-    PyTorch's ``seq =``/``op_id =``, a trailing ``:3``), so the iterations of one call add up in one row."""
+    PyTorch's ``seq =``/``op_id =``, a trailing ``:3``), so the iterations of one call add up in one row; with
+    *group* (``--group``) a call's series is its backend and shape as ``compare`` reads them."""
+    ranges, series = att.ranges, call_series(pl.col("name"))
+    if grouped is not None:  # the calls read as compare reads them (backend + shape); other ranges by their name
+        ranges = ranges.join(grouped, on="range_id", how="left")
+        series = pl.coalesce("_series", series)
     per = (
-        att.ranges.filter(pl.col("gpu_ops") > 0)
-        .group_by(call_series(pl.col("name")).alias("name"))
+        ranges.filter(pl.col("gpu_ops") > 0)
+        .group_by(series.alias("name"))
         .agg(
             pl.len().alias("count"),
             pl.col("gpu_span_ns").sum().alias("total"),
@@ -68,10 +70,19 @@ def render_range_summary(att: Attribution, console: Console, limit: int = 30) ->
         console.print(f"… {per.height - shown.height:,} more call series (--limit 0 shows all)")
 
 
-def render_attribution(att: Attribution, console: Console, limit: int = 30, ranges: bool = False) -> None:
+def grouped_series(att: Attribution, group: str) -> pl.DataFrame:
+    """range_id -> the call series *group* reads it as (``fa3 q8_ctx131k``); a one-line error where it reads none."""
+    return calls(att, group).select(pl.col("call_id").alias("range_id"), pl.col("series").alias("_series"))
+
+
+def render_attribution(
+    att: Attribution, console: Console, limit: int = 30, ranges: bool = False, group: str | None = None
+) -> None:
     """The trace's header, GPU time per range name (or, with *ranges*, per range), and the op names."""
     meta = att.meta
     every = att.ranges
+    # refused, where --group reads no call, before anything is printed
+    grouped = grouped_series(att, group) if group is not None and not ranges else None
     console.print(
         Text.assemble(
             (printable(str(meta.path)), "bold"),
@@ -82,7 +93,7 @@ def render_attribution(att: Attribution, console: Console, limit: int = 30, rang
     if ranges:
         render_ranges(att, console, limit)
     else:
-        render_range_summary(att, console, limit)
+        render_range_summary(att, console, limit, grouped)
     silent = every.filter((pl.col("gpu_ops") == 0) & pl.col("range_id").is_not_null()).height
     if silent:
         console.print(f"{counted(silent, 'range')} launched no GPU work")
@@ -173,22 +184,25 @@ def render_plan(plan: Any, console: Console) -> None:
             str(plan.nsys) if plan.nsys else "not found (set TRACEATTR_NSYS)",
         )
     )
-    sizes = Table(title="Shapes", title_justify="left")
-    for head in ("shape", "pages", "KV cache", "queries", "must move"):
-        sizes.add_column(head, justify="left" if head == "shape" else "right")
-    for name, t in plan.tensors.items():
-        sizes.add_row(
-            Text(name), count(t["pages"]), size(t["kv_bytes"]), size(t["q_bytes"]), size(t["min_bytes_moved"])
-        )
-    console.print(sizes)
-    table = Table(title="Arms", title_justify="left")
-    for head in ("shape", "arm", "runs?", "why not / notes"):
-        table.add_column(head)
-    for a in plan.availability:
-        ok = a.reason is None
-        table.add_row(a.shape, Text(a.backend), Text("yes", "green") if ok else Text("no", "red"),
-                      Text(a.reason or "; ".join(a.notes)))  # fmt: skip
+    sizes = [
+        [name, count(t["pages"]), size(t["kv_bytes"]), size(t["q_bytes"]), size(t["min_bytes_moved"])]
+        for name, t in plan.tensors.items()
+    ]
+    columns = [Column("shape", "left", wraps=True), Column("pages", drop=1), Column("KV cache"),
+               Column("queries", drop=2), Column("must move")]  # fmt: skip
+    table, dropped = fitted_table(console, columns, sizes, "Shapes")
     console.print(table)
+    dropped_line(console, dropped)
+    arms = [
+        [a.shape, a.backend, Text("yes", "green") if a.reason is None else Text("no", "red"),
+         a.reason or "; ".join(a.notes)]
+        for a in plan.availability
+    ]  # fmt: skip
+    columns = [Column("shape", "left", wraps=True), Column("arm", "left"), Column("runs?", "left"),
+               Column("why not / notes", "left", wraps=True)]  # fmt: skip
+    table, dropped = fitted_table(console, columns, arms, "Arms")
+    console.print(table)
+    dropped_line(console, dropped)
     r = plan.run
     order = "A B … B A" if r.order == "abba" else "each arm back to back"
     before = {"flush": f"L2 flush {size(r.flush_bytes)} before every call",
@@ -200,48 +214,54 @@ def render_plan(plan: Any, console: Console) -> None:
         f"{before}{', CUDA graphs' if r.graphs else ''}"
         f"{', shuffled pages' if r.shuffle else ''}; validation {'on' if r.validate else 'off'}"
     )
-    console.print(Text.assemble(("run folder: ", "bold"), str(plan.folder)))
-    console.print(Text.assemble(("command: ", "bold"), " ".join(plan.command())))
+    print_wrapped(console, f"run folder: {plan.folder}")
+    print_wrapped(console, f"command: {' '.join(plan.command())}")
 
 
 def render_reports(reports: pl.DataFrame, console: Console) -> None:
     """One row per report (rank): its GPU work, where it went, or why it failed."""
     ok = reports.filter(pl.col("ok"))
     roles = [c for c in ROLE_COLUMNS if ok.height and (ok[c].sum() or 0) > 0]
-    table = Table(title=f"Per report ({ok.height} of {reports.height} read; GPU time in µs, each op once)",
-                  title_justify="left")  # fmt: skip
-    for head in ("report", "ops", "span", "busy", "sum", *[c.removesuffix("_ns") for c in roles], "s"):
-        table.add_column(head, justify="left" if head == "report" else "right", no_wrap=head == "report")
+    columns = [
+        Column("report", "left", wraps=True), Column("ops"), Column("span"), Column("busy", drop=len(roles) + 2),
+        Column("sum", drop=len(roles) + 1), *[Column(c.removesuffix("_ns"), drop=len(roles) - i) for i, c in enumerate(roles)],
+        Column("seconds", drop=len(roles) + 3),
+    ]  # fmt: skip
+    rows: list[list[str | Text]] = []
     for row in reports.iter_rows(named=True):
         if not row["ok"]:
-            table.add_row(Text(row["report"]), Text("failed (see below)", "red"), *[""] * (4 + len(roles)))
+            rows.append([row["report"], Text("failed (see below)", "red"), *[""] * (4 + len(roles))])
             continue
-        table.add_row(
-            Text(row["report"]), count(row["gpu_ops"]), us_from_ns(row["gpu_span_ns"]), us_from_ns(row["busy_ns"]),
+        rows.append([
+            row["report"], count(row["gpu_ops"]), us_from_ns(row["gpu_span_ns"]), us_from_ns(row["busy_ns"]),
             us_from_ns(row["gpu_sum_ns"]), *[us_from_ns(row[c]) for c in roles], decimals(row["seconds"], 2),
-        )  # fmt: skip
+        ])  # fmt: skip
+    title = f"Per report ({ok.height} of {reports.height} read; GPU time in µs, each op once)"
+    table, dropped = fitted_table(console, columns, rows, title)
     console.print(table)
+    dropped_line(console, dropped)
 
 
 def render_across(across: pl.DataFrame, console: Console, key: str, limit: int = 30) -> None:
     """Per range name (or call series) across reports: the ranks' medians, spread, and the slowest rank."""
     stat = next(c for c in across.columns if c.startswith("rank_median_")).removeprefix("rank_median_")
-    table = Table(
-        title=f"Across reports, per {key} ({stat.removesuffix('_ns')} per row, µs: median over rows per report, then over reports)",
-        title_justify="left",
-    )
-    for head in (key, "reports", "rows", "median", "max", "spread", "slowest"):
-        table.add_column(head, justify="left" if head in (key, "slowest") else "right", no_wrap=True,
-                         max_width=56 if head == key else None)  # fmt: skip
+    title = f"Across reports, per {key} ({stat.removesuffix('_ns')} per row, µs: median over rows per report, then over reports)"
+    columns = [
+        Column(key, "left", wraps=True), Column("reports", drop=3), Column("rows", drop=4), Column("median"),
+        Column("max"), Column("spread", drop=1), Column("slowest", "left", wraps=True, drop=2),
+    ]  # fmt: skip
     shown = across if limit <= 0 else across.head(limit)
+    rows = []
     for row in shown.iter_rows(named=True):
         rel = row["spread_rel"]
-        table.add_row(
-            Text(shorten(row[key], 56)), str(row["reports"]), count(row["rows"]), us_from_ns(row[f"rank_median_{stat}"]),
+        rows.append([
+            shorten(row[key], LONG_NAME), str(row["reports"]), count(row["rows"]), us_from_ns(row[f"rank_median_{stat}"]),
             us_from_ns(row[f"rank_max_{stat}"]), f"{us_from_ns(row[f'spread_{stat}'])} ({pct(rel)})" if rel is not None else "",
-            Text(row["slowest_report"] or ""),
-        )  # fmt: skip
+            row["slowest_report"] or "",
+        ])  # fmt: skip
+    table, dropped = fitted_table(console, columns, rows, title)
     console.print(table)
+    dropped_line(console, dropped)
     if across.height > shown.height:
         console.print(f"… {across.height - shown.height:,} more (--limit 0 shows all; --out DIR writes them)")
 

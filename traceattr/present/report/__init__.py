@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import html as html_text
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from traceattr.core.output import write_text
 from traceattr.core.records import RunRecord
 from traceattr.present.formats import bandwidth, counted, gigabytes
 from traceattr.present.report.data import Limits, ReportData, collect
-from traceattr.present.report.decision import decision_html
+from traceattr.present.report.decision import decision_html, has_decision
 from traceattr.present.report.figures_compare import attribution_figure, distributions_figure
 from traceattr.present.report.figures_decision import context_figure, context_notes
 from traceattr.present.report.figures_timeline import picker_html, timeline_figure
@@ -270,6 +270,10 @@ def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
             tuple(d.notes.get("timeline", ())),
         ),
     ]
+    if not has_decision(d):  # nothing to decide: no empty section first; what it would have said leads the numbers
+        decision, numbers = out[0], out[1]
+        out[:2] = [replace(numbers, notes=(*decision.notes, *numbers.notes))]
+        return out
     if d.context.height:  # the chart of the decision comes right after the numbers
         out.insert(
             2,

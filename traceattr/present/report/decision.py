@@ -47,6 +47,13 @@ def shape_verdicts(d: ReportData) -> list[tuple[str, str, str, str, bool]]:
     return out
 
 
+def has_decision(d: ReportData) -> bool:
+    """Whether there is anything to decide: a shape with two or more backends, or a family's rule. A trace that
+    is not a sweep (no call names read as backend and shape) has none, and its page opens on its numbers."""
+    families = d.decision.families if d.decision is not None else ()
+    return bool(shape_verdicts(d)) or any(len(f.ctx) >= 2 for f in families)
+
+
 def decision_html(d: ReportData) -> str:
     """The decision section's body: per family its line and what each switch rests on, then every shape with a
     winner, the undecided ones folded under them (trusted HTML, text escaped). It renders the decision record

@@ -20,6 +20,7 @@ from traceattr.present.report.style import (
     new_figure,
     segment_part,
     segment_pattern,
+    wrap_name,
 )
 
 _LABEL_ROOM = 150  # characters of tick labels a default-width report holds on one line
@@ -41,7 +42,7 @@ def attribution_figure(summary: pl.DataFrame) -> go.Figure:
     # two levels (shape, then backend) unless the calls named neither, so that both are the series
     x = backends if s["shape"].equals(s["backend"]) else [[esc(v) for v in s["shape"].to_list()], backends]
     shown = [seg for seg in SEGMENTS if (s[f"call_{segment_part(seg)}_us"].fill_null(0) > 0).any()]
-    fig = new_figure(460, barmode="stack", hovermode="closest")
+    fig = new_figure(420, barmode="stack", hovermode="closest")
     for view in ("us", "share"):
         for seg in shown:
             values = s[f"call_{segment_part(seg)}_us"].fill_null(0)
@@ -76,7 +77,11 @@ def attribution_figure(summary: pl.DataFrame) -> go.Figure:
     in_us = [t.meta == "us" for t in fig.data]
     share_title, us_title = "% of the median call", "µs of the median call"
     # level labels side by side while they fit the plot (~150 characters wide); slanted once they would collide
-    crowded = len(backends) * max((len(b) for b in s["backend"].to_list()), default=0) > _LABEL_ROOM
+    longest = max((len(b) for b in s["backend"].to_list()), default=0)
+    crowded = len(backends) * longest > _LABEL_ROOM
+    # slanted labels take room below the plot (about 4.5 px a character at -40°): the figure grows by it, so the
+    # bars keep their height instead of being squeezed under long (C++) names
+    fig.update_layout(height=360 + (int(4.5 * min(longest, 120)) if crowded else 60))
     fig.update_layout(
         yaxis={"title": {"text": us_title}, "rangemode": "tozero"},
         xaxis={"tickangle": -40 if crowded else 0, "automargin": True},
@@ -97,7 +102,8 @@ def distributions_figure(d: ReportData, colors: dict[str, str]) -> go.Figure:
     cols = min(3, len(shapes))
     rows = math.ceil(len(shapes) / cols)
     fig = make_subplots(
-        rows=rows, cols=cols, subplot_titles=[esc(s) for s in shapes],
+        # long series names (a trace that is not a sweep) wrap rather than run into the next panel's title
+        rows=rows, cols=cols, subplot_titles=[wrap_name(s, 45) for s in shapes],
         horizontal_spacing=0.07, vertical_spacing=min(0.12, 0.35 / max(1, rows - 1)) if rows > 1 else 0.1,
     )  # fmt: skip
     order = d.summary.select("shape", "backend").with_row_index("_order")
@@ -147,20 +153,26 @@ def distributions_figure(d: ReportData, colors: dict[str, str]) -> go.Figure:
                 )  # fmt: skip
                 visible += [not relative] * 2
         fig.update_xaxes(
-            tickmode="array", tickvals=list(range(len(names))), ticktext=[esc(n) for n in names],
+            tickmode="array", tickvals=list(range(len(names))), ticktext=[wrap_name(n, 24) for n in names],
             range=[-0.6, len(names) - 0.4], row=row, col=col,
         )  # fmt: skip
     first_col = [fig.get_subplot(r, 1).yaxis.plotly_name for r in range(1, rows + 1)]
     fig.update_yaxes(title_text="µs per call", col=1)
     fig.update_layout(
         template=TEMPLATE,
-        height=110 + 260 * rows,
+        # each panel's height, plus the lines its wrapped title and tick labels take
+        height=110 + (260 + 14 * (_lines(shapes, 45) + _lines(d.summary["backend"].to_list(), 24) - 2)) * rows,
         margin={"t": 70},
         updatemenus=[_unit_buttons(visible, ("µs", "% from own median"),
                                    ({f"{a}.title.text": "µs per call" for a in first_col},
                                     {f"{a}.title.text": "% from median" for a in first_col}))],
     )  # fmt: skip
     return fig
+
+
+def _lines(names: list[str], width: int) -> int:
+    """How many lines the longest of *names* takes wrapped at *width* characters (:func:`wrap_name`)."""
+    return max((wrap_name(n, width).count("<br>") + 1 for n in names), default=1)
 
 
 def _unit_buttons(first: list[bool], labels: tuple[str, str], layouts: tuple[dict, dict]) -> dict:

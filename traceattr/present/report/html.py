@@ -35,7 +35,8 @@ nav a { color: inherit; margin-right: 14px; }
 .intro { color: var(--muted); margin: 2px 0 8px; max-width: 110ch; }
 .note { background: #fff8c5; border: 1px solid #d4a72c66; border-radius: 6px; padding: 6px 10px; margin: 6px 0;
         font-size: 13px; }
-.table-wrap { overflow-x: auto; }
+.table-wrap { overflow-x: auto; max-width: 100%; }
+table.numbers td:last-child, table.numbers td.text { white-space: normal; min-width: 20ch; max-width: 60ch; }
 table { border-collapse: collapse; font-size: 12px; }
 th, td { padding: 3px 7px; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
 th { background: var(--bg2); position: sticky; top: 0; }

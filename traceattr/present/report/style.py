@@ -1,4 +1,4 @@
-"""One look for every figure: role and backend colours, the plotly template, escaping.
+"""One look for every figure: role colours (backend colours: :mod:`traceattr.present.palette`), the plotly template, escaping.
 
 Every user string that reaches plotly (kernel and NVTX names, backend and
 shape labels) goes through :func:`esc` first: plotly.js renders a subset of
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import html
 import textwrap
-from collections.abc import Iterable
 from typing import Any
 
 import plotly.graph_objects as go
 import plotly.io as pio
 
 from traceattr.attribution.roles import ROLES
+from traceattr.present.palette import backend_colors as backend_colors  # one palette, keyed by name
 
 GAPS = "gaps"
 OVERLAP = "overlap"
@@ -52,12 +52,6 @@ ROLE_COLORS: dict[str, str] = {
     GAPS: "#d9d9d9",
 }
 NVTX_COLOR = "rgba(120, 120, 120, 0.35)"
-# Backends get a palette that shares no hue with the roles: a backend colour
-# is never mistaken for a role.
-BACKEND_PALETTE: tuple[str, ...] = (
-    "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#17becf", "#666666",
-)  # fmt: skip
-
 PLOT_CONFIG: dict[str, Any] = {"displaylogo": False, "responsive": True}
 
 TEMPLATE = go.layout.Template(
@@ -86,12 +80,6 @@ def wrap_name(name: str | None, width: int = 110) -> str:
     # wrap first, escape each piece: an entity is never cut in two
     lines = textwrap.wrap(name, width, break_long_words=True, break_on_hyphens=False) or [name]
     return "<br>".join(esc(line) for line in lines)
-
-
-def backend_colors(backends: Iterable[str]) -> dict[str, str]:
-    """A stable colour per backend name (sorted, so fa2 is the same colour in every report of a run)."""
-    names = sorted(set(backends))
-    return {b: BACKEND_PALETTE[i % len(BACKEND_PALETTE)] for i, b in enumerate(names)}
 
 
 def new_figure(height: int, **layout: Any) -> go.Figure:
