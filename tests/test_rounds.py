@@ -768,3 +768,26 @@ def test_report_of_a_round_folder_whose_traces_are_gone(tmp_path: Path, capsys: 
     assert page.index('id="round"') < page.index('id="evidence"') < page.index('id="metadata"')
     assert page.index("2 / 2 rows pass") < page.index('id="evidence"') and "<details open>" not in page
     assert "captures has its trace.sqlite any more" in page and "Plotly.newPlot" not in page
+
+
+def test_captures_has_its_old_name(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # --rounds was the option's name before a round's nsys runs were called captures; both plan the same captures
+    args = [
+        "round",
+        "--rows",
+        "smoke",
+        "--baseline",
+        BASE,
+        "--candidate",
+        CAND,
+        "--dry-run",
+        "--out-root",
+        str(tmp_path),
+    ]
+    outs = []
+    for flag in ("--captures", "--rounds"):  # /1 names
+        with pytest.raises(SystemExit) as done:
+            main([*args, flag, "2"])
+        assert done.value.code in (0, None)
+        outs.append([line for line in capsys.readouterr().out.splitlines() if "capture-" in line])
+    assert outs[0] == outs[1] and [line.split(":")[0].strip() for line in outs[0]] == ["capture-1", "capture-2"]

@@ -34,8 +34,8 @@ CandidateOpt = Annotated[
 CapturesOpt = Annotated[
     Optional[int],
     typer.Option(
-        "--captures", "--captures",
-        help=f"Separate captures (nsys runs); arm order alternates between them (--captures: its old name). "
+        "--captures", "--rounds",  # /1 names: --rounds kept for scripts written before
+        help=f"Separate captures (nsys runs); arm order alternates between them (--rounds: its old name). "  # /1 names
         f"\\[default: {CAPTURES}]",
     ),
 ]  # fmt: skip
