@@ -50,7 +50,7 @@ def _broken(page: Path) -> list[str]:
 
 def test_the_manual_has_its_pages() -> None:
     names = {p.name for p in PAGES}
-    for page in ("profile", "round", "attribute", "compare", "report", "diff", "sweep", "dispatch", "many-reports"):
+    for page in ("profile", "round", "attribute", "compare", "report", "diff", "sweep", "dispatch", "many-traces"):
         assert f"{page}.md" in names, page  # one page per command
     for page in ("statistics", "files", "schemas", "speed", "dependencies", "layout"):
         assert f"{page}.md" in names, page  # one page per concept

@@ -1,4 +1,4 @@
-"""Many reports at once: inputs, per-rank numbers, parallel and Dask runs, failures alone, the CLI."""
+"""Many traces at once: inputs, per-rank numbers, parallel and Dask runs, failures alone, the CLI."""
 
 from __future__ import annotations
 
@@ -37,11 +37,11 @@ def test_inputs_from_folders_patterns_and_run_folders(tmp_path: Path) -> None:
     assert got == [run_dir, a, b, tmp_path / "c.nsys-rep"]
     assert many.expand_inputs([str(tmp_path / "*.sqlite"), a]) == [a, b]  # a named twice runs once
     assert many.expand_inputs([run_dir]) == [run_dir]
-    assert many.report_names(got) == ["20261130_run", "a", "b", "c"]
+    assert many.trace_names(got) == ["20261130_run", "a", "b", "c"]
     other = tmp_path / "x" / "a.sqlite"
     other.parent.mkdir()
     shutil.copy(a, other)
-    assert many.report_names([a, other]) == ["a", "x/a"]  # equal stems: the path below the common folder
+    assert many.trace_names([a, other]) == ["a", "x/a"]  # equal stems: the path below the common folder
     with pytest.raises(TraceattrError, match="no file matches"):
         many.expand_inputs([str(tmp_path / "*.nope")])
     (tmp_path / "empty").mkdir()
@@ -50,30 +50,30 @@ def test_inputs_from_folders_patterns_and_run_folders(tmp_path: Path) -> None:
 
 
 def test_per_rank_numbers_and_the_slowest_rank(ranks: Path) -> None:
-    results = many.run_reports(many.expand_inputs([ranks]), many.Settings(), workers=1)
+    results = many.run_traces(many.expand_inputs([ranks]), many.Settings(), workers=1)
     combined = many.combine(results)
     assert [r.ok for r in results] == [True, True, False]
     assert combined.failures == (results[2].error,) and "rank2.sqlite" in results[2].error
     assert "\n" not in results[2].error
-    across = many.across_reports(combined.ranges, "name").filter(pl.col("name") == "dcp:attention").row(0, named=True)
+    across = many.across_traces(combined.ranges, "name").filter(pl.col("name") == "dcp:attention").row(0, named=True)
     # per rank the median attention range (projected: first op start → last op end = the kernel)
-    assert across["reports"] == 2 and across["rows"] == 6
+    assert across["traces"] == 2 and across["rows"] == 6
     assert across["rank_min_gpu_span_ns"] == 10_000 and across["rank_max_gpu_span_ns"] == 12_000
     assert across["rank_median_gpu_span_ns"] == 11_000 and across["spread_gpu_span_ns"] == 2_000
     assert across["spread_rel"] == pytest.approx(0.2)
-    assert across["slowest_report"] == "rank1" and across["fastest_report"] == "rank0"
+    assert across["slowest_trace"] == "rank1" and across["fastest_trace"] == "rank0"
     assert across["gpu_span_total_ns"] == 30_000 + 64_000
-    reports = combined.reports.filter(pl.col("ok"))
-    assert reports[many.REPORT].to_list() == ["rank0", "rank1"]
+    reports = combined.traces.filter(pl.col("ok"))
+    assert reports[many.TRACE_COLUMN].to_list() == ["rank0", "rank1"]
     assert reports["attention_sum_ns"].to_list() == [30_000, 64_000]
     assert reports["reduce_sum_ns"].to_list() == [9_000, 9_000]  # the merge kernels
     assert reports["gpu_ops"].to_list() == [9, 9] and reports["unattributed_ops"].to_list() == [0, 0]
     assert reports["gpu"].to_list() == ["NVIDIA H200"] * 2
 
 
-def _frames(results: list[many.ReportResult]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _frames(results: list[many.TraceResult]) -> tuple[pl.DataFrame, pl.DataFrame]:
     c = many.combine(results)
-    return c.ranges, c.reports.drop("seconds", "worker_pid", "worker_peak_rss_mb")
+    return c.ranges, c.traces.drop("seconds", "worker_pid", "worker_peak_rss_mb")
 
 
 @pytest.mark.slow
@@ -81,18 +81,20 @@ def test_processes_give_the_serial_answer_and_each_report_equals_its_own_attribu
     ranks: Path, exports: dict[str, Path], tmp_path: Path
 ) -> None:
     paths = [*many.expand_inputs([ranks]), exports["h200_torch_tiny"]]
-    serial = many.run_reports(paths, many.Settings(mode="innermost"), workers=1)
+    serial = many.run_traces(paths, many.Settings(mode="innermost"), workers=1)
     with many.parts_folder(tmp_path / "out") as parts:
-        parallel = many.run_reports(paths, many.Settings(mode="innermost"), workers=2, parts=parts)
+        parallel = many.run_traces(paths, many.Settings(mode="innermost"), workers=2, parts=parts)
         assert {r.summary["worker_pid"] for r in parallel} != {os.getpid()}
         kernels = many.kernels_lazy(many.combine(parallel)).collect()  # type: ignore[union-attr]
     for a, b in zip(_frames(serial), _frames(parallel), strict=True):
         assert_frame_equal(a, b)
-    name = serial[-1].report
-    tiny = many.combine(serial).ranges.filter(pl.col(many.REPORT) == name).drop(many.REPORT)
+    name = serial[-1].trace
+    tiny = many.combine(serial).ranges.filter(pl.col(many.TRACE_COLUMN) == name).drop(many.TRACE_COLUMN)
     alone = traceattr.open(exports["h200_torch_tiny"]).attribute(mode="innermost")
     assert_frame_equal(tiny, alone.ranges)
-    assert_frame_equal(kernels.filter(pl.col(many.REPORT) == name).drop(many.REPORT), alone.ops.sort("op_id"))
+    assert_frame_equal(
+        kernels.filter(pl.col(many.TRACE_COLUMN) == name).drop(many.TRACE_COLUMN), alone.ops.sort("op_id")
+    )
 
 
 @pytest.mark.slow
@@ -100,9 +102,9 @@ def test_dask_local_cluster(ranks: Path) -> None:
     if not IN_CI:
         pytest.importorskip("distributed", reason="the `multi` extra (Dask) is not installed")
     paths = many.expand_inputs([ranks])
-    serial = many.run_reports(paths, many.Settings(), workers=1)
+    serial = many.run_traces(paths, many.Settings(), workers=1)
     seen = []
-    on_dask = many.run_reports(paths, many.Settings(), workers=2, dask="local", on_done=seen.append)
+    on_dask = many.run_traces(paths, many.Settings(), workers=2, dask="local", on_done=seen.append)
     assert len(seen) == 3 and not on_dask[2].ok and on_dask[2].error == serial[2].error
     for a, b in zip(_frames(serial), _frames(on_dask), strict=True):
         assert_frame_equal(a, b)
@@ -118,20 +120,20 @@ def test_cli_many_reports_write_what_was_read_and_exit_2(ranks: Path, tmp_path: 
     assert "Traceback" not in res.stderr
     assert all(line.strip() for line in res.stderr.splitlines()), res.stderr  # no bar's empty line in a log
     assert sorted(p.name for p in out.iterdir()) == [
-        "across_reports.parquet",
+        "across_traces.parquet",
         "attribution.json",
         "kernels.parquet",
         "ranges.parquet",
-        "reports.parquet",
+        "traces.parquet",
     ]  # fmt: skip  (the workers' scratch parts are gone)
     ranges = pl.read_parquet(out / "ranges.parquet")
-    assert ranges.columns[0] == many.REPORT and set(ranges[many.REPORT]) == {"rank0", "rank1"}
+    assert ranges.columns[0] == many.TRACE_COLUMN and set(ranges[many.TRACE_COLUMN]) == {"rank0", "rank1"}
     kernels = pl.read_parquet(out / "kernels.parquet")
-    assert kernels.group_by(many.REPORT).len().sort(many.REPORT)["len"].to_list() == [9, 9]
+    assert kernels.group_by(many.TRACE_COLUMN).len().sort(many.TRACE_COLUMN)["len"].to_list() == [9, 9]
     assert set(kernels.filter(pl.col("name") == NCCL)["family"]) == {"nccl"}  # a rank's collective is named
-    assert pl.read_parquet(out / "reports.parquet")["ok"].to_list() == [True, True, False]
+    assert pl.read_parquet(out / "traces.parquet")["ok"].to_list() == [True, True, False]
     table = run("attribute", str(ranks / "rank*.sqlite"), "-j", "1")  # a quoted pattern; terminal tables
-    assert table.returncode == 2 and "Across reports" in table.stdout and "rank1" in table.stdout
+    assert table.returncode == 2 and "Across traces" in table.stdout and "rank1" in table.stdout
 
 
 def test_cli_all_reports_bad_is_one_error_and_no_output(tmp_path: Path) -> None:
@@ -139,7 +141,7 @@ def test_cli_all_reports_bad_is_one_error_and_no_output(tmp_path: Path) -> None:
     (tmp_path / "b.sqlite").write_bytes(b"junk")
     out = tmp_path / "out"
     res = run("attribute", str(tmp_path / "a.sqlite"), str(tmp_path / "b.sqlite"), "-o", str(out), "-j", "1")
-    assert res.returncode == 2 and "none of the 2 reports could be read" in res.stderr
+    assert res.returncode == 2 and "none of the 2 traces could be read" in res.stderr
     assert not out.exists()
 
 
@@ -155,8 +157,10 @@ def test_cli_compare_pools_calls_one_round_per_report(exports: dict[str, Path], 
     two = pl.read_csv(tmp_path / "two" / "summary.csv")
     # the same calls twice: the same medians, twice the calls and twice the rounds
     assert_frame_equal(one.select("shape", "backend", "median_us"), two.select("shape", "backend", "median_us"))
-    assert (two["calls"] == 2 * one["calls"]).all() and (two["rounds"] == 2 * one["rounds"]).all()
+    assert (two["calls"] == 2 * one["calls"]).all() and (two["iterations"] == 2 * one["iterations"]).all()
     calls = pl.read_csv(tmp_path / "two" / "calls.csv")
-    assert calls.columns[0] == many.REPORT and calls.height == 2 * pl.read_csv(tmp_path / "one" / "calls.csv").height
-    across = pl.read_csv(tmp_path / "two" / "across_reports.csv")
-    assert (across["reports"] == 2).all() and (across["spread_gpu_span_ns"] == 0).all()
+    assert (
+        calls.columns[0] == many.TRACE_COLUMN and calls.height == 2 * pl.read_csv(tmp_path / "one" / "calls.csv").height
+    )
+    across = pl.read_csv(tmp_path / "two" / "across_traces.csv")
+    assert (across["traces"] == 2).all() and (across["spread_gpu_span_ns"] == 0).all()

@@ -87,24 +87,24 @@ def test_recipe_equals_traceattr_attribute(nsys: Path, reports: Path, tmp_path: 
     assert res.returncode == 0, res.stdout + res.stderr
     assert "broken.sqlite" in res.stdout + res.stderr  # the damaged report is named, the others are written
     written = sorted(p.name for p in out.iterdir())
-    assert written == sorted(["across_reports.parquet", "kernels.parquet", "ranges.parquet", "reports.parquet",
+    assert written == sorted(["across_traces.parquet", "kernels.parquet", "ranges.parquet", "traces.parquet",
                               "recipe.nsys-analysis"])  # fmt: skip
     # traceattr's own multi-report run over the exports gives the same tables
     exports = sorted(reports.glob("*.sqlite"))
     with many.parts_folder(tmp_path / "cli") as parts:
-        combined = many.combine(many.run_reports(exports, many.Settings(), workers=1, parts=parts))
+        combined = many.combine(many.run_traces(exports, many.Settings(), workers=1, parts=parts))
         many.write_combined(combined, tmp_path / "cli", "parquet")
-    for stem in ("ranges", "kernels", "across_reports"):
+    for stem in ("ranges", "kernels", "across_traces"):
         assert_frame_equal(
             pl.read_parquet(out / f"{stem}.parquet"), pl.read_parquet(tmp_path / "cli" / f"{stem}.parquet")
         )
     volatile = ["path", "seconds", "worker_pid", "worker_peak_rss_mb"]
-    per_rank = pl.read_parquet(out / "reports.parquet")
-    assert_frame_equal(per_rank.drop(volatile), pl.read_parquet(tmp_path / "cli" / "reports.parquet").drop(volatile))
-    assert per_rank["report"].to_list() == ["broken", "rank0", "rank1", "tiny"]
+    per_rank = pl.read_parquet(out / "traces.parquet")
+    assert_frame_equal(per_rank.drop(volatile), pl.read_parquet(tmp_path / "cli" / "traces.parquet").drop(volatile))
+    assert per_rank["trace"].to_list() == ["broken", "rank0", "rank1", "tiny"]
     assert per_rank["ok"].to_list() == [False, True, True, True]
-    across = pl.read_parquet(out / "across_reports.parquet").filter(pl.col("name") == "dcp:attention")
-    assert across["slowest_report"].to_list() == ["rank1"] and across["rank_max_gpu_span_ns"].to_list() == [21_000]
+    across = pl.read_parquet(out / "across_traces.parquet").filter(pl.col("name") == "dcp:attention")
+    assert across["slowest_trace"].to_list() == ["rank1"] and across["rank_max_gpu_span_ns"].to_list() == [21_000]
 
 
 def test_recipe_bad_rules_stop_once(nsys: Path, reports: Path, tmp_path: Path) -> None:

@@ -62,7 +62,7 @@ def test_listed_summaries_are_the_commands_own() -> None:
 def test_a_many_reports_worker_imports_no_statistics() -> None:
     """Each worker of ``attribute DIR -j N`` / ``compare A B`` imports the per-report code in a fresh process:
     scipy (the verdicts' intervals) takes seconds to import there and is not needed to read a report's calls."""
-    code = "import sys, traceattr.jobs.many_report; print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))"
+    code = "import sys, traceattr.jobs.many_trace; print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
 

@@ -219,9 +219,9 @@ def test_a_hard_link_is_one_report(tmp_path: Path, capsys: pytest.CaptureFixture
     os.symlink(folder / "a.sqlite", folder / "c.sqlite")
     rc, _, err = cli(capsys, "attribute", folder, "-o", tmp_path / "out", "-f", "csv")
     assert rc == 0, err
-    assert "2 report(s) are hard links to one already listed" not in err  # a symlink is no hard link
-    assert "1 report(s) are hard links to one already listed" in err, err
-    assert "report" not in pl.read_csv(tmp_path / "out" / "ranges.csv").columns  # one report, not a combined two
+    assert "2 trace(s) are hard links to one already listed" not in err  # a symlink is no hard link
+    assert "1 trace(s) are hard links to one already listed" in err, err
+    assert "trace" not in pl.read_csv(tmp_path / "out" / "ranges.csv").columns  # one report, not a combined two
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
-"""nsys recipe: traceattr's attribution over many reports (``nsys recipe traceattr_attribution``).
+"""nsys recipe: traceattr's attribution over many traces (``nsys recipe traceattr_attribution``).
 
 Written in the framework's own form (metadata.json beside one Recipe class).
-The per-report work is :func:`traceattr.jobs.many.attribute_report`, a function of
+The per-trace work is :func:`traceattr.jobs.many.attribute_trace`, a function of
 the installed traceattr package rather than of this file, so that Dask
 workers, which do not see ``NSYS_RECIPE_PATH``, can unpickle it; the
 reduction is :func:`traceattr.jobs.many.combine` and
@@ -33,36 +33,36 @@ class TraceattrAttribution(recipe.Recipe):
 
     @staticmethod
     def check(context, settings: many.Settings) -> None:  # type: ignore[no-untyped-def]
-        """A bad rules file or regex stops the recipe once, not once per report.
+        """A bad rules file or regex stops the recipe once, not once per trace.
 
-        Checked where the reports will be read (context.launch): polars must not
+        Checked where the traces will be read (context.launch): polars must not
         run in this process before a concurrent context forks its workers.
         """
         reason = context.wait(context.launch(many.check_settings, settings))
         if reason is not None:
             raise exceptions.ValueError(reason)
 
-    def mapper_func(self, context, parts: Path) -> list[many.ReportResult]:  # type: ignore[no-untyped-def]
+    def mapper_func(self, context, parts: Path) -> list[many.TraceResult]:  # type: ignore[no-untyped-def]
         inputs = [str(p) for p in self._parsed_args.input]
         settings = self.settings(self._parsed_args)
         self.check(context, settings)
         return context.wait(
             context.map(
-                many.attribute_report,
+                many.attribute_trace,
                 inputs,
-                many.report_names(inputs),
+                many.trace_names(inputs),
                 range(len(inputs)),
                 settings=settings,
                 parts=str(parts),
             )
         )
 
-    def reducer_func(self, results: list[many.ReportResult], out: Path) -> None:
+    def reducer_func(self, results: list[many.TraceResult], out: Path) -> None:
         combined = many.combine(results)
-        for reason in combined.failures:  # a damaged report fails alone; the others are written
+        for reason in combined.failures:  # a damaged trace fails alone; the others are written
             logger.error(reason)
         if len(combined.failures) == len(results):
-            raise exceptions.ValueError(f"none of the {len(results)} reports could be read")
+            raise exceptions.ValueError(f"none of the {len(results)} traces could be read")
         fmt = "csv" if self._parsed_args.csv else "parquet"
         for path in many.write_combined(combined, out, fmt):
             self._output_files[path.name] = fmt.capitalize()

@@ -74,10 +74,10 @@ def attribute_command(
 
     Example: traceattr attribute run.sqlite --match 'traceattr:' --out results/
 
-    Many reports (traceattr attribute ranks/ -o out/ -f parquet): each is attributed in its own
-    process (or on Dask with --dask), the tables are concatenated with a `report` column, and
-    reports.<fmt> (one row per report) and across_reports.<fmt> (per range name: the reports'
-    medians, spread, slowest report) are added. A report that cannot be read fails alone: its
+    Many traces (traceattr attribute ranks/ -o out/ -f parquet): each is attributed in its own
+    process (or on Dask with --dask), the tables are concatenated with a `trace` column, and
+    traces.<fmt> (one row per trace) and across_traces.<fmt> (per range name: the traces'
+    medians, spread, slowest trace) are added. A trace that cannot be read fails alone: its
     reason is printed, the others are written, and the exit status is 2.
     """
     started = time.time()
@@ -191,12 +191,12 @@ def _attribute_many(
 
 
 def _render_many(combined: Combined, limit: int, wide: bool) -> None:
-    from traceattr.jobs.many import across_reports
+    from traceattr.jobs.many import across_traces
     from traceattr.present.console import console
-    from traceattr.present.terminal import render_across, render_reports
+    from traceattr.present.terminal import render_across, render_traces
 
     con = console(wide)
-    render_reports(combined.reports, con)
+    render_traces(combined.traces, con)
     with_ops = combined.ranges.filter(pl.col("gpu_ops") > 0)
     if with_ops.height:
-        render_across(across_reports(with_ops, "name"), con, "name", limit)
+        render_across(across_traces(with_ops, "name"), con, "name", limit)

@@ -42,7 +42,7 @@ from traceattr.core.errors import NoDataError, TraceattrError
 from traceattr.core.output import ResultSet, check_file_target, check_out_folder, write_text
 from traceattr.core.records import runner_events
 from traceattr.core.runfolder import round_folder_of
-from traceattr.jobs.many import Settings, across_reports, expand_inputs, rounds_per_report
+from traceattr.jobs.many import Settings, across_traces, expand_inputs, iterations_per_trace
 from traceattr.present.dispatch import decision_doc
 from traceattr.present.names import printable
 from traceattr.present.phases import show_phases
@@ -94,9 +94,9 @@ def compare_command(
 
     Nothing to compare (no name reads as backend + shape, or no shape has two backends): one note, exit status 2.
 
-    Many reports: the calls of all of them are pooled (calls.csv gets a `report` column; a round is
-    one iteration of one report), reports.csv has one row per report and across_reports.csv lines
-    up each call series per report (rank): medians, spread, slowest report. A report that cannot
+    Many traces: the calls of all of them are pooled (calls.csv gets a `trace` column; a round is
+    one iteration of one trace), traces.csv has one row per trace and across_traces.csv lines
+    up each call series per trace (rank): medians, spread, slowest trace. A trace that cannot
     be read fails alone (its reason is printed, exit status 2).
     """
     check_regex(match)
@@ -168,15 +168,15 @@ def _compare_many(
     with attribute_many(paths, settings, workers=workers, dask=dask, out=None) as combined:
         table = combined.calls if combined.calls is not None else pl.DataFrame()
         if table.height == 0:
-            raise NoDataError(paths[0].parent, "none of the reports has NVTX ranges with GPU work to compare")
+            raise NoDataError(paths[0].parent, "none of the traces has NVTX ranges with GPU work to compare")
         if peak is None:  # the first report whose GPU is known
-            known = combined.reports.filter(pl.col("peak_bytes_per_s").is_not_null())
+            known = combined.traces.filter(pl.col("peak_bytes_per_s").is_not_null())
             peak = known["peak_bytes_per_s"][0] if known.height else None
         analysis = analyse_calls(
-            rounds_per_report(table), peak, "given" if peak else "unknown device", same_program=same_program,
+            iterations_per_trace(table), peak, "given" if peak else "unknown device", same_program=same_program,
             source=", ".join(map(str, paths)), basis=basis,
         )  # fmt: skip
-        extra = ((combined.reports, runfolder.REPORTS), (across_reports(table, "series"), runfolder.ACROSS_REPORTS))
+        extra = ((combined.traces, runfolder.TRACES), (across_traces(table, "series"), runfolder.ACROSS_TRACES))
         _show_and_write(analysis, out, json_out, ", ".join(map(str, paths)), *extra, inputs=paths, shown=shown)
         status = NOTHING_TO_COMPARE if analysis.note is not None else exit_status(combined)
         if status == 0:
@@ -241,7 +241,7 @@ def _show_and_write(
 ) -> None:
     from traceattr.present.comparison import by_context, render_fit, render_summary, render_verdicts
     from traceattr.present.console import console
-    from traceattr.present.terminal import render_across, render_notes, render_reports
+    from traceattr.present.terminal import render_across, render_notes, render_traces
 
     con = console(shown.wide)
     compared = comparable_shapes(analysis.calls) if analysis.note is None else []
@@ -261,9 +261,9 @@ def _show_and_write(
     if shown.fmt == "table":
         render_fit(analysis.fit, con)
         for frame, stem in extra:
-            if stem == runfolder.REPORTS:
-                render_reports(frame, con)
-            elif stem == runfolder.ACROSS_REPORTS:
+            if stem == runfolder.TRACES:
+                render_traces(frame, con)
+            elif stem == runfolder.ACROSS_TRACES:
                 render_across(frame, con, "series")
     render_notes(notes, con)  # what the loader and the attribution had to assume about this trace
     if json_out is not None:

@@ -27,7 +27,7 @@ SEPARATOR = "vs"  # between the before and the after captures: diff a1 a2 vs b1 
 
 
 def sides(paths: list[str]) -> tuple[list[Path], list[Path]]:
-    """The captures before and after: ``A B`` (each a trace, a run folder or a folder of reports) or
+    """The captures before and after: ``A B`` (each a trace, a run folder or a folder of traces) or
     ``a1 a2 … vs b1 b2 …``; a one-line error for anything else."""
     if SEPARATOR in paths:
         cut = paths.index(SEPARATOR)
@@ -39,7 +39,7 @@ def sides(paths: list[str]) -> tuple[list[Path], list[Path]]:
     else:
         raise TraceattrError(
             f"diff: {len(paths)} paths and no {SEPARATOR!r}; write: diff BEFORE AFTER (traces, run folders or "
-            f"folders of reports), or diff a1 a2 {SEPARATOR} b1 b2"
+            f"folders of traces), or diff a1 a2 {SEPARATOR} b1 b2"
         )
     if not before or not after:
         raise TraceattrError(f"diff: no capture {'before' if not before else 'after'} {SEPARATOR!r}")
@@ -51,7 +51,7 @@ def diff_command(
     paths: Annotated[
         list[str],
         typer.Argument(
-            help="BEFORE AFTER: traces (.sqlite, .nsys-rep), run folders, or folders of reports (several captures "
+            help="BEFORE AFTER: traces (.sqlite, .nsys-rep), run folders, or folders of traces (several captures "
             f"a side); or several paths a side split by the word {SEPARATOR!r}: a1 a2 {SEPARATOR} b1 b2.",
             show_default=False,
         ),

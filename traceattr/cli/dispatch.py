@@ -38,7 +38,7 @@ from traceattr.core.errors import NoDataError, TraceattrError
 from traceattr.core.output import check_file_target, write_text
 from traceattr.core.records import SweepRecord, read_runner, sweep_file
 from traceattr.core.shapes import parse_shape
-from traceattr.jobs.many import Settings, expand_inputs, rounds_per_report
+from traceattr.jobs.many import Settings, expand_inputs, iterations_per_trace
 from traceattr.present.dispatch import dispatch_table_doc, render_table, segments_frame
 from traceattr.present.dispatch_modes import modes_doc, render_modes
 from traceattr.present.names import printable
@@ -195,7 +195,7 @@ def _decision(records: list[tuple[Path, SweepRecord]], paths: list[Path], how: _
             settings = Settings(match=how.match, calls=True, group=how.group)
             with attribute_many(paths, settings, workers=how.workers, dask=how.dask, out=None) as combined:
                 table = combined.calls if combined.calls is not None else pl.DataFrame()
-                analysis = analyse_calls(rounds_per_report(table), None, "unknown", same_program=same_program)
+                analysis = analyse_calls(iterations_per_trace(table), None, "unknown", same_program=same_program)
                 status = exit_status(combined)
         if analysis.calls.height == 0 or analysis.note is not None:
             raise NoDataError(paths[0], analysis.note or "has no NVTX ranges with GPU work to compare")

@@ -1,4 +1,4 @@
-"""Running a command over many reports: progress, failures, one combined result (shared by attribute and compare)."""
+"""Running a command over many traces: progress, failures, one combined result (shared by attribute and compare)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from traceattr.core.errors import TraceattrError
-from traceattr.jobs.many import Combined, Settings, combine, parts_folder, run_reports
+from traceattr.jobs.many import Combined, Settings, combine, parts_folder, run_traces
 
 
 @contextlib.contextmanager
@@ -17,22 +17,22 @@ def attribute_many(
 ) -> Iterator[Combined]:
     """Attribute *paths* under a progress bar; yields the combined result while the workers' per-op parts exist.
 
-    Each failed report is printed as one line; when none could be read the
+    Each failed trace is printed as one line; when none could be read the
     command ends with an error (exit 2).
     """
     from traceattr.present.terminal import report_progress  # rich only when this runs
 
     with parts_folder(out) if out is not None else contextlib.nullcontext() as parts:
         with report_progress(len(paths)) as advance:
-            results = run_reports(paths, settings, workers=workers, dask=dask, parts=parts, on_done=advance)
+            results = run_traces(paths, settings, workers=workers, dask=dask, parts=parts, on_done=advance)
         combined = combine(results)
         for reason in combined.failures:
             print(f"traceattr: error: {reason}", file=sys.stderr)
         if len(combined.failures) == len(paths):
-            raise TraceattrError(f"none of the {len(paths)} reports could be read")
+            raise TraceattrError(f"none of the {len(paths)} traces could be read")
         yield combined
 
 
 def exit_status(combined: Combined) -> int:
-    """2 when some reports failed (what was written lacks them), else 0."""
+    """2 when some traces failed (what was written lacks them), else 0."""
     return 2 if combined.failures else 0

@@ -31,17 +31,17 @@ TraceArg = Annotated[Path, typer.Argument(help="nsys export (.sqlite), report (.
 TracesArg = Annotated[
     list[Path],
     typer.Argument(
-        help="nsys exports (.sqlite), reports (.nsys-rep), run folders, folders of them, or quoted glob patterns. "
-        "Several reports are attributed in parallel and combined with a `report` column."
+        help="nsys exports (.sqlite), nsys reports (.nsys-rep), run folders, folders of them, or quoted glob patterns. "
+        "Several traces are attributed in parallel and combined with a `trace` column."
     ),
 ]
 WorkersOpt = Annotated[
     Optional[int],
-    typer.Option("--workers", "-j", min=1, help="Local worker processes for many reports (default: one per core)."),
+    typer.Option("--workers", "-j", min=1, help="Local worker processes for many traces (default: one per core)."),
 ]
 DaskOpt = Annotated[
     Optional[str],
-    typer.Option(help="Run many reports on this Dask scheduler (tcp://host:8786), or `local` for a local cluster."),
+    typer.Option(help="Run many traces on this Dask scheduler (tcp://host:8786), or `local` for a local cluster."),
 ]
 ModeOpt = Annotated[
     ModeChoice,  # type: ignore[valid-type]

@@ -54,7 +54,7 @@ RanksOpt = Annotated[
     Optional[int],
     typer.Option(
         help="Real DCP ranks: one process per GPU under its own nsys, all-gather over NCCL and merge; "
-        "the shape must say dcp<N> with N = --ranks; one report per rank, attributed together."
+        "the shape must say dcp<N> with N = --ranks; one trace per rank, attributed together."
     ),
 ]
 # what the ranks runner does not take: it times eager calls with the flush only
@@ -121,9 +121,9 @@ def _profile_ranks(
     shapes: list, ranks: int, backend: list[str] | None, protocol: Protocol, *, validate: bool, out_root: Path,
     dry_run: bool,
 ) -> None:  # fmt: skip
-    from traceattr.jobs.many import Settings, across_reports, combine, parts_folder, run_reports, write_combined
+    from traceattr.jobs.many import Settings, across_traces, combine, parts_folder, run_traces, write_combined
     from traceattr.jobs.rank_runs import execute_ranks, make_ranks_plan
-    from traceattr.present.terminal import render_across, render_reports
+    from traceattr.present.terminal import render_across, render_traces
 
     if len(shapes) != 1 or (backend is not None and len(backend) != 1):
         raise TraceattrError("--ranks runs one shape and one backend at a time")
@@ -137,12 +137,12 @@ def _profile_ranks(
     with con.status(f"{ranks} ranks under nsys …"):
         exports = execute_ranks(plan)
     with parts_folder(plan.folder) as parts:
-        combined = combine(run_reports(exports, Settings(domain="traceattr"), workers=len(exports), parts=parts))
+        combined = combine(run_traces(exports, Settings(domain="traceattr"), workers=len(exports), parts=parts))
         written = write_combined(combined, plan.folder, "parquet")
     for reason in combined.failures:
         con.print(Text.assemble(("error:", "red"), f" {reason}"))
-    render_reports(combined.reports, con)
-    render_across(across_reports(combined.ranges, "name"), con, "name")
+    render_traces(combined.traces, con)
+    render_across(across_traces(combined.ranges, "name"), con, "name")
     con.print(f"run folder: {plan.folder} ({', '.join(w.name for w in written)})", markup=False, highlight=False)
 
 

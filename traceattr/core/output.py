@@ -39,9 +39,9 @@ PARTIAL = ".partial"  # suffix of everything written but not yet in place
 # What each command's result set (--out DIR) holds besides its manifest: <stem>.<format>. A manifest that
 # lists any other name is not ours (a forged or edited one), so nothing it lists is replaced.
 RESULT_STEMS: dict[str, frozenset[str]] = {
-    "attribute": frozenset({runfolder.RANGES, runfolder.KERNELS, runfolder.REPORTS, runfolder.ACROSS_REPORTS}),
+    "attribute": frozenset({runfolder.RANGES, runfolder.KERNELS, runfolder.TRACES, runfolder.ACROSS_TRACES}),
     "compare": frozenset({runfolder.CALLS, runfolder.SUMMARY, runfolder.CROSSOVERS, runfolder.FIT,
-                          runfolder.REPORTS, runfolder.ACROSS_REPORTS}),
+                          runfolder.TRACES, runfolder.ACROSS_TRACES}),
     "diff": frozenset({"diff"}),
 }  # fmt: skip
 

@@ -35,8 +35,8 @@ def capture_folder(index: int) -> str:
 
 
 # many reports at once (traceattr.jobs.many, the nsys recipe): one row per report; per range/series across reports
-REPORTS = "reports"
-ACROSS_REPORTS = "across_reports"
+TRACES = "traces"
+ACROSS_TRACES = "across_traces"
 
 
 def round_folder_of(path: Path) -> Path | None:

@@ -1,24 +1,24 @@
-"""Many reports at once: one attribution per report, in parallel, then one result.
+"""Many traces at once: one attribution per trace, in parallel, then one result.
 
-A TP8 run writes eight reports per configuration, a sweep campaign dozens.
-Each report is attributed on its own (:func:`attribute_report`: a picklable
+A TP8 run writes eight traces per configuration, a sweep campaign dozens.
+Each trace is attributed on its own (:func:`attribute_trace`: a picklable
 module-level function, so local processes, a Dask cluster and nsys's recipe
 framework can all run it), and :func:`combine` concatenates what came back
-with a ``report`` column. :func:`across_reports` then lines the reports up per
-range name (or call series): per-report median, the median, max and spread of
-those over reports, and which report (rank) is slowest.
+with a ``trace`` column. :func:`across_traces` then lines the traces up per
+range name (or call series): per-trace median, the median, max and spread of
+those over traces, and which trace (rank) is slowest.
 
-A report that fails (damaged, foreign, missing) fails alone: its result
-carries the one-line reason and the others finish. Ranges and per-report
+A trace that fails (damaged, foreign, missing) fails alone: its result
+carries the one-line reason and the others finish. Ranges and per-trace
 summaries come back to the caller (small); per-op tables can be millions of
 rows, so with a parts folder each worker writes its own to parquet and the
 caller streams them into the final file. Workers and the caller must then
 see the same file system, as they already must for the inputs.
 
-This module is the entry (:func:`run_reports`, and every public name re-exported);
-the jobs live beside it: :mod:`.many_inputs` (which reports), :mod:`.many_report`
-(one report), :mod:`.many_pool` (local processes or Dask), :mod:`.many_combine`
-(combining, lining up across reports, writing).
+This module is the entry (:func:`run_traces`, and every public name re-exported);
+the jobs live beside it: :mod:`.many_inputs` (which traces), :mod:`.many_trace`
+(one trace), :mod:`.many_pool` (local processes or Dask), :mod:`.many_combine`
+(combining, lining up across traces, writing).
 """
 
 from __future__ import annotations
@@ -29,35 +29,35 @@ from pathlib import Path
 from traceattr.core.cpus import usable_cpus
 from traceattr.jobs.many_combine import (
     Combined,
-    across_reports,
+    across_traces,
     combine,
+    iterations_per_trace,
     kernels_lazy,
     parts_folder,
-    rounds_per_report,
     write_combined,
 )
-from traceattr.jobs.many_inputs import expand_inputs, report_names
+from traceattr.jobs.many_inputs import expand_inputs, trace_names
 from traceattr.jobs.many_pool import in_processes, on_dask
-from traceattr.jobs.many_report import REPORT, REPORT_SCHEMA, ReportResult, Settings, attribute_report, check_settings
+from traceattr.jobs.many_trace import TRACE_COLUMN, TRACE_SCHEMA, Settings, TraceResult, attribute_trace, check_settings
 
 
-def run_reports(
+def run_traces(
     paths: Sequence[str | Path],
     settings: Settings,
     *,
     workers: int | None = None,
     dask: str | None = None,
     parts: str | Path | None = None,
-    on_done: Callable[[ReportResult], None] | None = None,
-) -> list[ReportResult]:
-    """Attribute every report in *paths*; results in input order.
+    on_done: Callable[[TraceResult], None] | None = None,
+) -> list[TraceResult]:
+    """Attribute every trace in *paths*; results in input order.
 
     Local processes by default (*workers*, default: one per core; 1 runs in
     this process), or on the Dask scheduler at *dask* (``"local"`` starts a
     local cluster of *workers* processes). *on_done* sees each result as it
     arrives (a progress bar).
     """
-    names = report_names(paths)
+    names = trace_names(paths)
     jobs = [(str(p), n, i) for i, (p, n) in enumerate(zip(paths, names, strict=True))]
     part_dir = None if parts is None else str(parts)
     workers = max(1, workers or usable_cpus())
@@ -67,7 +67,7 @@ def run_reports(
     elif workers == 1 or len(jobs) == 1:
         results = []
         for path, name, i in jobs:
-            results.append(attribute_report(path, name, i, settings=settings, parts=part_dir))
+            results.append(attribute_trace(path, name, i, settings=settings, parts=part_dir))
             done(results[-1])
     else:
         results = list(in_processes(jobs, settings, part_dir, min(workers, len(jobs)), done))
@@ -75,7 +75,20 @@ def run_reports(
 
 
 __all__ = [
-    "REPORT", "REPORT_SCHEMA", "Combined", "ReportResult", "Settings", "across_reports", "attribute_report",
-    "check_settings", "combine", "expand_inputs", "kernels_lazy", "parts_folder", "report_names", "rounds_per_report",
-    "run_reports", "write_combined",
+    "TRACE_COLUMN",
+    "TRACE_SCHEMA",
+    "Combined",
+    "Settings",
+    "TraceResult",
+    "across_traces",
+    "attribute_trace",
+    "check_settings",
+    "combine",
+    "expand_inputs",
+    "iterations_per_trace",
+    "kernels_lazy",
+    "parts_folder",
+    "run_traces",
+    "trace_names",
+    "write_combined",
 ]  # fmt: skip

@@ -1,5 +1,5 @@
-"""The reports' results side by side: concatenated with a ``report`` column, lined up per range name
-(or call series) across reports, and written (per-op parts streamed into the final file)."""
+"""The traces' results side by side: concatenated with a ``trace`` column, lined up per range name
+(or call series) across traces, and written (per-op parts streamed into the final file)."""
 
 from __future__ import annotations
 
@@ -12,54 +12,54 @@ from pathlib import Path
 import polars as pl
 
 from traceattr.core.output import FileFormat, write_table
-from traceattr.core.runfolder import ACROSS_REPORTS, CALLS, KERNELS, RANGES, REPORTS
-from traceattr.jobs.many_report import REPORT, REPORT_SCHEMA, ReportResult
+from traceattr.core.runfolder import ACROSS_TRACES, CALLS, KERNELS, RANGES, TRACES
+from traceattr.jobs.many_trace import TRACE_COLUMN, TRACE_SCHEMA, TraceResult
 
 
 @dataclass(frozen=True)
 class Combined:
-    """The reports' results side by side (each frame has the ``report`` column first)."""
+    """The traces' results side by side (each frame has the ``trace`` column first)."""
 
     ranges: pl.DataFrame
     calls: pl.DataFrame | None
-    reports: pl.DataFrame
+    traces: pl.DataFrame
     kernel_parts: tuple[str, ...]
     failures: tuple[str, ...] = field(default=())
 
 
-def combine(results: Sequence[ReportResult]) -> Combined:
-    """Concatenate the reports' tables (``report`` column first) and their one-row summaries."""
+def combine(results: Sequence[TraceResult]) -> Combined:
+    """Concatenate the traces' tables (``trace`` column first) and their one-row summaries."""
     ok = [r for r in results if r.ok]
     ranges = pl.concat([r.ranges for r in ok if r.ranges is not None], how="diagonal_relaxed") if ok else pl.DataFrame()
     calls = [r.calls for r in ok if r.calls is not None]
-    reports = pl.DataFrame([{k: r.summary.get(k) for k in REPORT_SCHEMA} for r in results], schema=REPORT_SCHEMA)
+    traces = pl.DataFrame([{k: r.summary.get(k) for k in TRACE_SCHEMA} for r in results], schema=TRACE_SCHEMA)
     return Combined(
         ranges=ranges,
         calls=pl.concat(calls, how="diagonal_relaxed") if calls else None,
-        reports=reports,
+        traces=traces,
         kernel_parts=tuple(r.kernels_part for r in ok if r.kernels_part),
         failures=tuple(r.error for r in results if r.error),
     )
 
 
-def across_reports(frame: pl.DataFrame, key: str, value: str = "gpu_span_ns") -> pl.DataFrame:
-    """Per *key* (range name, call series): how the reports (ranks) compare.
+def across_traces(frame: pl.DataFrame, key: str, value: str = "gpu_span_ns") -> pl.DataFrame:
+    """Per *key* (range name, call series): how the traces (ranks) compare.
 
-    Per report the median of *value* over that key's rows; then over reports
+    Per trace the median of *value* over that key's rows; then over traces
     the median, min and max of those medians, the spread (max − min, and
-    max / min − 1), and the slowest and fastest report. For tensor- or
+    max / min − 1), and the slowest and fastest trace. For tensor- or
     context-parallel ranks the slowest rank sets the step time.
     """
     per = (
         frame.filter(pl.col(value).is_not_null())
-        .group_by(key, REPORT)
+        .group_by(key, TRACE_COLUMN)
         .agg(pl.len().alias("n"), pl.col(value).median().alias("med"), pl.col(value).sum().alias("total"))
     )
-    slowest = per.sort("med", REPORT, descending=[True, False]).group_by(key, maintain_order=True).first()
-    fastest = per.sort("med", REPORT).group_by(key, maintain_order=True).first()
+    slowest = per.sort("med", TRACE_COLUMN, descending=[True, False]).group_by(key, maintain_order=True).first()
+    fastest = per.sort("med", TRACE_COLUMN).group_by(key, maintain_order=True).first()
     stat = value.removesuffix("_ns")
     out = per.group_by(key).agg(
-        pl.col(REPORT).n_unique().alias("reports"),
+        pl.col(TRACE_COLUMN).n_unique().alias("traces"),
         pl.col("n").sum().alias("rows"),
         pl.col("total").sum().alias(f"{stat}_total_ns"),
         pl.col("med").median().alias(f"rank_median_{stat}_ns"),
@@ -72,40 +72,40 @@ def across_reports(frame: pl.DataFrame, key: str, value: str = "gpu_span_ns") ->
             spread.alias(f"spread_{stat}_ns"),
             (spread / pl.col(f"rank_min_{stat}_ns")).alias("spread_rel"),
         )
-        .join(slowest.select(key, pl.col(REPORT).alias("slowest_report")), on=key, how="left")
-        .join(fastest.select(key, pl.col(REPORT).alias("fastest_report")), on=key, how="left")
+        .join(slowest.select(key, pl.col(TRACE_COLUMN).alias("slowest_trace")), on=key, how="left")
+        .join(fastest.select(key, pl.col(TRACE_COLUMN).alias("fastest_trace")), on=key, how="left")
         .sort(f"{stat}_total_ns", key, descending=[True, False])
     )
 
 
-def rounds_per_report(calls: pl.DataFrame) -> pl.DataFrame:
-    """*calls* pooled over reports, with one iteration per (report, iteration): iteration 3 of two
-    reports are two iterations, so iteration wins and direction checks never pair calls across reports."""
+def iterations_per_trace(calls: pl.DataFrame) -> pl.DataFrame:
+    """*calls* pooled over traces, with one iteration per (trace, iteration): iteration 3 of two
+    traces are two iterations, so iteration wins and direction checks never pair calls across traces."""
     if calls.height == 0 or calls["iter"].is_null().all():
         return calls
-    rounds = pl.struct(REPORT, "iter").rank("dense").cast(pl.Int64)
+    rounds = pl.struct(TRACE_COLUMN, "iter").rank("dense").cast(pl.Int64)
     return calls.with_columns(pl.when(pl.col("iter").is_not_null()).then(rounds).alias("iter"))
 
 
 def kernels_lazy(combined: Combined) -> pl.LazyFrame | None:
-    """The reports' per-op tables as one lazy frame, in report order (streamed from the parts)."""
+    """The traces' per-op tables as one lazy frame, in trace order (streamed from the parts)."""
     if not combined.kernel_parts:
         return None
     return pl.concat([pl.scan_parquet(p) for p in combined.kernel_parts], how="diagonal_relaxed")
 
 
 def write_combined(combined: Combined, out: Path, fmt: FileFormat, *, key: str = "name") -> list[Path]:
-    """ranges, kernels, reports and across_reports tables in *out* (calls too when present)."""
+    """ranges, kernels, traces and across_traces tables in *out* (calls too when present)."""
     written = [write_table(combined.ranges, out, RANGES, fmt)]
     kernels = kernels_lazy(combined)
     if kernels is not None:
         written.append(write_table(kernels, out, KERNELS, fmt))
     if combined.calls is not None:
         written.append(write_table(combined.calls, out, CALLS, fmt))
-    written.append(write_table(combined.reports, out, REPORTS, fmt))
+    written.append(write_table(combined.traces, out, TRACES, fmt))
     source = combined.calls if combined.calls is not None else combined.ranges
     if source.height:
-        written.append(write_table(across_reports(source, key), out, ACROSS_REPORTS, fmt))
+        written.append(write_table(across_traces(source, key), out, ACROSS_TRACES, fmt))
     return written
 
 

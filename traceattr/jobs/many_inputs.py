@@ -1,4 +1,4 @@
-"""The reports behind what the user named: files, folders (of reports, or run folders) and glob patterns."""
+"""The traces behind what the user named: files, folders (of traces, or run folders) and glob patterns."""
 
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ from pathlib import Path
 
 from traceattr.core.errors import TraceattrError, TraceNote
 from traceattr.core.runfolder import TRACE as RUN_TRACE
-from traceattr.trace.nsys import REPORT_SUFFIXES, is_arrow_export
+from traceattr.trace.nsys import TRACE_SUFFIXES, is_arrow_export
 
 _EXPORT_SUFFIXES = (".sqlite", ".db")
 _GLOB_CHARS = frozenset("*?[")
 
 
 def expand_inputs(args: Sequence[str | Path]) -> list[Path]:
-    """The reports behind what the user named: files, folders and glob patterns.
+    """The traces behind what the user named: files, folders and glob patterns.
 
     A folder is a `traceattr profile` run folder (it holds ``trace.sqlite``), an nsys Arrow export, or
-    a folder of reports: its ``*.sqlite`` exports, its ``*.nsys-rep`` reports
+    a folder of traces: its ``*.sqlite`` exports, its ``*.nsys-rep`` nsys reports
     that have no export beside them, its run folders and its Arrow exports. A pattern that
     matches nothing is an error; a path that does not exist is kept, to fail
     alone with its reason.
@@ -29,7 +29,7 @@ def expand_inputs(args: Sequence[str | Path]) -> list[Path]:
     for arg in args:
         p = Path(arg)
         if p.is_dir():
-            found.extend([p] if (p / RUN_TRACE).is_file() or is_arrow_export(p) else _reports_in(p))
+            found.extend([p] if (p / RUN_TRACE).is_file() or is_arrow_export(p) else _traces_in(p))
         elif not p.exists() and _GLOB_CHARS & set(str(arg)):
             hits = sorted(glob.glob(str(arg)))
             if not hits:
@@ -40,7 +40,7 @@ def expand_inputs(args: Sequence[str | Path]) -> list[Path]:
     seen: dict[object, Path] = {}
     unique = []
     linked: list[tuple[Path, Path]] = []
-    for p in found:  # the same report named twice (a folder and a pattern, a link, a hard link) runs once
+    for p in found:  # the same trace named twice (a folder and a pattern, a link, a hard link) runs once
         key = _identity(p)
         if key not in seen:
             seen[key] = p
@@ -51,7 +51,7 @@ def expand_inputs(args: Sequence[str | Path]) -> list[Path]:
         copy, first = linked[0]
         warnings.warn(
             TraceNote(
-                f"{len(linked)} report(s) are hard links to one already listed (e.g. {copy} is {first}): "
+                f"{len(linked)} trace(s) are hard links to one already listed (e.g. {copy} is {first}): "
                 "each file is attributed once"
             ),
             stacklevel=2,
@@ -60,8 +60,8 @@ def expand_inputs(args: Sequence[str | Path]) -> list[Path]:
 
 
 def _identity(p: Path) -> object:
-    """What makes two names one report: the file they reach (device, inode), so a hard-linked copy is
-    not a second report; the path when the file cannot be reached (it fails alone, with its reason)."""
+    """What makes two names one trace: the file they reach (device, inode), so a hard-linked copy is
+    not a second trace; the path when the file cannot be reached (it fails alone, with its reason)."""
     try:
         st = p.stat()
     except (OSError, RuntimeError):
@@ -76,22 +76,22 @@ def _identity_by_name(p: Path) -> Path:
         return p.absolute()
 
 
-def _reports_in(folder: Path) -> list[Path]:
+def _traces_in(folder: Path) -> list[Path]:
     children = sorted(folder.iterdir())
     exports = [c for c in children if c.suffix in _EXPORT_SUFFIXES and c.is_file() and ".partial" not in c.name]
     stems = {c.stem for c in exports}
-    reports = [c for c in children if c.suffix in REPORT_SUFFIXES and c.is_file() and c.stem not in stems]
+    reports = [c for c in children if c.suffix in TRACE_SUFFIXES and c.is_file() and c.stem not in stems]
     runs = [c for c in children if c.is_dir() and ((c / RUN_TRACE).is_file() or is_arrow_export(c))]
     hits = sorted([*exports, *reports, *runs])
     if not hits:
         raise TraceattrError(
-            f"{folder}: is a directory without nsys exports (.sqlite, Arrow folders), reports (.nsys-rep) or run folders"
+            f"{folder}: is a directory without nsys exports (.sqlite, Arrow folders), nsys reports (.nsys-rep) or run folders"
         )
     return hits
 
 
-def report_names(paths: Sequence[str | Path]) -> list[str]:
-    """A short unique name per report: the file's stem (a run folder's name), else its path below the common folder."""
+def trace_names(paths: Sequence[str | Path]) -> list[str]:
+    """A short unique name per trace: the file's stem (a run folder's name), else its path below the common folder."""
     ps = [Path(p) for p in paths]
 
     def stem(p: Path) -> str:

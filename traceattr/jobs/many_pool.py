@@ -1,7 +1,7 @@
-"""Running many reports' :func:`attribute_report` in parallel: local processes or a Dask cluster.
+"""Running many traces' :func:`attribute_trace` in parallel: local processes or a Dask cluster.
 
 Results are yielded as they finish; a worker that dies (out of memory, a signal, a lost Dask
-worker) fails the report it held, not the run.
+worker) fails the trace it held, not the run.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from traceattr.core import stopping
 from traceattr.core.cpus import CPU_SHARE_ENV, usable_cpus
 from traceattr.core.errors import TraceattrError
-from traceattr.jobs.many_report import REPORT, ReportResult, attribute_report
+from traceattr.jobs.many_trace import TRACE_COLUMN, TraceResult, attribute_trace
 
 
 @contextlib.contextmanager
@@ -45,13 +45,13 @@ def leave_stops_to_the_parent() -> None:
     stopping.leave_group_signals()
 
 
-def failed_result(job: tuple[str, str, int], reason: str) -> ReportResult:
+def failed_result(job: tuple[str, str, int], reason: str) -> TraceResult:
     path, name, i = job
-    summary = {REPORT: name, "path": path, "ok": False, "error": reason}
-    return ReportResult(i, name, path, summary, error=reason)
+    summary = {TRACE_COLUMN: name, "path": path, "ok": False, "error": reason}
+    return TraceResult(i, name, path, summary, error=reason)
 
 
-def in_processes(jobs, settings, parts, workers, done) -> Iterator[ReportResult]:  # type: ignore[no-untyped-def]
+def in_processes(jobs, settings, parts, workers, done) -> Iterator[TraceResult]:  # type: ignore[no-untyped-def]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
@@ -67,15 +67,15 @@ def in_processes(jobs, settings, parts, workers, done) -> Iterator[ReportResult]
             # whose shutdown raises RuntimeError instead of stopping: held until every job is queued (the
             # workers start here, on the first submits)
             with stopping.deferred(), stopping.group_signals_held():
-                futures = {pool.submit(attribute_report, *job, settings=settings, parts=parts): job for job in jobs}
+                futures = {pool.submit(attribute_trace, *job, settings=settings, parts=parts): job for job in jobs}
             for fut in as_completed(futures):
                 try:
                     result = fut.result()
-                except BrokenProcessPool:  # a worker died (out of memory, a signal): the reports it held fail
+                except BrokenProcessPool:  # a worker died (out of memory, a signal): the traces it held fail
                     result = failed_result(futures[fut], f"{futures[fut][0]}: the worker process died while reading it")
                 done(result)
                 yield result
-        except BaseException:  # Ctrl-C or an error here: stop now rather than finish every queued report
+        except BaseException:  # Ctrl-C or an error here: stop now rather than finish every queued trace
             # the workers and the pool's manager thread: no public way to reach them before Python 3.14
             procs = list((getattr(pool, "_processes", None) or {}).values())
             manager = getattr(pool, "_executor_manager_thread", None)
@@ -92,7 +92,7 @@ def in_processes(jobs, settings, parts, workers, done) -> Iterator[ReportResult]
         pool.shutdown(wait=True)
 
 
-def on_dask(jobs, settings, parts, address, workers, done) -> Iterator[ReportResult]:  # type: ignore[no-untyped-def]
+def on_dask(jobs, settings, parts, address, workers, done) -> Iterator[TraceResult]:  # type: ignore[no-untyped-def]
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
@@ -103,7 +103,7 @@ def on_dask(jobs, settings, parts, address, workers, done) -> Iterator[ReportRes
             # a stop while the cluster starts would leave its processes half-spawned, out of close()'s
             # reach (cluster still None): held until it is up (~1-2 s), then it is closed as usual
             with worker_threads(workers) as env, stopping.deferred(), stopping.group_signals_held():
-                # silence_logs: the cluster is ours and a failed report is reported as such; its own logs
+                # silence_logs: the cluster is ours and a failed trace is reported as such; its own logs
                 # (WARNING and up by default, in its processes and in this one's scheduler) turned every stop
                 # into warnings and tracebacks of cancelled tasks and closed connections around our last line
                 cluster = LocalCluster(
@@ -119,7 +119,7 @@ def on_dask(jobs, settings, parts, address, workers, done) -> Iterator[ReportRes
                 raise TraceattrError(f"--dask {address}: cannot reach the scheduler ({err})") from None
         with client:
             futures = client.map(
-                attribute_report,
+                attribute_trace,
                 *zip(*jobs, strict=True),
                 settings=settings,
                 parts=parts,
@@ -129,7 +129,7 @@ def on_dask(jobs, settings, parts, address, workers, done) -> Iterator[ReportRes
             for fut in as_completed(futures):
                 try:
                     result = fut.result()
-                except Exception as err:  # a worker lost with the task (KilledWorker) fails that report only
+                except Exception as err:  # a worker lost with the task (KilledWorker) fails that trace only
                     result = failed_result(
                         job_of[fut.key], f"{job_of[fut.key][0]}: Dask worker failed: {type(err).__name__}"
                     )

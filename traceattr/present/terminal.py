@@ -1,4 +1,4 @@
-"""Rich tables for the terminal: what an attribution says at a glance (``attribute``), many reports side by
+"""Rich tables for the terminal: what an attribution says at a glance (``attribute``), many traces side by
 side, ``diff``'s before → after, ``profile --dry-run``'s plan, and the ``note:`` lines every command prints.
 
 ``compare``'s per-shape tables live in :mod:`traceattr.present.comparison`, names made fit to show in
@@ -218,36 +218,36 @@ def render_plan(plan: Any, console: Console) -> None:
     print_wrapped(console, f"command: {' '.join(plan.command())}")
 
 
-def render_reports(reports: pl.DataFrame, console: Console) -> None:
-    """One row per report (rank): its GPU work, where it went, or why it failed."""
-    ok = reports.filter(pl.col("ok"))
+def render_traces(traces: pl.DataFrame, console: Console) -> None:
+    """One row per trace (rank): its GPU work, where it went, or why it failed."""
+    ok = traces.filter(pl.col("ok"))
     roles = [c for c in ROLE_COLUMNS if ok.height and (ok[c].sum() or 0) > 0]
     columns = [
-        Column("report", "left", wraps=True), Column("ops"), Column("span"), Column("busy", drop=len(roles) + 2),
+        Column("trace", "left", wraps=True), Column("ops"), Column("span"), Column("busy", drop=len(roles) + 2),
         Column("sum", drop=len(roles) + 1), *[Column(c.removesuffix("_ns"), drop=len(roles) - i) for i, c in enumerate(roles)],
         Column("seconds", drop=len(roles) + 3),
     ]  # fmt: skip
     rows: list[list[str | Text]] = []
-    for row in reports.iter_rows(named=True):
+    for row in traces.iter_rows(named=True):
         if not row["ok"]:
-            rows.append([row["report"], Text("failed (see below)", "red"), *[""] * (4 + len(roles))])
+            rows.append([row["trace"], Text("failed (see below)", "red"), *[""] * (4 + len(roles))])
             continue
         rows.append([
-            row["report"], count(row["gpu_ops"]), us_from_ns(row["gpu_span_ns"]), us_from_ns(row["busy_ns"]),
+            row["trace"], count(row["gpu_ops"]), us_from_ns(row["gpu_span_ns"]), us_from_ns(row["busy_ns"]),
             us_from_ns(row["gpu_sum_ns"]), *[us_from_ns(row[c]) for c in roles], decimals(row["seconds"], 2),
         ])  # fmt: skip
-    title = f"Per report ({ok.height} of {reports.height} read; GPU time in µs, each op once)"
+    title = f"Per trace ({ok.height} of {traces.height} read; GPU time in µs, each op once)"
     table, dropped = fitted_table(console, columns, rows, title)
     console.print(table)
     dropped_line(console, dropped)
 
 
 def render_across(across: pl.DataFrame, console: Console, key: str, limit: int = 30) -> None:
-    """Per range name (or call series) across reports: the ranks' medians, spread, and the slowest rank."""
+    """Per range name (or call series) across traces: the ranks' medians, spread, and the slowest rank."""
     stat = next(c for c in across.columns if c.startswith("rank_median_")).removeprefix("rank_median_")
-    title = f"Across reports, per {key} ({stat.removesuffix('_ns')} per row, µs: median over rows per report, then over reports)"
+    title = f"Across traces, per {key} ({stat.removesuffix('_ns')} per row, µs: median over rows per trace, then over traces)"
     columns = [
-        Column(key, "left", wraps=True), Column("reports", drop=3), Column("rows", drop=4), Column("median"),
+        Column(key, "left", wraps=True), Column("traces", drop=3), Column("rows", drop=4), Column("median"),
         Column("max"), Column("spread", drop=1), Column("slowest", "left", wraps=True, drop=2),
     ]  # fmt: skip
     shown = across if limit <= 0 else across.head(limit)
@@ -255,9 +255,9 @@ def render_across(across: pl.DataFrame, console: Console, key: str, limit: int =
     for row in shown.iter_rows(named=True):
         rel = row["spread_rel"]
         rows.append([
-            shorten(row[key], LONG_NAME), str(row["reports"]), count(row["rows"]), us_from_ns(row[f"rank_median_{stat}"]),
+            shorten(row[key], LONG_NAME), str(row["traces"]), count(row["rows"]), us_from_ns(row[f"rank_median_{stat}"]),
             us_from_ns(row[f"rank_max_{stat}"]), f"{us_from_ns(row[f'spread_{stat}'])} ({pct(rel)})" if rel is not None else "",
-            row["slowest_report"] or "",
+            row["slowest_trace"] or "",
         ])  # fmt: skip
     table, dropped = fitted_table(console, columns, rows, title)
     console.print(table)
@@ -267,8 +267,8 @@ def render_across(across: pl.DataFrame, console: Console, key: str, limit: int =
 
 
 @contextlib.contextmanager
-def report_progress(total: int, what: str = "reports") -> Iterator[Callable[[Any], None]]:
-    """A progress bar over reports on stderr, only when stderr is a terminal (elsewhere rich left an empty
+def report_progress(total: int, what: str = "traces") -> Iterator[Callable[[Any], None]]:
+    """A progress bar over traces on stderr, only when stderr is a terminal (elsewhere rich left an empty
     line in the log above the run's messages); yields the callback that advances it by one."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from traceattr.core.errors import TraceError
 from traceattr.core.runfolder import TRACE as RUN_TRACE
 from traceattr.trace.loader import report_export
-from traceattr.trace.nsys import REPORT_SUFFIXES, export_sqlite, fresh_sqlite_export, is_arrow_export
+from traceattr.trace.nsys import TRACE_SUFFIXES, export_sqlite, fresh_sqlite_export, is_arrow_export
 from traceattr.trace.sqlite_source import check_file
 
 
@@ -31,7 +31,7 @@ def resolve_trace(path: str | Path) -> Path:
             f"is a directory without {RUN_TRACE}; expected an nsys .sqlite export, an nsys Arrow export folder "
             "or a traceattr run folder",
         )
-    if p.suffix in REPORT_SUFFIXES:
+    if p.suffix in TRACE_SUFFIXES:
         check_file(p)
         if report_export() == "sqlite":
             return export_sqlite(p)

@@ -21,7 +21,7 @@ from traceattr.core.errors import NoDataError, TraceattrError, TraceError
 from traceattr.core.keys import gather_by_key, rows_at
 from traceattr.trace import schema as S
 from traceattr.trace.arrow_source import ArrowSource, read_frames
-from traceattr.trace.nsys import REPORT_SUFFIXES, is_arrow_export
+from traceattr.trace.nsys import TRACE_SUFFIXES, is_arrow_export
 from traceattr.trace.sqlite_source import Query, SqliteSource
 from traceattr.trace.validate import (
     MAX_MEMORY_BANDWIDTH,
@@ -365,7 +365,7 @@ def load_trace(path: str | Path, engine: str = "auto", *, shown_as: str | Path |
     usable export, :class:`NoDataError` for an export with no GPU work at all.
     """
     p = Path(path)
-    if p.suffix in REPORT_SUFFIXES and not p.is_dir():
+    if p.suffix in TRACE_SUFFIXES and not p.is_dir():
         return load_report(p, engine)
     src: SqliteSource | ArrowSource = ArrowSource(p, shown_as) if is_arrow_export(p) else SqliteSource(p, engine)
     try:

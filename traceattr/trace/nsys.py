@@ -24,7 +24,7 @@ from pathlib import Path
 from traceattr.core.errors import NsysError
 
 ENV_VAR = "TRACEATTR_NSYS"
-REPORT_SUFFIXES = (".nsys-rep", ".qdrep")  # nsys reports (.qdrep: before 2021.4), read through an export
+TRACE_SUFFIXES = (".nsys-rep", ".qdrep")  # nsys reports (.qdrep: before 2021.4), read through an export
 ARROW_SUFFIX = ".arrow"  # ``--type arrowdir``: a folder of ``<table>.arrow`` IPC streams
 _STANDARD_GLOBS = (
     "/opt/nvidia/nsight-systems/*/bin/nsys",

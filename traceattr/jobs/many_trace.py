@@ -1,7 +1,7 @@
-"""One report of many: what to compute (:class:`Settings`), the work itself (:func:`attribute_report`) and its answer.
+"""One trace of many: what to compute (:class:`Settings`), the work itself (:func:`attribute_trace`) and its answer.
 
-attribute_report is a picklable module-level function, so local processes, a Dask cluster and nsys's
-recipe framework can all run it. A report that fails (damaged, foreign, missing) fails alone: its
+attribute_trace is a picklable module-level function, so local processes, a Dask cluster and nsys's
+recipe framework can all run it. A trace that fails (damaged, foreign, missing) fails alone: its
 result carries the one-line reason.
 """
 
@@ -26,10 +26,10 @@ from traceattr.core.runfolder import KERNELS
 from traceattr.trace.inputs import resolve_trace
 from traceattr.trace.loader import load_trace
 
-REPORT = "report"  # the column naming the report a row came from
+TRACE_COLUMN = "trace"  # the column naming the trace a row came from
 
-REPORT_SCHEMA = {
-    REPORT: pl.String, "path": pl.String, "ok": pl.Boolean, "error": pl.String,
+TRACE_SCHEMA = {
+    TRACE_COLUMN: pl.String, "path": pl.String, "ok": pl.Boolean, "error": pl.String,
     "nsys_version": pl.String, "gpu": pl.String, "peak_bytes_per_s": pl.Float64, "ranges": pl.Int64, "gpu_ops": pl.Int64, "kernels": pl.Int64,
     "unattributed_ops": pl.Int64, "gpu_start_ns": pl.Int64, "gpu_end_ns": pl.Int64, "gpu_span_ns": pl.Int64,
     "gpu_sum_ns": pl.Int64, "busy_ns": pl.Int64, **{c: pl.Int64 for c in ROLE_COLUMNS},
@@ -39,7 +39,7 @@ REPORT_SCHEMA = {
 
 @dataclass(frozen=True)
 class Settings:
-    """What to compute for every report (picklable: it travels to workers)."""
+    """What to compute for every trace (picklable: it travels to workers)."""
 
     mode: Mode = "nsys"
     domain: str | None = None
@@ -51,13 +51,13 @@ class Settings:
 
 
 @dataclass(frozen=True)
-class ReportResult:
-    """One report's answer, or its one-line failure."""
+class TraceResult:
+    """One trace's answer, or its one-line failure."""
 
     index: int
-    report: str
+    trace: str
     path: str
-    summary: dict[str, Any]  # one row of REPORT_SCHEMA
+    summary: dict[str, Any]  # one row of TRACE_SCHEMA
     ranges: pl.DataFrame | None = None
     calls: pl.DataFrame | None = None
     kernels_part: str | None = None  # parquet written by the worker
@@ -81,14 +81,14 @@ def check_settings(settings: Settings) -> str | None:
     return None
 
 
-def attribute_report(path: str, report: str, index: int, *, settings: Settings, parts: str | None) -> ReportResult:
-    """Attribute one report; never raises for a bad report (the reason is in the result).
+def attribute_trace(path: str, trace: str, index: int, *, settings: Settings, parts: str | None) -> TraceResult:
+    """Attribute one trace; never raises for a bad trace (the reason is in the result).
 
     With *parts* (a folder) the per-op table is written there as parquet, for
     :func:`write_combined` to stream into the final file.
     """
     started = time.perf_counter()
-    summary: dict[str, Any] = {REPORT: report, "path": str(path), "ok": False}
+    summary: dict[str, Any] = {TRACE_COLUMN: trace, "path": str(path), "ok": False}
     try:
         att = attribute(
             load_trace(resolve_trace(path), settings.engine),
@@ -96,7 +96,7 @@ def attribute_report(path: str, report: str, index: int, *, settings: Settings, 
             rules=RoleRules.load(settings.rules),
             select=RangeFilter(settings.domain, settings.match),
         )
-        tag = pl.lit(report).alias(REPORT)
+        tag = pl.lit(trace).alias(TRACE_COLUMN)
         ranges = att.ranges.select(tag, pl.all())
         table = None
         if settings.calls:
@@ -107,13 +107,13 @@ def attribute_report(path: str, report: str, index: int, *, settings: Settings, 
         if parts is not None:
             ops = att.ops_lazy().select(tag, pl.all()).sort("op_id")  # joins may reorder; the output must not vary
             part = str(write_table(ops, Path(parts), f"{KERNELS}-{index:06d}", "parquet"))
-        summary.update(_report_summary(att), ok=True)
-        result = ReportResult(index, report, str(path), summary, ranges, table, part)
+        summary.update(_trace_summary(att), ok=True)
+        result = TraceResult(index, trace, str(path), summary, ranges, table, part)
     except TraceattrError as err:
-        result = ReportResult(index, report, str(path), summary, error=str(err))
+        result = TraceResult(index, trace, str(path), summary, error=str(err))
     except (OSError, pl.exceptions.PolarsError, ValueError) as err:  # damage nothing above recognised
         first = (str(err).splitlines() or [""])[0]
-        result = ReportResult(index, report, str(path), summary, error=f"{path}: {type(err).__name__}: {first}")
+        result = TraceResult(index, trace, str(path), summary, error=f"{path}: {type(err).__name__}: {first}")
     summary["error"] = result.error
     summary["seconds"] = round(time.perf_counter() - started, 4)
     summary["worker_pid"] = os.getpid()
@@ -121,8 +121,8 @@ def attribute_report(path: str, report: str, index: int, *, settings: Settings, 
     return result
 
 
-def _report_summary(att: Attribution) -> dict[str, Any]:
-    """Per report (rank): what ran on the GPU, once per op, and where it went."""
+def _trace_summary(att: Attribution) -> dict[str, Any]:
+    """Per trace (rank): what ran on the GPU, once per op, and where it went."""
     ops = (
         att.trace.gpu_ops.select("op_id", "kind", "start", "end")
         .join(att.placement.select("op_id", "role", "range_id", "api_start_ns"), on="op_id", how="left")
