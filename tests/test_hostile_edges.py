@@ -86,3 +86,83 @@ def test_special_outputs_and_inputs_are_refused_before_the_work(tmp_path: Path) 
         out = run(*args, timeout=60)
         assert out.returncode == 2, (args, out.stderr)
         assert "regular file" in out.stderr and len(out.stderr.strip().splitlines()) == 1, (args, out.stderr)
+
+
+# -- the terminal's edges: closed and broken streams, encodings, file names ------------------------------
+
+
+def shell(script: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """*script* under bash, ``T`` standing for the traceattr program."""
+    return subprocess.run(
+        ["bash", "-c", script.replace("T ", f"{sys.executable} -m traceattr ")],
+        capture_output=True, text=True, errors="backslashreplace", timeout=120, check=False,
+        env={**os.environ, **env},
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_closed_and_broken_streams_end_without_a_traceback(tmp_path: Path) -> None:
+    # a reader that leaves after one line: the SIGPIPE status, nothing on stderr
+    for args in ("compare", "attribute", "shapes"):
+        out = shell(f"T {args} {SWEEP if args != 'shapes' else ''} | head -1 >/dev/null; echo ${{PIPESTATUS[0]}}")
+        assert out.stdout.strip() == "141" and out.stderr == "", (args, out)
+    # stdout closed: the answer went nowhere, said in one line
+    out = shell(f"T compare {SWEEP} >&-; echo $? >&2")
+    assert out.stderr.splitlines() == ["traceattr: standard output is closed; the answer was not written", "141"]
+    out = shell(f"T attribute {SWEEP} --format csv >&-; echo $? >&2")
+    assert out.stderr.splitlines()[-1] == "141" and "Traceback" not in out.stderr
+    # stderr closed: the answer is written whole, exit 0
+    whole = shell(f"T compare {SWEEP}").stdout
+    out = shell(f"T compare {SWEEP} 2>&- >{tmp_path / 'out'}; echo $?")
+    assert out.stdout.strip() == "0" and (tmp_path / "out").read_text() == whole
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "env",
+    [{"PYTHONIOENCODING": "latin-1"}, {"PYTHONIOENCODING": "ascii"}, {"LC_ALL": "C", "PYTHONUTF8": "0"}],
+    ids=["latin-1", "ascii", "C-locale"],
+)
+def test_terminals_that_are_not_utf8_get_ascii_spellings(env: dict[str, str]) -> None:
+    for args in (f"compare {SWEEP}", f"attribute {SWEEP}", "shapes", "--help", "compare --help"):
+        out = shell(f"T {args}", **env)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, (args, out.stderr[-300:])
+        assert out.stdout.strip()
+    verdict = shell(f"T compare {SWEEP}", PYTHONIOENCODING="ascii").stdout
+    assert "~238k ctx" in verdict and "1.07x [1.06-1.08]" in verdict
+
+
+@pytest.mark.slow
+def test_file_names_that_are_not_utf8_round_trip(tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    trace, other = tmp_path / os.fsdecode(b"run\xff.sqlite"), tmp_path / "b.sqlite"
+    shutil.copyfile(SWEEP, trace)
+    shutil.copyfile(SWEEP, other)
+    search = tmp_path / os.fsdecode(b"s\xff.json")
+    shutil.copyfile(SEARCH, search)
+    name = os.fsdecode(b"o\xfe")
+    cases = [
+        (("report", trace, "-o", tmp_path / f"{name}.html"), None),
+        (("compare", trace, "--json", tmp_path / f"{name}.json"), None),
+        (("dispatch", search, "-o", tmp_path / f"{name}-d.json"), None),
+        (("attribute", trace, other, "--out", tmp_path / name), tmp_path / name / "attribution.json"),
+        (("compare", trace, other, "--out", tmp_path / f"{name}-c"), tmp_path / f"{name}-c" / "compare.json"),
+    ]
+    for args, manifest in cases:
+        out = run(*args, cwd=tmp_path, timeout=120)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, (args, out.stderr[-400:])
+        assert "\\xff" in out.stderr + out.stdout or "\\xfe" in out.stderr + out.stdout
+        if manifest is not None:  # the manifest names the very file: its bytes come back
+            inputs = json.loads(manifest.read_text(encoding="utf-8"))["inputs"]
+            assert os.fsencode(inputs[0]).endswith(b"run\xff.sqlite"), inputs
+
+
+def test_format_characters_are_escaped_like_control_characters() -> None:
+    from traceattr.present.names import printable, shorten
+
+    assert printable("fa3\u202eevil\u2066x\u200b\ufeff\u2028") == "fa3\\u202eevil\\u2066x\\u200b\\ufeff\\u2028"
+    assert printable("µs ≈ 1.07× → ok é") == "µs ≈ 1.07× → ok é"  # printable text stays as it is
+    assert printable(os.fsdecode(b"run\xff")) == "run\\xff"
+    assert "\u202e" not in shorten("a\u202eb" * 40, 20)

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import io
 import os
 import signal
 import sys
 
 from traceattr.core import stopping
 from traceattr.core.cpus import usable_cpus
+from traceattr.core.encoding import TERMINAL_ERRORS
 
 POOL_THREADS = 4  # polars' threads at most (below)
 
@@ -43,8 +45,90 @@ AS_PROGRAM = (
 ) and not spawned_worker()
 
 
+# The status of a program that wrote to a pipe whose reader had gone (128 + SIGPIPE), as a shell reports
+# one killed by SIGPIPE: the answer did not all arrive. With the whole answer written, the status is 0.
+PIPE_CLOSED = 128 + 13
+
+
+class _Guarded(io.RawIOBase):
+    """Descriptor 1 or 2 as the program writes to it. A pipe whose reader went away (``| head -1``) ends
+    the program as SIGPIPE would (:data:`PIPE_CLOSED`, no traceback: click and rich would each turn it
+    into exit 1); a stream closed from the start (``>&-``) is written to /dev/null, stdout's bytes
+    counted, so the end can say the answer was lost."""
+
+    def __init__(self, fd: int, closed: bool) -> None:
+        super().__init__()
+        self.fd, self.closed_at_start, self.lost = fd, closed, 0
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def isatty(self) -> bool:
+        return not self.closed_at_start and os.isatty(self.fd)
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
+        if self.closed_at_start or self.lost:
+            self.lost += len(data)
+            return len(data)
+        try:
+            return os.write(self.fd, data)
+        except BrokenPipeError:
+            self.lost += len(data)
+            _to_devnull(self.fd)  # the rest goes nowhere, as after a SIGPIPE
+            raise SystemExit(PIPE_CLOSED) from None
+
+
+def _to_devnull(fd: int) -> None:
+    null = os.open(os.devnull, os.O_WRONLY)
+    if null != fd:
+        os.dup2(null, fd)
+        os.close(null)
+
+
+GUARDED: dict[int, _Guarded] = {}
+
+
+def streams() -> None:
+    """Standard output and error as the program needs them, whatever it was started with.
+
+    A closed one (``>&-``, ``2>&-``): its descriptor is taken by /dev/null at once, so that no file opened
+    later gets descriptor 1 or 2 and receives the program's printing. A broken pipe ends the program as
+    SIGPIPE does (:class:`_Guarded`). Any encoding: characters it cannot carry are spelled in ASCII
+    (:mod:`traceattr.core.encoding`), never a UnicodeEncodeError.
+    """
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            closed = False
+        except OSError:
+            _to_devnull(fd)
+            closed = True
+        old = getattr(sys, name)
+        encoding = getattr(old, "encoding", None) or "utf-8"
+        raw = GUARDED[fd] = _Guarded(fd, closed)
+        tty = raw.isatty()
+        stream = io.TextIOWrapper(
+            io.BufferedWriter(raw), encoding=encoding, errors=TERMINAL_ERRORS, line_buffering=tty or fd == 2,
+            write_through=fd == 2,
+        )  # fmt: skip
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
+def answer_lost() -> bool:
+    """Whether the program printed to a standard output that was closed when it started."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    out = GUARDED.get(1)
+    return out is not None and out.closed_at_start and out.lost > 0
+
+
 def start() -> None:
     """The program's settings, made before any library loads (each explained where it is made)."""
+    streams()
     for signum, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL),
                             (getattr(signal, "SIGHUP", None), signal.SIG_DFL)):  # fmt: skip
         if signum is not None and signal.getsignal(signum) is default:  # an ignored signal stays ignored

@@ -30,6 +30,7 @@ from typing import Any, BinaryIO, Literal, get_args
 import polars as pl
 
 from traceattr.core import runfolder
+from traceattr.core.encoding import FILE_ERRORS, table_text
 from traceattr.core.errors import TraceattrError
 from traceattr.core.stopping import deferred as interrupts_deferred
 
@@ -56,8 +57,9 @@ class OutputError(TraceattrError):
 
 
 def partial_prefix(name: str) -> str:
-    """How a temporary copy of output *name* starts: the process id in it tells a stale one from a live one."""
-    return f".{name}.{os.getpid()}."
+    """How a temporary copy of output *name* starts: the process id in it tells a stale one from a live one.
+    A name whose bytes are not UTF-8 is spelled with ``\\xNN`` here: polars takes only UTF-8 paths."""
+    return f".{table_text(name)}.{os.getpid()}."
 
 
 def _alive(pid: int) -> bool:
@@ -76,6 +78,7 @@ def remove_stale_partials(folder: Path, name: str) -> None:
     A partial of a live process (a run writing there at this moment) stays; so does anything not named so.
     """
     try:
+        name = table_text(name)
         entries = list(folder.glob(f".{glob_escape(name)}.*{PARTIAL}"))
     except OSError:
         return
@@ -194,7 +197,7 @@ def _write_json(frame: pl.DataFrame, out: BinaryIO) -> None:
 def write_text(path: Path, text: str) -> Path:
     """*text* to *path* atomically (a temp file beside it, renamed when complete); readable by all."""
     with _atomic_file(path) as file:
-        file.write(text.encode("utf-8"))
+        file.write(text.encode("utf-8", errors=FILE_ERRORS))  # a non-UTF-8 file name's bytes as \\udcNN
     return path
 
 
