@@ -3,10 +3,15 @@ limits, injection. One test per class; each failed on the main of its day."""
 
 from __future__ import annotations
 
+import copy
+import json
+import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -134,9 +139,6 @@ def test_terminals_that_are_not_utf8_get_ascii_spellings(env: dict[str, str]) ->
 
 @pytest.mark.slow
 def test_file_names_that_are_not_utf8_round_trip(tmp_path: Path) -> None:
-    import json
-    import shutil
-
     trace, other = tmp_path / os.fsdecode(b"run\xff.sqlite"), tmp_path / "b.sqlite"
     shutil.copyfile(SWEEP, trace)
     shutil.copyfile(SWEEP, other)
@@ -166,3 +168,160 @@ def test_format_characters_are_escaped_like_control_characters() -> None:
     assert printable("µs ≈ 1.07× → ok é") == "µs ≈ 1.07× → ok é"  # printable text stays as it is
     assert printable(os.fsdecode(b"run\xff")) == "run\\xff"
     assert "\u202e" not in shorten("a\u202eb" * 40, 20)
+
+
+# -- every record read as untrusted input ---------------------------------------------------------------
+
+HOSTILE_NUMBERS = (0, -41, math.nan, math.inf, -math.inf, 10**400, 10**30, "x", [1], True)
+
+
+def numeric_paths(doc: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Where *doc* holds a number (not a bool): the paths a hostile edit changes."""
+    if isinstance(doc, dict):
+        return [p for k, v in doc.items() for p in numeric_paths(v, (*at, k))]
+    if isinstance(doc, list):
+        return [p for i, v in enumerate(doc) for p in numeric_paths(v, (*at, i))]
+    return [at] if isinstance(doc, int | float) and not isinstance(doc, bool) else []
+
+
+def edited(doc: Any, path: tuple[Any, ...], value: object) -> str:
+    doc = copy.deepcopy(doc)
+    place = doc
+    for key in path[:-1]:
+        place = place[key]
+    place[path[-1]] = value
+    return json.dumps(doc)  # NaN and ±Infinity as Python writes them; 10**400 as its 401 digits
+
+
+@pytest.fixture(scope="module")
+def round_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.helpers import BASE, CAND, FakeExecutor, timing
+    from traceattr.analysis.rounds import Row
+    from traceattr.core.shapes import parse_shape
+    from traceattr.jobs.round import RoundPlan, run_round
+
+    tmp = tmp_path_factory.mktemp("round")
+    rows = tuple(Row(s, parse_shape(s).name) for s in ("q1_ctx8k", "q1_ctx512k"))
+    plan = RoundPlan(rows=rows, baseline=BASE, candidate=CAND, folder=tmp / "round")
+    fast, odd = timing(0.8, noise=0.001), timing(1.1, first_bias=0.05, noise=0.001, seed=1)  # odd: refused
+    pick = {rows[0].shape: fast, rows[1].shape: odd}
+    executor = FakeExecutor(
+        tmp, lambda shape, arm, i, pos: pick[shape](shape, arm, i, pos), name="trace.sqlite", rows=rows
+    )
+    receipt = run_round(plan, executor)
+    assert receipt.final["status"].to_list() == ["pass", "refused"]
+    return plan.folder
+
+
+def answered_or_refused(rc: int, err: str, file: str) -> None:
+    """Exit 0, or 2 with one line naming the file; never a traceback (exit 1)."""
+    assert rc in (0, 2) and "Traceback" not in err, err[-600:]
+    if rc == 2:
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and file in lines[0], err
+
+
+@pytest.mark.slow
+def test_edited_records_are_refused_naming_file_field_and_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], round_folder: Path
+) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from tests.helpers import cli
+
+    receipt = json.loads((round_folder / "receipt.json").read_text(encoding="utf-8"))
+    search = json.loads(SEARCH.read_text(encoding="utf-8"))
+    targets = [("receipt", p) for p in numeric_paths(receipt)] + [("search", p) for p in numeric_paths(search)]
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(st.sampled_from(targets), st.sampled_from(HOSTILE_NUMBERS))
+    def check(target: tuple[str, tuple[Any, ...]], value: object) -> None:
+        kind, path = target
+        folder = tmp_path / "case"
+        shutil.rmtree(folder, ignore_errors=True)
+        if kind == "receipt":
+            shutil.copytree(round_folder, folder)
+            (folder / "receipt.json").write_text(edited(receipt, path, value), encoding="utf-8")
+            runs = [("dispatch", folder), ("round", "--retry", folder, "--dry-run")]
+            name = "receipt.json"
+        else:
+            folder.mkdir()
+            (folder / "search.json").write_text(edited(search, path, value), encoding="utf-8")
+            runs = [("dispatch", folder / "search.json")]
+            name = "search.json"
+        for args in runs:
+            rc, _out, err = cli(capsys, *args)
+            answered_or_refused(rc, err, name)
+            if rc == 2 and value in (math.inf, 10**400, "x"):
+                assert ".".join(map(str, path[-1:])) in err, (path, err)  # the field is named
+
+    check()
+
+
+def test_runner_events_of_the_wrong_type_are_refused_by_the_reader() -> None:
+    from traceattr.core.errors import TraceError
+    from traceattr.core.records import RunnerRecord
+
+    event = {"backend": "fa3", "shape": "q1_ctx8k_h16_b1_bf16_p64", "iter": 0, "event_us": 12.5}
+    for key in ("iter", "event_us"):
+        for value in HOSTILE_NUMBERS:
+            content = json.loads(json.dumps({"timed": True, "events": [{**event, key: value}]}))
+            try:
+                record = RunnerRecord.from_json(content, "runner.json")
+            except TraceError as err:
+                assert str(err).startswith("runner.json: ") and f"events[0].{key}" in str(err), err
+                continue
+            # what the reader lets through is what the events table holds: typed, finite, measured
+            frame = pl.DataFrame(list(record.events)).select(pl.col("iter").cast(pl.Int64), pl.col("event_us"))
+            assert frame["event_us"].dtype == pl.Float64 and frame["event_us"].min() > 0, (key, value)  # type: ignore[operator]
+
+
+@pytest.mark.slow
+def test_backend_for_reads_edited_tables_as_untrusted_input() -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from traceattr.present.dispatch import DispatchDocumentError, backend_for
+
+    doc = json.loads((EXAMPLES / "sweeps" / "h200_27shapes_graphs_dispatch.json").read_text(encoding="utf-8"))
+    places: list[tuple[Any, ...]] = []
+
+    def walk(node: Any, at: tuple[Any, ...]) -> None:
+        places.append(at)
+        children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, child in children:
+            walk(child, (*at, key))
+
+    walk(doc, ())
+    shapes = [f"{f['family'].replace('*', '')}{ctx}" for f in doc["families"] for ctx in ("1k", "64k", "2m")]
+    hostile = st.sampled_from([*HOSTILE_NUMBERS, None, 42, "", {}, [], {"backend": 1}, "fa3"])
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(st.sampled_from(places[1:]), hostile, st.booleans(), st.sampled_from(shapes))
+    def check(path: tuple[Any, ...], value: object, delete: bool, shape: str) -> None:
+        edited_doc = copy.deepcopy(doc)
+        place = edited_doc
+        for key in path[:-1]:
+            place = place[key]
+        if delete and isinstance(place, dict):
+            del place[path[-1]]
+        else:
+            place[path[-1]] = value
+        try:
+            picked = backend_for(edited_doc, shape)
+        except DispatchDocumentError as err:
+            assert str(err).strip() and "\n" not in str(err)
+            return
+        assert picked is None or isinstance(picked, str), (path, value, picked)
+
+    check()
+    for broken in (
+        [],
+        "x",
+        None,
+        {"schema": "traceattr.dispatch/2"},
+        {"schema": "traceattr.dispatch/2", "families": 3},
+    ):
+        with pytest.raises(DispatchDocumentError):
+            backend_for(broken, shapes[0])  # type: ignore[arg-type]
