@@ -325,3 +325,41 @@ def test_backend_for_reads_edited_tables_as_untrusted_input() -> None:
     ):
         with pytest.raises(DispatchDocumentError):
             backend_for(broken, shapes[0])  # type: ignore[arg-type]
+
+
+# -- injection: CSV formulas ------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_csv_cells_never_start_a_formula(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.helpers import cli, mutate
+
+    kernel = "CUPTI_ACTIVITY_KIND_KERNEL"
+    trace = mutate(tmp_path, f"""
+        UPDATE StringIds SET value = '=HYPERLINK("http://x",' || value || ')'
+            WHERE id IN (SELECT shortName FROM {kernel});
+        UPDATE StringIds SET value = '@SUM(1)' || value WHERE id IN (SELECT demangledName FROM {kernel});
+    """)  # fmt: skip
+    texts: list[str] = []
+    for command in ("attribute", "compare"):
+        rc, out, err = cli(capsys, command, trace, "--out", tmp_path / command)
+        assert rc == 0, err
+        texts += [p.read_text(encoding="utf-8") for p in (tmp_path / command).glob("*.csv")]
+    rc, out, err = cli(capsys, "attribute", trace, "--format", "csv")
+    texts.append(out)
+    quoted = 0
+    for text in texts:
+        frame = pl.read_csv(text.encode(), infer_schema=False)
+        for column in frame.columns:
+            cells = frame[column].drop_nulls()
+            cells = cells.filter(cells.cast(pl.Float64, strict=False).is_null())  # a number -1.5 is no formula
+            assert not cells.str.contains(r"^[=+\-@\t\r]").any(), (column, cells.to_list()[:3])
+            quoted += int(cells.str.starts_with("'=HYPERLINK").sum() + cells.str.starts_with("'@SUM").sum())
+    assert quoted > 0  # the names reached the files, made safe
+    os.environ["TRACEATTR_CSV_RAW"] = "1"
+    try:  # the opt-out writes them as they are
+        rc, out, err = cli(capsys, "attribute", trace, "--out", tmp_path / "raw")
+    finally:
+        del os.environ["TRACEATTR_CSV_RAW"]
+    kernels = pl.read_csv(tmp_path / "raw" / "kernels.csv", infer_schema=False)
+    assert rc == 0 and kernels["name"].str.starts_with("@SUM(1)").all()

@@ -39,7 +39,7 @@ from traceattr.cli.options import (
 )
 from traceattr.core import runfolder
 from traceattr.core.errors import NoDataError, TraceattrError
-from traceattr.core.output import ResultSet, check_file_target, check_out_folder, write_text
+from traceattr.core.output import ResultSet, check_file_target, check_out_folder, csv_text, write_text
 from traceattr.core.records import runner_events
 from traceattr.core.runfolder import round_folder_of
 from traceattr.jobs.many import Settings, across_reports, expand_inputs, rounds_per_report
@@ -201,8 +201,8 @@ def _compare_round(given: Path, folder: Path, json_out: Path | None, shown: Show
     if shown.fmt == "json":
         sys.stdout.write(json.dumps(decision.to_json(), indent=1, ensure_ascii=False) + "\n")
     elif shown.fmt == "csv":
-        sys.stdout.write(receipt.final.select("row", "shape", "status", "verdict", "ratio", "low", "high",
-                                              "baseline_us", "candidate_us", "refused_by").write_csv())  # fmt: skip
+        sys.stdout.write(csv_text(receipt.final.select("row", "shape", "status", "verdict", "ratio", "low", "high",
+                                                       "baseline_us", "candidate_us", "refused_by")))  # fmt: skip
     else:
         render_round(receipt, decision, con)
         capture = given if given != folder else None
@@ -249,7 +249,7 @@ def _show_and_write(
     if analysis.note is not None:  # no winner to print: say why, in one line
         render_notes([analysis.note], con)
     if shown.fmt == "csv":
-        sys.stdout.write(summary.write_csv())
+        sys.stdout.write(csv_text(summary))
     elif shown.fmt == "json":
         sys.stdout.write(summary.write_json() + "\n")
     elif analysis.note is None:

@@ -120,9 +120,25 @@ def _disk_full(path: Path) -> str | None:
     return "no space left on the device" if free is not None and free < (1 << 20) else None
 
 
-def _csv_ready(frame: pl.LazyFrame) -> pl.LazyFrame:
-    # CSV has no enum/categorical type: write their labels
-    return frame.with_columns(pl.col(pl.Enum, pl.Categorical).cast(pl.String))
+# A spreadsheet opening a CSV runs a cell that starts with one of these as a formula (=HYPERLINK(…),
+# @SUM(…)); names come from the traced program, so such a cell is written with a leading ' (OWASP's rule),
+# which the spreadsheet shows as text. TRACEATTR_CSV_RAW=1 writes the cells as they are.
+FORMULA_START = r"^([=+\-@\t\r])"
+CSV_RAW = "TRACEATTR_CSV_RAW"
+
+
+def csv_safe(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """*frame* as a CSV file holds it: enum/categorical columns as their labels (CSV has no such type) and
+    text cells that a spreadsheet would run as a formula quoted with a leading ``'``."""
+    frame = frame.with_columns(pl.col(pl.Enum, pl.Categorical).cast(pl.String))
+    if os.environ.get(CSV_RAW, "") not in ("", "0"):
+        return frame
+    return frame.with_columns(pl.col(pl.String).str.replace(FORMULA_START, "'$1"))
+
+
+def csv_text(frame: pl.DataFrame) -> str:
+    """*frame* as CSV text (for stdout), written as :func:`write_table` writes CSV files."""
+    return csv_safe(frame.lazy()).collect().write_csv()
 
 
 @contextlib.contextmanager
@@ -173,7 +189,7 @@ def write_table(frame: pl.DataFrame | pl.LazyFrame, folder: Path, stem: str, fmt
             # 64 k-row groups: the writer holds less at once (nested trace: peak 406 -> 360 MB), same CPU
             lazy.sink_parquet(file, compression="zstd", compression_level=1, row_group_size=65_536)
         else:
-            _csv_ready(lazy).sink_csv(file)
+            csv_safe(lazy).sink_csv(file)
     return target
 
 
