@@ -363,3 +363,54 @@ def test_csv_cells_never_start_a_formula(tmp_path: Path, capsys: pytest.CaptureF
         del os.environ["TRACEATTR_CSV_RAW"]
     kernels = pl.read_csv(tmp_path / "raw" / "kernels.csv", infer_schema=False)
     assert rc == 0 and kernels["name"].str.starts_with("@SUM(1)").all()
+
+
+# -- resource limits ----------------------------------------------------------------------------------------
+
+
+def limited(which: int, value: int) -> Any:
+    import resource
+
+    return lambda: resource.setrlimit(which, (value, value))
+
+
+@pytest.mark.slow
+def test_small_resource_limits_are_named_in_one_line() -> None:
+    import resource
+
+    for which, value, needle in (
+        (resource.RLIMIT_NOFILE, 9, "open-file limit is 9 (ulimit -n)"),
+        (resource.RLIMIT_AS, 1_000_000 * 1024, "address-space limit is 976 MiB (ulimit -v 1000000)"),
+        (resource.RLIMIT_AS, 700_000 * 1024, "(ulimit -v 700000)"),
+    ):
+        for args in (("compare", SWEEP), ("attribute", SWEEP, SWEEP), ("--help",)):
+            out = run(*args, preexec_fn=limited(which, value), timeout=60)
+            lines = out.stderr.strip().splitlines()
+            assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith("traceattr: error: "), out.stderr
+            assert needle in out.stderr, (args, out.stderr[-300:])
+
+
+def test_limits_met_at_the_boundary_and_workers_capped() -> None:
+    import errno
+    import warnings
+
+    from traceattr.cli.process import limit_reached
+    from traceattr.core.cpus import usable_cpus
+    from traceattr.core.errors import TraceNote
+    from traceattr.jobs.many import capped_workers
+
+    assert "too many open files (the limit is" in (limit_reached(OSError(errno.EMFILE, "Too many open files")) or "")
+    assert "out of memory" in (limit_reached(MemoryError()) or "")
+    assert limit_reached(ValueError("x")) is None
+    cores = usable_cpus()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert capped_workers(100_000, 40, local=True) == min(40, cores)
+        assert capped_workers(100_000, 3, local=False) == 3  # a remote cluster's cores are not ours to count
+        assert capped_workers(None, 40, local=True) == min(40, cores)  # the default is no request: no note
+    notes = [str(w.message) for w in caught if issubclass(w.category, TraceNote)]
+    assert (
+        notes[0]
+        == f"-j 100000: {min(40, cores)} worker{'s' if min(40, cores) > 1 else ''} (40 reports, {cores} usable core{'s' if cores > 1 else ''})"
+    )
+    assert len(notes) == 2

@@ -286,8 +286,21 @@ def _run(argv: list[str] | None) -> None:
         _interrupted()
     except BrokenPipeError:
         raise
-    except OSError as err:  # e.g. the terminal went away; not a traceback either
+    except (OSError, MemoryError) as err:
+        limit = process.limit_reached(err)
+        if limit is not None:
+            print(f"traceattr: error: {limit}", file=sys.stderr)
+            sys.exit(2)
+        if isinstance(err, MemoryError):
+            raise
+        # e.g. the terminal went away; not a traceback either
         print(f"traceattr: error: {_one_line(str(err))}", file=sys.stderr)
+        sys.exit(2)
+    except BaseException as err:  # a library's panic (pyo3's PanicException is no Exception)
+        limit = process.limit_reached(err)
+        if limit is None:
+            raise
+        print(f"traceattr: error: {limit}", file=sys.stderr)
         sys.exit(2)
     if rc == 130:
         _interrupted()

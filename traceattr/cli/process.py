@@ -11,9 +11,11 @@ this module first; its ``main`` calls :func:`imports_done` once a command's modu
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import io
 import os
+import resource
 import signal
 import sys
 
@@ -126,9 +128,61 @@ def answer_lost() -> bool:
     return out is not None and out.closed_at_start and out.lost > 0
 
 
+# The least the program runs with. Below these, polars, jemalloc and OpenBLAS fail while they load or start
+# their threads, where no Python code can catch it (a Rust panic, SIGABRT "background thread creation
+# failed", a segfault, once a hang; 2 cores: 900 MB of address space failed, 1 GB ran the example sweep):
+# refused at start in one line naming the limit.
+MIN_OPEN_FILES = 64
+MIN_ADDRESS_SPACE = 2 << 30
+
+
+def _soft_limit(which: int, least: int) -> int:
+    """The soft limit *which*, raised to *least* where the hard limit allows (no privilege needed)."""
+    soft, hard = resource.getrlimit(which)
+    if soft != resource.RLIM_INFINITY and soft < least and (hard == resource.RLIM_INFINITY or hard >= least):
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(which, (least, hard))
+            soft = least
+    return soft
+
+
+def limits_refused() -> str | None:
+    """Why this process's resource limits are too small for traceattr, in one line; None when they do."""
+    files = _soft_limit(resource.RLIMIT_NOFILE, MIN_OPEN_FILES)
+    if files != resource.RLIM_INFINITY and files < MIN_OPEN_FILES:
+        return f"the open-file limit is {files} (ulimit -n); traceattr needs at least {MIN_OPEN_FILES}"
+    space = _soft_limit(resource.RLIMIT_AS, MIN_ADDRESS_SPACE)
+    if space != resource.RLIM_INFINITY and space < MIN_ADDRESS_SPACE:
+        return (f"the address-space limit is {space >> 20} MiB (ulimit -v {space >> 10}); traceattr needs at least "
+                f"{MIN_ADDRESS_SPACE >> 20} MiB")  # fmt: skip
+    return None
+
+
+def limit_reached(err: BaseException) -> str | None:
+    """A failure that a resource limit explains, as one line naming the limit; None for any other."""
+    if isinstance(err, OSError) and err.errno in (errno.EMFILE, errno.ENFILE):
+        files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        return f"too many open files (the limit is {files}: ulimit -n)"
+    if isinstance(err, MemoryError) or (isinstance(err, OSError) and err.errno == errno.ENOMEM):
+        space = resource.getrlimit(resource.RLIMIT_AS)[0]
+        shown = "none" if space == resource.RLIM_INFINITY else f"{space >> 20} MiB: ulimit -v"
+        return f"out of memory (the address-space limit is {shown})"
+    if type(err).__name__ == "PanicException":  # polars (pyo3) gives up, e.g. a thread it could not start
+        return f"a library stopped ({str(err).splitlines()[0][:120] if str(err) else 'panic'}); check ulimit -n and -v"
+    return None
+
+
 def start() -> None:
     """The program's settings, made before any library loads (each explained where it is made)."""
     streams()
+    refused = limits_refused()
+    if refused is not None:
+        os.write(2, f"traceattr: error: {refused}\n".encode())
+        os._exit(2)
+    if resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY:
+        # OpenBLAS (scipy) reserves a buffer per thread it starts, one per core: under an address-space
+        # limit one thread is what the fits need
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     for signum, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL),
                             (getattr(signal, "SIGHUP", None), signal.SIG_DFL)):  # fmt: skip
         if signum is not None and signal.getsignal(signum) is default:  # an ignored signal stays ignored

@@ -23,10 +23,12 @@ the jobs live beside it: :mod:`.many_inputs` (which reports), :mod:`.many_report
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from traceattr.core.cpus import usable_cpus
+from traceattr.core.errors import TraceNote
 from traceattr.jobs.many_combine import (
     Combined,
     across_reports,
@@ -60,7 +62,7 @@ def run_reports(
     names = report_names(paths)
     jobs = [(str(p), n, i) for i, (p, n) in enumerate(zip(paths, names, strict=True))]
     part_dir = None if parts is None else str(parts)
-    workers = max(1, workers or usable_cpus())
+    workers = capped_workers(workers, len(jobs), local=dask is None or dask == "local")
     done = on_done or (lambda _r: None)
     if dask is not None:
         results = list(on_dask(jobs, settings, part_dir, dask, workers, done))
@@ -74,8 +76,22 @@ def run_reports(
     return sorted(results, key=lambda r: r.index)
 
 
+def capped_workers(asked: int | None, reports: int, *, local: bool) -> int:
+    """How many worker processes to start: *asked* (default one per core), at most one per report and, on this
+    machine, one per usable core (more only share the cores and hold memory each); a note says when capped."""
+    cores = usable_cpus()
+    workers = max(1, asked or cores)
+    cap = max(1, min(reports, cores)) if local else max(1, reports)
+    if workers > cap:
+        if asked:
+            why = f"{reports} report{'s' if reports != 1 else ''}, {cores} usable core{'s' if cores != 1 else ''}"
+            warnings.warn(TraceNote(f"-j {asked}: {cap} worker{'s' if cap != 1 else ''} ({why})"), stacklevel=2)
+        workers = cap
+    return workers
+
+
 __all__ = [
     "REPORT", "REPORT_SCHEMA", "Combined", "ReportResult", "Settings", "across_reports", "attribute_report",
-    "check_settings", "combine", "expand_inputs", "kernels_lazy", "parts_folder", "report_names", "rounds_per_report",
+    "capped_workers", "check_settings", "combine", "expand_inputs", "kernels_lazy", "parts_folder", "report_names", "rounds_per_report",
     "run_reports", "write_combined",
 ]  # fmt: skip
