@@ -414,3 +414,37 @@ def test_limits_met_at_the_boundary_and_workers_capped() -> None:
         == f"-j 100000: {min(40, cores)} worker{'s' if min(40, cores) > 1 else ''} (40 reports, {cores} usable core{'s' if cores > 1 else ''})"
     )
     assert len(notes) == 2
+
+
+# -- many reports don't lose columns ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_pooled_reports_keep_roofline_bound_and_event_columns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.helpers import cli
+
+    rc, _out, err = cli(capsys, "compare", SWEEP, "--out", tmp_path / "one")
+    assert rc == 0, err
+    calls = pl.read_csv(tmp_path / "one" / "calls.csv").filter(pl.col("iter").is_not_null())
+    events = calls.select("backend", "shape", "iter", (pl.col("gpu_span_ns") / 1000 + 1.0).alias("event_us"))
+    for run_folder in ("r1", "r2"):  # two run folders of the same capture, each with its runner's events
+        (tmp_path / run_folder).mkdir()
+        shutil.copyfile(SWEEP, tmp_path / run_folder / "trace.sqlite")
+        (tmp_path / run_folder / "runner.json").write_text(json.dumps({"timed": True, "events": events.to_dicts()}))
+    key = ["shape", "backend"]
+    for inputs, name in (
+        ((SWEEP, tmp_path / "r1" / "trace.sqlite"), "two"),
+        ((tmp_path / "r1", tmp_path / "r2"), "runs"),
+    ):
+        rc, _out, err = cli(capsys, "compare", *inputs, "--out", tmp_path / name)
+        assert rc == 0, err
+    one = pl.read_csv(tmp_path / "one" / "summary.csv").sort(key)
+    two = pl.read_csv(tmp_path / "two" / "summary.csv").sort(key)
+    assert one["roofline"].null_count() == 0 and two["roofline"].null_count() == 0
+    assert two["bound"].to_list() == one["bound"].to_list()
+    runs = pl.read_csv(tmp_path / "runs" / "summary.csv").sort(key)
+    event_columns = [c for c in runs.columns if c.startswith("event_")]
+    assert len(event_columns) == 6 and runs.select(event_columns).null_count().sum_horizontal()[0] == 0
+    assert runs["event_us"].to_list() == pytest.approx((one["median_us"] + 1.0).to_list(), rel=0.05)

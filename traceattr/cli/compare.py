@@ -42,7 +42,15 @@ from traceattr.core.errors import NoDataError, TraceattrError
 from traceattr.core.output import ResultSet, check_file_target, check_out_folder, csv_text, write_text
 from traceattr.core.records import runner_events
 from traceattr.core.runfolder import round_folder_of
-from traceattr.jobs.many import Settings, across_reports, expand_inputs, rounds_per_report
+from traceattr.jobs.many import (
+    Settings,
+    across_reports,
+    expand_inputs,
+    pooled_compute_peak,
+    pooled_events,
+    report_events,
+    rounds_per_report,
+)
 from traceattr.present.dispatch import decision_doc
 from traceattr.present.names import printable
 from traceattr.present.phases import show_phases
@@ -172,12 +180,16 @@ def _compare_many(
         if peak is None:  # the first report whose GPU is known
             known = combined.reports.filter(pl.col("peak_bytes_per_s").is_not_null())
             peak = known["peak_bytes_per_s"][0] if known.height else None
+        compute, notes = pooled_compute_peak(combined.reports)  # the roofline's GPU, or why there is none
         analysis = analyse_calls(
             rounds_per_report(table), peak, "given" if peak else "unknown device", same_program=same_program,
-            source=", ".join(map(str, paths)), basis=basis,
+            source=", ".join(map(str, paths)), basis=basis, compute_peak=compute,
+            events=pooled_events(table, report_events(combined.reports)),
         )  # fmt: skip
         extra = ((combined.reports, runfolder.REPORTS), (across_reports(table, "series"), runfolder.ACROSS_REPORTS))
-        _show_and_write(analysis, out, json_out, ", ".join(map(str, paths)), *extra, inputs=paths, shown=shown)
+        _show_and_write(
+            analysis, out, json_out, ", ".join(map(str, paths)), *extra, inputs=paths, notes=notes, shown=shown
+        )
         status = NOTHING_TO_COMPARE if analysis.note is not None else exit_status(combined)
         if status == 0:
             gate(analysis.decision, fail_on)

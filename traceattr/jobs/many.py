@@ -35,6 +35,9 @@ from traceattr.jobs.many_combine import (
     combine,
     kernels_lazy,
     parts_folder,
+    pooled_compute_peak,
+    pooled_events,
+    report_events,
     rounds_per_report,
     write_combined,
 )
@@ -92,6 +95,6 @@ def capped_workers(asked: int | None, reports: int, *, local: bool) -> int:
 
 __all__ = [
     "REPORT", "REPORT_SCHEMA", "Combined", "ReportResult", "Settings", "across_reports", "attribute_report",
-    "capped_workers", "check_settings", "combine", "expand_inputs", "kernels_lazy", "parts_folder", "report_names", "rounds_per_report",
+    "capped_workers", "check_settings", "combine", "expand_inputs", "kernels_lazy", "parts_folder", "pooled_compute_peak", "pooled_events", "report_events", "report_names", "rounds_per_report",
     "run_reports", "write_combined",
 ]  # fmt: skip

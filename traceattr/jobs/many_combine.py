@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
+from traceattr.analysis.roofline import ComputePeak, compute_peak
 from traceattr.core.output import FileFormat, write_table
-from traceattr.core.runfolder import ACROSS_REPORTS, CALLS, KERNELS, RANGES, REPORTS
+from traceattr.core.records import runner_events
+from traceattr.core.runfolder import ACROSS_REPORTS, CALLS, KERNELS, RANGES, REPORTS, TRACE
 from traceattr.jobs.many_report import REPORT, REPORT_SCHEMA, ReportResult
 
 
@@ -85,6 +88,49 @@ def rounds_per_report(calls: pl.DataFrame) -> pl.DataFrame:
         return calls
     rounds = pl.struct(REPORT, "iter").rank("dense").cast(pl.Int64)
     return calls.with_columns(pl.when(pl.col("iter").is_not_null()).then(rounds).alias("iter"))
+
+
+def pooled_compute_peak(reports: pl.DataFrame) -> tuple[ComputePeak | None, list[str]]:
+    """The dense peaks the pooled roofline uses: the reports' GPU when they all ran on one kind (each
+    report's own peak then); none, with a note saying why, when they ran on several."""
+    gpus = reports.filter(pl.col("ok"))["gpu"].drop_nulls().unique().sort().to_list()
+    if len(gpus) > 1:
+        return None, [f"roofline and bound left empty: the reports ran on {len(gpus)} kinds of GPU ({', '.join(gpus)})"]
+    return (compute_peak(gpus[0]) if gpus else None), []
+
+
+def report_events(reports: pl.DataFrame) -> dict[str, list[dict[str, Any]]]:
+    """Each report's CUDA-event times from its run folder's runner.json (reports without one: none)."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for report, path in reports.select(REPORT, "path").iter_rows():
+        folder = Path(path)
+        folder = folder.parent if folder.name == TRACE else folder
+        events = runner_events(folder) if folder.is_dir() else None
+        if events:
+            found[report] = events
+    return found
+
+
+def pooled_events(calls: pl.DataFrame, events: Mapping[str, Sequence[dict[str, Any]]]) -> list[dict[str, Any]] | None:
+    """The reports' events keyed as :func:`rounds_per_report` keys their calls (iteration 3 of report b is
+    the round it numbers), so each event meets its own report's call; None when no report has events."""
+    if not events or calls.height == 0 or calls["iter"].is_null().all():
+        return None
+    rounds = (
+        calls.select(REPORT, "iter", pl.struct(REPORT, "iter").rank("dense").cast(pl.Int64).alias("_round"))
+        .filter(pl.col("iter").is_not_null())
+        .unique()
+    )
+    tagged = pl.concat(
+        [
+            pl.DataFrame(list(evs))
+            .select("backend", "shape", pl.col("iter").cast(pl.Int64), pl.col("event_us").cast(pl.Float64))
+            .with_columns(pl.lit(report).alias(REPORT))
+            for report, evs in events.items()
+        ]
+    )
+    joined = tagged.join(rounds, on=[REPORT, "iter"], how="inner")
+    return joined.select("backend", "shape", pl.col("_round").alias("iter"), "event_us").to_dicts()
 
 
 def kernels_lazy(combined: Combined) -> pl.LazyFrame | None:
