@@ -448,3 +448,53 @@ def test_pooled_reports_keep_roofline_bound_and_event_columns(
     event_columns = [c for c in runs.columns if c.startswith("event_")]
     assert len(event_columns) == 6 and runs.select(event_columns).null_count().sum_horizontal()[0] == 0
     assert runs["event_us"].to_list() == pytest.approx((one["median_us"] + 1.0).to_list(), rel=0.05)
+
+
+# -- the rest, by class --------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_journals_views_spans_and_retried_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], round_folder: Path
+) -> None:
+    from tests.helpers import cli, mutate, one_line
+
+    trace = mutate(tmp_path, "SELECT 1")
+    journal = trace.with_name(trace.name + "-journal")
+    journal.write_bytes(bytes(512))  # journal_mode=PERSIST after a commit: the header zeroed, not hot
+    rc, _out, err = cli(capsys, "attribute", trace)
+    assert rc == 0, err
+    journal.write_bytes(bytes.fromhex("d9d505f920a163d7") + bytes(504))  # a header: hot, SQLite would roll back
+    one_line(*cli(capsys, "attribute", trace)[::2], "rollback journal")
+    journal.unlink()
+    # NVTX_EVENTS as a view: refused naming the view (its rowids number the ranges)
+    view = mutate(
+        tmp_path, "ALTER TABLE NVTX_EVENTS RENAME TO n2; CREATE VIEW NVTX_EVENTS AS SELECT * FROM n2", "v.sqlite"
+    )
+    one_line(*cli(capsys, "attribute", view)[::2], "NVTX_EVENTS is a view")
+    # every time shifted above 2^62: the message gives the real span, not "0 years"
+    shift = 1 << 62
+    kernel = "CUPTI_ACTIVITY_KIND_KERNEL"
+    shifted = mutate(
+        tmp_path,
+        f'UPDATE {kernel} SET start = start + {shift}, "end" = "end" + {shift};'
+        f'UPDATE NVTX_EVENTS SET start = start + {shift}, "end" = "end" + {shift};'
+        f'UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = start + {shift}, "end" = "end" + {shift}',
+        "s.sqlite",
+    )
+    line = one_line(*cli(capsys, "attribute", shifted)[::2], "beyond ±2^62 ns")
+    assert "0 years" not in line and (" ms)" in line or " s)" in line), line
+    # --retry reads a refused row's shape as --rows does
+    edited = tmp_path / "round"
+    shutil.copytree(round_folder, edited)
+    receipt = json.loads((edited / "receipt.json").read_text(encoding="utf-8"))
+    for row in receipt["rows"]:
+        if row["status"] == "refused":
+            row["row"] = row["shape"] = "garbage"
+    (edited / "receipt.json").write_text(json.dumps(receipt), encoding="utf-8")
+    rows_file = tmp_path / "rows.txt"
+    rows_file.write_text("garbage\n")
+    by_rows = one_line(*cli(capsys, "round", "--rows", rows_file, "--baseline", "fa3", "--candidate", "flashmla",
+                            "--dry-run")[::2])  # fmt: skip
+    by_retry = one_line(*cli(capsys, "round", "--retry", edited, "--dry-run")[::2], "receipt.json", "garbage")
+    assert by_rows.split(": ", 3)[-1] == by_retry.split(": ", 3)[-1], (by_rows, by_retry)
