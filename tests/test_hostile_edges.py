@@ -58,21 +58,30 @@ def test_a_folder_or_file_made_during_the_work_is_never_replaced(tmp_path: Path)
         result.table(frame, "diff", "csv")
         (kept / "precious.txt").write_text("mine")
     assert (kept / "precious.txt").read_text() == "mine" and (tmp_path / "kept.new" / "diff.csv").is_file()
+
     # -o FILE: a file written after the check, and one changed after it
+    def ours(head: bytes) -> bool:  # as report -o knows its own pages
+        return b"traceattr" in head
+
     for before in (None, "<html>traceattr</html>"):
         target = tmp_path / f"notes-{before is None}.html"
         if before is not None:
             target.write_text(before)
-        check_file_target(target, [], ours=lambda _head: True)
+        check_file_target(target, [], ours=ours)
         target.write_text("the user's notes")
         with pytest.raises(OutputError, match=r"while the result was being written.*notes-\w+\.new\.html"):
             write_text(target, "<html>report</html>")
         assert target.read_text() == "the user's notes"
         assert target.with_name(f"{target.stem}.new.html").read_text() == "<html>report</html>"
-    # unchanged since the check: replaced as before
-    check_file_target(target, [], ours=lambda _head: True)
-    write_text(target, "<html>again</html>")
-    assert target.read_text() == "<html>again</html>"
+    # unchanged since the check: replaced as before; changed into another result of ours (a concurrent run's) too
+    target = tmp_path / "report.html"
+    check_file_target(target, [], ours=ours)
+    write_text(target, "<html>traceattr again</html>")
+    assert target.read_text() == "<html>traceattr again</html>"
+    check_file_target(target, [], ours=ours)
+    target.write_text("<html>traceattr, a concurrent run</html>")
+    write_text(target, "<html>traceattr last</html>")
+    assert target.read_text() == "<html>traceattr last</html>"
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ import io
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -228,13 +229,13 @@ def write_manifest(folder: Path, name: str, content: Mapping[str, Any]) -> Path:
 # the work and the rename that publishes the result after it, so the rename compares the two and refuses
 # when the user put something there meanwhile (a file written, a folder made).
 Snapshot = tuple[Any, ...] | None
-_CHECKED_FILES: dict[str, Snapshot] = {}
+_CHECKED_FILES: dict[str, tuple[Snapshot, Callable[[bytes], bool]]] = {}
 
 
 def _file_snapshot(path: Path) -> Snapshot:
     try:
         st = path.lstat()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # absent (a file where a folder of its path should be too)
         return None
     return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns)
 
@@ -255,39 +256,57 @@ def _changed(target: Path, kept: Path, what: str) -> OutputError:
 
 def _publish_file(tmp: Path, target: Path) -> None:
     """Rename the complete *tmp* onto *target*, unless *target* is no longer what :func:`check_file_target`
-    saw: then *tmp* is kept beside it (a name the error gives) and nothing of the user's is touched."""
+    saw: then, unless what is there now is again a file of ours (a concurrent run's), *tmp* is kept beside
+    it (a name the error gives) and nothing of the user's is touched."""
     key = os.path.abspath(target)
     if key not in _CHECKED_FILES:
         tmp.replace(target)  # a file no check guards (a run folder's own files)
         return
-    checked = _CHECKED_FILES.pop(key)
+    checked, ours = _CHECKED_FILES.pop(key)
+    for again in (True, False):
+        if _put_file(tmp, target, checked):
+            return
+        if again:  # what is there now: another run's result may be replaced as the check allowed
+            checked = _file_snapshot(target)
+            if checked is None or not (stat.S_ISREG(checked[2]) and ours(_head(target))):
+                break
+    kept = _kept_name(target)
+    tmp.rename(kept)
+    raise _changed(target, kept, "appeared" if checked is None else "changed")
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(65536)
+    except OSError:
+        return b""
+
+
+def _put_file(tmp: Path, target: Path, checked: Snapshot) -> bool:
+    """*tmp* renamed onto *target* provided *target* is still *checked*, in one step where the system allows."""
     if checked is None:
         try:  # a hard link fails where a file appeared since the check (rename would replace it)
             os.link(tmp, target)
         except FileExistsError:
-            kept = _kept_name(target)
-            tmp.rename(kept)
-            raise _changed(target, kept, "appeared") from None
+            return False
         except OSError:  # no hard links here (some network and FAT file systems): check, then rename
             if os.path.lexists(target):
-                kept = _kept_name(target)
-                tmp.rename(kept)
-                raise _changed(target, kept, "appeared") from None
+                return False
             tmp.replace(target)
-            return
+            return True
         tmp.unlink()
-        return
+        return True
     if _exchange(tmp, target):  # the old file is now at tmp: is it the one checked?
         if _file_snapshot(tmp) == checked:
             tmp.unlink()
-            return
+            return True
         _exchange(tmp, target)  # put the user's file back
-    elif _file_snapshot(target) == checked:
+        return False
+    if _file_snapshot(target) == checked:
         tmp.replace(target)
-        return
-    kept = _kept_name(target)
-    tmp.rename(kept)
-    raise _changed(target, kept, "changed")
+        return True
+    return False
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -317,7 +336,7 @@ def check_file_target(target: Path, inputs: Sequence[Path], *, ours: Callable[[b
         raise OutputError(target, "is a folder")
     if target.exists() and not target.is_file():  # opening a FIFO waits for a writer; a device is no file
         raise OutputError(target, "is not a regular file (a FIFO, socket or device); give a file path")
-    _CHECKED_FILES[os.path.abspath(target)] = _file_snapshot(target)
+    _CHECKED_FILES[os.path.abspath(target)] = (_file_snapshot(target), ours)
     if target.exists():
         try:
             with target.open("rb") as fh:
@@ -441,33 +460,42 @@ def _rename_new(src: Path, dst: Path) -> bool:
     return True
 
 
-def _swap_in(staging: Path, folder: Path, checked: Snapshot) -> None:
+def _swap_in(staging: Path, folder: Path, checked: Snapshot, recheck: Callable[[], Snapshot]) -> None:
     """Put the complete *staging* folder at *folder*, provided *folder* is still what the check saw
-    (*checked*); the set it replaces is removed afterwards. When it is not (a folder made, a file written
-    or changed in it meanwhile), the new set is kept beside it under a name the error gives and the folder
-    is left as it is."""
-    if checked is None:
-        if _rename_new(staging, folder):
+    (*checked*) or, checked again (*recheck*), a set of ours (a concurrent run's); the set it replaces is
+    removed afterwards. When it is neither (a folder made, a file written or changed in it meanwhile), the
+    new set is kept beside it under a name the error gives and the folder is left as it is."""
+    for again in (True, False):
+        if _put_folder(staging, folder, checked):
             return
-        kept = _kept_name(folder)
-        staging.rename(kept)
-        raise _changed(folder, kept, "appeared")
+        if again:
+            try:
+                checked = recheck()
+            except OutputError:
+                break
+    kept = _kept_name(folder)
+    staging.rename(kept)
+    raise _changed(folder, kept, "appeared" if checked is None else "changed")
+
+
+def _put_folder(staging: Path, folder: Path, checked: Snapshot) -> bool:
+    if checked is None:
+        return _rename_new(staging, folder)
     if _exchange(staging, folder):  # the previous set is now at staging: is it the one checked?
         if _folder_snapshot(staging) == checked:
             shutil.rmtree(staging, ignore_errors=True)
-            return
+            return True
         _exchange(staging, folder)  # the user's folder back in place
-    elif _folder_snapshot(folder) == checked:
-        # no atomic exchange here: for an instant DIR is absent (never mixed)
-        old = Path(tempfile.mkdtemp(prefix=partial_prefix(folder.name) + "old.", suffix=PARTIAL, dir=folder.parent))
-        old.rmdir()
-        folder.rename(old)
-        staging.rename(folder)
-        shutil.rmtree(old, ignore_errors=True)
-        return
-    kept = _kept_name(folder)
-    staging.rename(kept)
-    raise _changed(folder, kept, "changed")
+        return False
+    if _folder_snapshot(folder) != checked:
+        return False
+    # no atomic exchange here: for an instant DIR is absent (never mixed)
+    old = Path(tempfile.mkdtemp(prefix=partial_prefix(folder.name) + "old.", suffix=PARTIAL, dir=folder.parent))
+    old.rmdir()
+    folder.rename(old)
+    staging.rename(folder)
+    shutil.rmtree(old, ignore_errors=True)
+    return True
 
 
 def out_folder(folder: Path) -> Path:
@@ -498,6 +526,9 @@ class ResultSet:
         if replace:
             self._checked = check_out_folder(self.folder, command=command, manifest=manifest, inputs=inputs)
         self._staging: Path | None = None
+
+    def _recheck(self) -> Snapshot:
+        return check_out_folder(self.folder, command=self.command, manifest=self.manifest)
 
     @property
     def staging(self) -> Path:
@@ -540,7 +571,7 @@ class ResultSet:
     def commit(self) -> None:
         with _translated(self.folder), interrupts_deferred():
             if self.replace:
-                _swap_in(self.staging, self.folder, self._checked)
+                _swap_in(self.staging, self.folder, self._checked, self._recheck)
                 return
             names = [n for n in dict.fromkeys(self.files) if n != self.manifest]
             for name in [*names, self.manifest]:  # manifest last: its presence means complete
