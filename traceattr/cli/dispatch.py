@@ -35,7 +35,7 @@ from traceattr.cli.options import (
 )
 from traceattr.core import runfolder
 from traceattr.core.errors import NoDataError, TraceattrError
-from traceattr.core.output import check_file_target, write_text
+from traceattr.core.output import check_file_target, csv_text, write_text
 from traceattr.core.records import SweepRecord, read_runner, sweep_file
 from traceattr.core.shapes import parse_shape
 from traceattr.core.textfile import read_user_text
@@ -263,7 +263,7 @@ def _show_and_write(
         raise NoDataError(first, "no shape was measured with two or more backends: nothing to dispatch between")
     doc = dispatch_table_doc(decision, table) | ({} if mode is None else {"mode": mode})
     if show.form == "csv":
-        sys.stdout.write(segments_frame(table).write_csv())
+        sys.stdout.write(csv_text(segments_frame(table)))
     elif show.form == "json":
         sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     else:
@@ -282,7 +282,7 @@ def _show_and_write_modes(
     doc = modes_doc(eager, graphs, cmp)
     if show.form == "csv":
         rows = [segments_frame(t, mode) for t, mode in zip(tables, ("eager", "graphs"), strict=True)]
-        sys.stdout.write(pl.concat(rows).write_csv())
+        sys.stdout.write(csv_text(pl.concat(rows)))
     elif show.form == "json":
         sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     else:
