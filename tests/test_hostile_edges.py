@@ -7,6 +7,7 @@ import copy
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -143,7 +144,7 @@ def test_terminals_that_are_not_utf8_get_ascii_spellings(env: dict[str, str]) ->
         assert out.returncode == 0 and "Traceback" not in out.stderr, (args, out.stderr[-300:])
         assert out.stdout.strip()
     verdict = shell(f"T compare {SWEEP}", PYTHONIOENCODING="ascii").stdout
-    assert "~238k ctx" in verdict and "1.07x [1.06-1.08]" in verdict
+    assert "~238k ctx" in verdict and re.search(r"wins by 1\.\d\dx \[1\.\d\d-1\.\d\d\]", verdict), verdict[:400]
 
 
 @pytest.mark.slow
