@@ -771,7 +771,7 @@ def test_report_of_a_round_folder_whose_traces_are_gone(tmp_path: Path, capsys: 
 
 
 def test_captures_has_its_old_name(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    # --rounds was the option's name before a round's nsys runs were called captures; both plan the same captures
+    # --rounds was the option's name before a round's nsys runs were called captures: both plan the same  # /1 names
     args = [
         "round",
         "--rows",

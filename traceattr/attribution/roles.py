@@ -20,6 +20,7 @@ import polars as pl
 
 from traceattr.core.errors import RulesError
 from traceattr.core.keys import rows_at
+from traceattr.core.textfile import read_user_text
 from traceattr.trace.schema import OP_KINDS
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ class RoleRules:
             return cls(builtin)
         path = Path(user_file)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_user_text(path)
         except OSError as err:
             raise RulesError(f"{path}: cannot read rules file ({err.strerror})") from None
         except UnicodeDecodeError as err:

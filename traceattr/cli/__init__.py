@@ -39,6 +39,7 @@ _AS_PROGRAM = process.AS_PROGRAM
 _interrupted_while_starting = process.interrupted_while_starting
 _imports_done = process.imports_done
 _release_semaphores = process.release_semaphores
+PIPE_CLOSED = process.PIPE_CLOSED
 
 # Every command: its module under traceattr.cli and the first paragraph of its help, in the order
 # `traceattr --help` lists them. The module is imported only when its command runs (each pulls in
@@ -227,13 +228,24 @@ def main(argv: list[str] | None = None) -> None:
         name = stopping.signal_name()
         os.write(2, f"traceattr: stopped by {name}\n".encode() if name else b"traceattr: interrupted\n")
         code = stopping.exit_status()
+    except BrokenPipeError:  # the reader of stdout went away (`| head -1`) before the answer was all written
+        code = PIPE_CLOSED
     # The work is done (or refused) and every output closed: leave now, so a late Ctrl-C cannot land in
     # the interpreter's shutdown (which restores the default handler) and kill us with a signal instead.
     stopping.ignore_all()
     _release_semaphores()
-    for stream in (sys.stdout, sys.stderr):
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = PIPE_CLOSED if code == 0 else code
+    except (OSError, ValueError):
+        pass
+    if process.answer_lost() and code == 0:  # started with stdout closed (`>&-`): the answer went nowhere
         with contextlib.suppress(OSError, ValueError):
-            stream.flush()
+            print("traceattr: standard output is closed; the answer was not written", file=sys.stderr)
+        code = PIPE_CLOSED
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
     os._exit(code)
 
 
@@ -272,8 +284,23 @@ def _run(argv: list[str] | None) -> None:
         sys.exit(2)
     except (KeyboardInterrupt, typer.Abort):
         _interrupted()
-    except OSError as err:  # e.g. the terminal went away; not a traceback either
+    except BrokenPipeError:
+        raise
+    except (OSError, MemoryError) as err:
+        limit = process.limit_reached(err)
+        if limit is not None:
+            print(f"traceattr: error: {limit}", file=sys.stderr)
+            sys.exit(2)
+        if isinstance(err, MemoryError):
+            raise
+        # e.g. the terminal went away; not a traceback either
         print(f"traceattr: error: {_one_line(str(err))}", file=sys.stderr)
+        sys.exit(2)
+    except BaseException as err:  # a library's panic (pyo3's PanicException is no Exception)
+        limit = process.limit_reached(err)
+        if limit is None:
+            raise
+        print(f"traceattr: error: {limit}", file=sys.stderr)
         sys.exit(2)
     if rc == 130:
         _interrupted()

@@ -31,7 +31,7 @@ from traceattr.cli.options import (
     check_selected,
 )
 from traceattr.core.errors import TraceattrError
-from traceattr.core.output import ResultSet
+from traceattr.core.output import ResultSet, csv_text
 from traceattr.jobs.many_inputs import expand_inputs  # jobs.many (pools, combining) only for several
 from traceattr.trace.inputs import resolve_trace
 from traceattr.trace.loader import load_trace
@@ -106,7 +106,7 @@ def attribute_command(
         if fmt_value == "table":
             _render(att, limit, each_range, wide, group)
         elif fmt_value == "csv":
-            sys.stdout.write(att.ranges.with_columns().write_csv())
+            sys.stdout.write(csv_text(att.ranges))
         else:
             sys.stdout.write(att.ranges.write_json() + "\n")
         return
@@ -168,7 +168,7 @@ def _attribute_many(
             if fmt == "table":
                 _render_many(combined, limit, wide)
             elif fmt == "csv":
-                sys.stdout.write(combined.ranges.write_csv())
+                sys.stdout.write(csv_text(combined.ranges))
             else:
                 sys.stdout.write(combined.ranges.write_json() + "\n")
         raise typer.Exit(exit_status(combined))

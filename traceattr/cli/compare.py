@@ -39,10 +39,18 @@ from traceattr.cli.options import (
 )
 from traceattr.core import runfolder
 from traceattr.core.errors import NoDataError, TraceattrError
-from traceattr.core.output import ResultSet, check_file_target, check_out_folder, write_text
+from traceattr.core.output import ResultSet, check_file_target, check_out_folder, csv_text, write_text
 from traceattr.core.records import runner_events
 from traceattr.core.runfolder import round_folder_of
-from traceattr.jobs.many import Settings, across_traces, expand_inputs, iterations_per_trace
+from traceattr.jobs.many import (
+    Settings,
+    across_traces,
+    expand_inputs,
+    iterations_per_trace,
+    pooled_compute_peak,
+    pooled_events,
+    trace_events,
+)
 from traceattr.present.dispatch import decision_doc
 from traceattr.present.names import printable
 from traceattr.present.phases import show_phases
@@ -169,15 +177,19 @@ def _compare_many(
         table = combined.calls if combined.calls is not None else pl.DataFrame()
         if table.height == 0:
             raise NoDataError(paths[0].parent, "none of the traces has NVTX ranges with GPU work to compare")
-        if peak is None:  # the first report whose GPU is known
+        if peak is None:  # the first trace whose GPU is known
             known = combined.traces.filter(pl.col("peak_bytes_per_s").is_not_null())
             peak = known["peak_bytes_per_s"][0] if known.height else None
+        compute, notes = pooled_compute_peak(combined.traces)  # the roofline's GPU, or why there is none
         analysis = analyse_calls(
             iterations_per_trace(table), peak, "given" if peak else "unknown device", same_program=same_program,
-            source=", ".join(map(str, paths)), basis=basis,
+            source=", ".join(map(str, paths)), basis=basis, compute_peak=compute,
+            events=pooled_events(table, trace_events(combined.traces)),
         )  # fmt: skip
         extra = ((combined.traces, runfolder.TRACES), (across_traces(table, "series"), runfolder.ACROSS_TRACES))
-        _show_and_write(analysis, out, json_out, ", ".join(map(str, paths)), *extra, inputs=paths, shown=shown)
+        _show_and_write(
+            analysis, out, json_out, ", ".join(map(str, paths)), *extra, inputs=paths, notes=notes, shown=shown
+        )
         status = NOTHING_TO_COMPARE if analysis.note is not None else exit_status(combined)
         if status == 0:
             gate(analysis.decision, fail_on)
@@ -201,8 +213,8 @@ def _compare_round(given: Path, folder: Path, json_out: Path | None, shown: Show
     if shown.fmt == "json":
         sys.stdout.write(json.dumps(decision.to_json(), indent=1, ensure_ascii=False) + "\n")
     elif shown.fmt == "csv":
-        sys.stdout.write(receipt.final.select("row", "shape", "status", "verdict", "ratio", "low", "high",
-                                              "baseline_us", "candidate_us", "refused_by").write_csv())  # fmt: skip
+        sys.stdout.write(csv_text(receipt.final.select("row", "shape", "status", "verdict", "ratio", "low", "high",
+                                                       "baseline_us", "candidate_us", "refused_by")))  # fmt: skip
     else:
         render_round(receipt, decision, con)
         capture = given if given != folder else None
@@ -249,7 +261,7 @@ def _show_and_write(
     if analysis.note is not None:  # no winner to print: say why, in one line
         render_notes([analysis.note], con)
     if shown.fmt == "csv":
-        sys.stdout.write(summary.write_csv())
+        sys.stdout.write(csv_text(summary))
     elif shown.fmt == "json":
         sys.stdout.write(summary.write_json() + "\n")
     elif analysis.note is None:

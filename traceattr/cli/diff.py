@@ -14,7 +14,7 @@ from traceattr.cli import app
 from traceattr.cli.decide import DECISION_FAILS, DiffFailOnOpt
 from traceattr.cli.options import TableFormat, WideOpt
 from traceattr.core.errors import TraceattrError
-from traceattr.core.output import ResultSet, check_out_folder
+from traceattr.core.output import ResultSet, check_out_folder, csv_text
 from traceattr.core.runfolder import round_folder_of
 from traceattr.jobs.many import expand_inputs
 from traceattr.present.console import console
@@ -88,7 +88,7 @@ def diff_command(
     # one capture attributed at a time: only its tally is kept
     d = diff_tallies([tally(Session(p).attribute()) for p in before], [tally(Session(p).attribute()) for p in after])
     if form.value == "csv":
-        sys.stdout.write(d.write_csv())
+        sys.stdout.write(csv_text(d))
     elif form.value == "json":
         sys.stdout.write(d.write_json() + "\n")
     for folder in (

@@ -35,9 +35,10 @@ from traceattr.cli.options import (
 )
 from traceattr.core import runfolder
 from traceattr.core.errors import NoDataError, TraceattrError
-from traceattr.core.output import check_file_target, write_text
+from traceattr.core.output import check_file_target, csv_text, write_text
 from traceattr.core.records import SweepRecord, read_runner, sweep_file
 from traceattr.core.shapes import parse_shape
+from traceattr.core.textfile import read_user_text
 from traceattr.jobs.many import Settings, expand_inputs, iterations_per_trace
 from traceattr.present.dispatch import dispatch_table_doc, render_table, segments_frame
 from traceattr.present.dispatch_modes import modes_doc, render_modes
@@ -127,9 +128,11 @@ def dispatch_command(
     bins, distribution = None, ""
     if ctx_dist is not None:
         try:
-            text = ctx_dist.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise TraceattrError(f"{ctx_dist}: unreadable ({err})") from None
+            text = read_user_text(ctx_dist)
+        except OSError as err:
+            raise TraceattrError(f"{ctx_dist}: unreadable ({err.strerror or err})") from None
+        except UnicodeDecodeError as err:
+            raise TraceattrError(f"{ctx_dist}: unreadable (not UTF-8 text, byte {err.start})") from None
         bins, distribution = parse_histogram(text, str(ctx_dist)), f"request lengths of {ctx_dist}"
     rounds = [folder for folder in map(runfolder.round_folder_of, traces) if folder is not None]
     if rounds:  # a round folder, or one of its captures: the table of what its receipt states
@@ -260,7 +263,7 @@ def _show_and_write(
         raise NoDataError(first, "no shape was measured with two or more backends: nothing to dispatch between")
     doc = dispatch_table_doc(decision, table) | ({} if mode is None else {"mode": mode})
     if show.form == "csv":
-        sys.stdout.write(segments_frame(table).write_csv())
+        sys.stdout.write(csv_text(segments_frame(table)))
     elif show.form == "json":
         sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     else:
@@ -279,7 +282,7 @@ def _show_and_write_modes(
     doc = modes_doc(eager, graphs, cmp)
     if show.form == "csv":
         rows = [segments_frame(t, mode) for t, mode in zip(tables, ("eager", "graphs"), strict=True)]
-        sys.stdout.write(pl.concat(rows).write_csv())
+        sys.stdout.write(csv_text(pl.concat(rows)))
     elif show.form == "json":
         sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     else:

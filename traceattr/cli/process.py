@@ -11,13 +11,17 @@ this module first; its ``main`` calls :func:`imports_done` once a command's modu
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
+import io
 import os
+import resource
 import signal
 import sys
 
 from traceattr.core import stopping
 from traceattr.core.cpus import usable_cpus
+from traceattr.core.encoding import TERMINAL_ERRORS
 
 POOL_THREADS = 4  # polars' threads at most (below)
 
@@ -43,8 +47,142 @@ AS_PROGRAM = (
 ) and not spawned_worker()
 
 
+# The status of a program that wrote to a pipe whose reader had gone (128 + SIGPIPE), as a shell reports
+# one killed by SIGPIPE: the answer did not all arrive. With the whole answer written, the status is 0.
+PIPE_CLOSED = 128 + 13
+
+
+class _Guarded(io.RawIOBase):
+    """Descriptor 1 or 2 as the program writes to it. A pipe whose reader went away (``| head -1``) ends
+    the program as SIGPIPE would (:data:`PIPE_CLOSED`, no traceback: click and rich would each turn it
+    into exit 1); a stream closed from the start (``>&-``) is written to /dev/null, stdout's bytes
+    counted, so the end can say the answer was lost."""
+
+    def __init__(self, fd: int, closed: bool) -> None:
+        super().__init__()
+        self.fd, self.closed_at_start, self.lost = fd, closed, 0
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def isatty(self) -> bool:
+        return not self.closed_at_start and os.isatty(self.fd)
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
+        if self.closed_at_start or self.lost:
+            self.lost += len(data)
+            return len(data)
+        try:
+            return os.write(self.fd, data)
+        except BrokenPipeError:
+            self.lost += len(data)
+            _to_devnull(self.fd)  # the rest goes nowhere, as after a SIGPIPE
+            raise SystemExit(PIPE_CLOSED) from None
+
+
+def _to_devnull(fd: int) -> None:
+    null = os.open(os.devnull, os.O_WRONLY)
+    if null != fd:
+        os.dup2(null, fd)
+        os.close(null)
+
+
+GUARDED: dict[int, _Guarded] = {}
+
+
+def streams() -> None:
+    """Standard output and error as the program needs them, whatever it was started with.
+
+    A closed one (``>&-``, ``2>&-``): its descriptor is taken by /dev/null at once, so that no file opened
+    later gets descriptor 1 or 2 and receives the program's printing. A broken pipe ends the program as
+    SIGPIPE does (:class:`_Guarded`). Any encoding: characters it cannot carry are spelled in ASCII
+    (:mod:`traceattr.core.encoding`), never a UnicodeEncodeError.
+    """
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            closed = False
+        except OSError:
+            _to_devnull(fd)
+            closed = True
+        old = getattr(sys, name)
+        encoding = getattr(old, "encoding", None) or "utf-8"
+        raw = GUARDED[fd] = _Guarded(fd, closed)
+        tty = raw.isatty()
+        stream = io.TextIOWrapper(
+            io.BufferedWriter(raw), encoding=encoding, errors=TERMINAL_ERRORS, line_buffering=tty or fd == 2,
+            write_through=fd == 2,
+        )  # fmt: skip
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
+def answer_lost() -> bool:
+    """Whether the program printed to a standard output that was closed when it started."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    out = GUARDED.get(1)
+    return out is not None and out.closed_at_start and out.lost > 0
+
+
+# The least the program runs with. Below these, polars, jemalloc and OpenBLAS fail while they load or start
+# their threads, where no Python code can catch it (a Rust panic, SIGABRT "background thread creation
+# failed", a segfault, once a hang; 2 cores: 900 MB of address space failed, 1 GB ran the example sweep):
+# refused at start in one line naming the limit.
+MIN_OPEN_FILES = 64
+MIN_ADDRESS_SPACE = 2 << 30
+
+
+def _soft_limit(which: int, least: int) -> int:
+    """The soft limit *which*, raised to *least* where the hard limit allows (no privilege needed)."""
+    soft, hard = resource.getrlimit(which)
+    if soft != resource.RLIM_INFINITY and soft < least and (hard == resource.RLIM_INFINITY or hard >= least):
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(which, (least, hard))
+            soft = least
+    return soft
+
+
+def limits_refused() -> str | None:
+    """Why this process's resource limits are too small for traceattr, in one line; None when they do."""
+    files = _soft_limit(resource.RLIMIT_NOFILE, MIN_OPEN_FILES)
+    if files != resource.RLIM_INFINITY and files < MIN_OPEN_FILES:
+        return f"the open-file limit is {files} (ulimit -n); traceattr needs at least {MIN_OPEN_FILES}"
+    space = _soft_limit(resource.RLIMIT_AS, MIN_ADDRESS_SPACE)
+    if space != resource.RLIM_INFINITY and space < MIN_ADDRESS_SPACE:
+        return (f"the address-space limit is {space >> 20} MiB (ulimit -v {space >> 10}); traceattr needs at least "
+                f"{MIN_ADDRESS_SPACE >> 20} MiB")  # fmt: skip
+    return None
+
+
+def limit_reached(err: BaseException) -> str | None:
+    """A failure that a resource limit explains, as one line naming the limit; None for any other."""
+    if isinstance(err, OSError) and err.errno in (errno.EMFILE, errno.ENFILE):
+        files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        return f"too many open files (the limit is {files}: ulimit -n)"
+    if isinstance(err, MemoryError) or (isinstance(err, OSError) and err.errno == errno.ENOMEM):
+        space = resource.getrlimit(resource.RLIMIT_AS)[0]
+        shown = "none" if space == resource.RLIM_INFINITY else f"{space >> 20} MiB: ulimit -v"
+        return f"out of memory (the address-space limit is {shown})"
+    if type(err).__name__ == "PanicException":  # polars (pyo3) gives up, e.g. a thread it could not start
+        return f"a library stopped ({str(err).splitlines()[0][:120] if str(err) else 'panic'}); check ulimit -n and -v"
+    return None
+
+
 def start() -> None:
     """The program's settings, made before any library loads (each explained where it is made)."""
+    streams()
+    refused = limits_refused()
+    if refused is not None:
+        os.write(2, f"traceattr: error: {refused}\n".encode())
+        os._exit(2)
+    if resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY:
+        # OpenBLAS (scipy) reserves a buffer per thread it starts, one per core: under an address-space
+        # limit one thread is what the fits need
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     for signum, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL),
                             (getattr(signal, "SIGHUP", None), signal.SIG_DFL)):  # fmt: skip
         if signum is not None and signal.getsignal(signum) is default:  # an ignored signal stays ignored

@@ -94,13 +94,18 @@ def _bool(value: Any, name: str) -> bool:
     return value
 
 
+INT64 = (-(1 << 63), (1 << 63) - 1)  # what a table column holds: an integer beyond is refused, not overflowed
+
+
 def _int(low: int | None = None, high: int | None = None) -> Callable[[Any, str], int]:
     def check(value: Any, name: str) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise Invalid(f"{name} must be an integer, got {_kind(value)} {value!r:.40}")
+        if not INT64[0] <= value <= INT64[1]:
+            raise Invalid(f"{name} must be a 64-bit integer, got {_shown(value)}")
         if (low is not None and value < low) or (high is not None and value > high):
             raise Invalid(f"{name} must lie in [{low if low is not None else '…'}, "
-                          f"{high if high is not None else '…'}], got {value}")  # fmt: skip
+                          f"{high if high is not None else '…'}], got {_shown(value)}")  # fmt: skip
         return value
 
     return check
@@ -111,23 +116,47 @@ def _number(low: float = -math.inf, high: float = math.inf, *, open_low: bool = 
     """A finite number in the range (ints accepted: JSON writes 2.0 as 2 in other tools)."""
 
     def check(value: Any, name: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise Invalid(f"{name} must be a number, got {_kind(value)} {value!r:.40}")
-        v = float(value)
+        v = _float(value, name)
         inside = math.isfinite(v) and (v > low if open_low else v >= low) and (v < high if open_high else v <= high)
         if not inside:
             raise Invalid(f"{name} must lie in {'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}, "
-                          f"got {value}")  # fmt: skip
+                          f"got {_shown(value)}")  # fmt: skip
         return v
 
     return check
 
 
-def _any_number(value: Any, name: str) -> float:
-    """A number as the runner measured it (NaN allowed: "not measured" is decided by the reader)."""
+def _shown(value: Any) -> str:
+    """A value in a message: an integer of 400 digits as its size, anything else cut to 40 characters."""
+    if isinstance(value, int) and abs(value) >= 10**40:
+        return f"a {len(str(abs(value)))}-digit integer"
+    return f"{value!r:.40}"
+
+
+def _float(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise Invalid(f"{name} must be a number, got {_kind(value)} {value!r:.40}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond any float (10**400 written out)
+        raise Invalid(f"{name} must be a finite number, got {_shown(value)}") from None
+
+
+def _any_number(value: Any, name: str) -> float:
+    """A number as the runner measured it: finite, or NaN ("not measured" is decided by the reader); an
+    infinity (1e400 reads as one) is no measurement."""
+    v = _float(value, name)
+    if math.isinf(v):
+        raise Invalid(f"{name} must be a finite number, got {value!r:.40}")
+    return v
+
+
+def _positive(value: Any, name: str) -> float:
+    """A measured time or ratio: finite and above 0, or NaN (not measured)."""
+    v = _any_number(value, name)
+    if not (math.isnan(v) or v > 0):
+        raise Invalid(f"{name} must be above 0, got {value!r:.40}")
+    return v
 
 
 def _as_written(check: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:

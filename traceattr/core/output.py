@@ -22,6 +22,7 @@ import io
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ from typing import Any, BinaryIO, Literal, get_args
 import polars as pl
 
 from traceattr.core import runfolder
+from traceattr.core.encoding import FILE_ERRORS, table_text
 from traceattr.core.errors import TraceattrError
 from traceattr.core.stopping import deferred as interrupts_deferred
 
@@ -56,8 +58,9 @@ class OutputError(TraceattrError):
 
 
 def partial_prefix(name: str) -> str:
-    """How a temporary copy of output *name* starts: the process id in it tells a stale one from a live one."""
-    return f".{name}.{os.getpid()}."
+    """How a temporary copy of output *name* starts: the process id in it tells a stale one from a live one.
+    A name whose bytes are not UTF-8 is spelled with ``\\xNN`` here: polars takes only UTF-8 paths."""
+    return f".{table_text(name)}.{os.getpid()}."
 
 
 def _alive(pid: int) -> bool:
@@ -76,6 +79,7 @@ def remove_stale_partials(folder: Path, name: str) -> None:
     A partial of a live process (a run writing there at this moment) stays; so does anything not named so.
     """
     try:
+        name = table_text(name)
         entries = list(folder.glob(f".{glob_escape(name)}.*{PARTIAL}"))
     except OSError:
         return
@@ -117,9 +121,25 @@ def _disk_full(path: Path) -> str | None:
     return "no space left on the device" if free is not None and free < (1 << 20) else None
 
 
-def _csv_ready(frame: pl.LazyFrame) -> pl.LazyFrame:
-    # CSV has no enum/categorical type: write their labels
-    return frame.with_columns(pl.col(pl.Enum, pl.Categorical).cast(pl.String))
+# A spreadsheet opening a CSV runs a cell that starts with one of these as a formula (=HYPERLINK(…),
+# @SUM(…)); names come from the traced program, so such a cell is written with a leading ' (OWASP's rule),
+# which the spreadsheet shows as text. TRACEATTR_CSV_RAW=1 writes the cells as they are.
+FORMULA_START = r"^([=+\-@\t\r])"
+CSV_RAW = "TRACEATTR_CSV_RAW"
+
+
+def csv_safe(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """*frame* as a CSV file holds it: enum/categorical columns as their labels (CSV has no such type) and
+    text cells that a spreadsheet would run as a formula quoted with a leading ``'``."""
+    frame = frame.with_columns(pl.col(pl.Enum, pl.Categorical).cast(pl.String))
+    if os.environ.get(CSV_RAW, "") not in ("", "0"):
+        return frame
+    return frame.with_columns(pl.col(pl.String).str.replace(FORMULA_START, "'$1"))
+
+
+def csv_text(frame: pl.DataFrame) -> str:
+    """*frame* as CSV text (for stdout), written as :func:`write_table` writes CSV files."""
+    return csv_safe(frame.lazy()).collect().write_csv()
 
 
 @contextlib.contextmanager
@@ -144,7 +164,7 @@ def _atomic_file(target: Path) -> Iterator[BinaryIO]:
                 yield file
             tmp.chmod(0o644)  # mkstemp makes it owner-only; results are meant to be shared
             with interrupts_deferred():
-                tmp.replace(target)
+                _publish_file(tmp, target)
     except BaseException:
         if tmp is not None:
             with interrupts_deferred():
@@ -170,7 +190,7 @@ def write_table(frame: pl.DataFrame | pl.LazyFrame, folder: Path, stem: str, fmt
             # 64 k-row groups: the writer holds less at once (nested trace: peak 406 -> 360 MB), same CPU
             lazy.sink_parquet(file, compression="zstd", compression_level=1, row_group_size=65_536)
         else:
-            _csv_ready(lazy).sink_csv(file)
+            csv_safe(lazy).sink_csv(file)
     return target
 
 
@@ -194,7 +214,7 @@ def _write_json(frame: pl.DataFrame, out: BinaryIO) -> None:
 def write_text(path: Path, text: str) -> Path:
     """*text* to *path* atomically (a temp file beside it, renamed when complete); readable by all."""
     with _atomic_file(path) as file:
-        file.write(text.encode("utf-8"))
+        file.write(text.encode("utf-8", errors=FILE_ERRORS))  # a non-UTF-8 file name's bytes as \\udcNN
     return path
 
 
@@ -204,6 +224,89 @@ def write_manifest(folder: Path, name: str, content: Mapping[str, Any]) -> Path:
 
 
 # -- guarding what may be overwritten -----------------------------------------
+
+# What a path was when a command checked it (None: absent), by absolute path: the check happens before
+# the work and the rename that publishes the result after it, so the rename compares the two and refuses
+# when the user put something there meanwhile (a file written, a folder made).
+Snapshot = tuple[Any, ...] | None
+_CHECKED_FILES: dict[str, tuple[Snapshot, Callable[[bytes], bool]]] = {}
+
+
+def _file_snapshot(path: Path) -> Snapshot:
+    try:
+        st = path.lstat()
+    except (FileNotFoundError, NotADirectoryError):  # absent (a file where a folder of its path should be too)
+        return None
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns)
+
+
+def _kept_name(target: Path) -> Path:
+    """A free name beside *target* for a result that may not take its place (``notes.new.html``, ``D.new-2``)."""
+    stem, suffix = (target.stem, target.suffix) if target.suffix and not target.is_dir() else (target.name, "")
+    for n in range(1, 10_000):
+        kept = target.with_name(f"{stem}.new{'' if n == 1 else f'-{n}'}{suffix}")
+        if not os.path.lexists(kept):
+            return kept
+    raise OutputError(target, "no free name beside it to keep the new result")
+
+
+def _changed(target: Path, kept: Path, what: str) -> OutputError:
+    return OutputError(target, f"{what} while the result was being written; left as it is, the new result is in {kept}")
+
+
+def _publish_file(tmp: Path, target: Path) -> None:
+    """Rename the complete *tmp* onto *target*, unless *target* is no longer what :func:`check_file_target`
+    saw: then, unless what is there now is again a file of ours (a concurrent run's), *tmp* is kept beside
+    it (a name the error gives) and nothing of the user's is touched."""
+    key = os.path.abspath(target)
+    if key not in _CHECKED_FILES:
+        tmp.replace(target)  # a file no check guards (a run folder's own files)
+        return
+    checked, ours = _CHECKED_FILES.pop(key)
+    for again in (True, False):
+        if _put_file(tmp, target, checked):
+            return
+        if again:  # what is there now: another run's result may be replaced as the check allowed
+            checked = _file_snapshot(target)
+            if checked is None or not (stat.S_ISREG(checked[2]) and ours(_head(target))):
+                break
+    kept = _kept_name(target)
+    tmp.rename(kept)
+    raise _changed(target, kept, "appeared" if checked is None else "changed")
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(65536)
+    except OSError:
+        return b""
+
+
+def _put_file(tmp: Path, target: Path, checked: Snapshot) -> bool:
+    """*tmp* renamed onto *target* provided *target* is still *checked*, in one step where the system allows."""
+    if checked is None:
+        try:  # a hard link fails where a file appeared since the check (rename would replace it)
+            os.link(tmp, target)
+        except FileExistsError:
+            return False
+        except OSError:  # no hard links here (some network and FAT file systems): check, then rename
+            if os.path.lexists(target):
+                return False
+            tmp.replace(target)
+            return True
+        tmp.unlink()
+        return True
+    if _exchange(tmp, target):  # the old file is now at tmp: is it the one checked?
+        if _file_snapshot(tmp) == checked:
+            tmp.unlink()
+            return True
+        _exchange(tmp, target)  # put the user's file back
+        return False
+    if _file_snapshot(target) == checked:
+        tmp.replace(target)
+        return True
+    return False
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -231,6 +334,9 @@ def check_file_target(target: Path, inputs: Sequence[Path], *, ours: Callable[[b
             raise OutputError(target, "is an input of this command; not writing over it (choose another -o)")
     if target.is_dir():
         raise OutputError(target, "is a folder")
+    if target.exists() and not target.is_file():  # opening a FIFO waits for a writer; a device is no file
+        raise OutputError(target, "is not a regular file (a FIFO, socket or device); give a file path")
+    _CHECKED_FILES[os.path.abspath(target)] = (_file_snapshot(target), ours)
     if target.exists():
         try:
             with target.open("rb") as fh:
@@ -267,8 +373,21 @@ def _is_result_name(name: str, stems: frozenset[str]) -> bool:
     return bool(dot) and stem in stems and fmt in FILE_FORMATS
 
 
-def check_out_folder(folder: Path, *, command: str, manifest: str, inputs: Sequence[Path] = ()) -> None:
-    """Refuse a result folder that is a file, holds an input, or holds files that are not a previous set."""
+def _folder_snapshot(folder: Path) -> Snapshot:
+    """The folder and every entry in it (name, inode, size, time): what the swap must find unchanged."""
+    head = _file_snapshot(folder)
+    if head is None:
+        return None
+    try:
+        entries = sorted((e.name, _file_snapshot(Path(e.path))) for e in os.scandir(folder))
+    except OSError:
+        return (*head, "unreadable")
+    return (*head, tuple(entries))
+
+
+def check_out_folder(folder: Path, *, command: str, manifest: str, inputs: Sequence[Path] = ()) -> Snapshot:
+    """Refuse a result folder that is a file, holds an input, or holds files that are not a previous set;
+    what it is now (the swap compares)."""
     folder = out_folder(folder)
     if folder.exists() and not folder.is_dir():
         raise OutputError(folder, "exists and is not a folder (--out takes a folder)")
@@ -276,11 +395,12 @@ def check_out_folder(folder: Path, *, command: str, manifest: str, inputs: Seque
         if _inside(source, folder):
             raise OutputError(folder, f"holds the input {source}; write the results to another folder")
     if not folder.is_dir():
-        return
+        return None
+    snapshot = _folder_snapshot(folder)
     with _translated(folder):
         present = {p.name for p in folder.iterdir()}
     if not present:
-        return
+        return snapshot
     ours = _manifest_outputs(folder, manifest, command)
     foreign = sorted(present - ours) if ours is not None else sorted(present)
     if foreign:
@@ -288,6 +408,7 @@ def check_out_folder(folder: Path, *, command: str, manifest: str, inputs: Seque
         raise OutputError(
             folder, f"holds files traceattr did not write ({shown}); give a new or empty folder for the results"
         )
+    return snapshot
 
 
 # -- result sets ----------------------------------------------------------------
@@ -307,30 +428,74 @@ def _renameat2_exchange() -> Any:
 
 
 _AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
 _RENAME_EXCHANGE = 2
 
 
-def _swap_in(staging: Path, folder: Path) -> None:
-    """Put the complete *staging* folder at *folder*; the set it replaces is removed afterwards."""
-    try:
-        staging.rename(folder)  # no set there yet (or an empty folder)
-        return
-    except OSError as err:
-        if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-            raise
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap *a* and *b* in one step (``renameat2``, Linux); False where the system cannot."""
     exchange = _renameat2_exchange()
-    if exchange is not None:
-        if exchange(_AT_FDCWD, os.fsencode(staging), _AT_FDCWD, os.fsencode(folder), _RENAME_EXCHANGE) == 0:
-            shutil.rmtree(staging, ignore_errors=True)  # now holds the previous set
-            return
+    if exchange is None:
+        return False
+    if exchange(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    if ctypes.get_errno() in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), str(b))
+
+
+def _rename_new(src: Path, dst: Path) -> bool:
+    """Rename *src* to *dst* only where nothing is at *dst* (``RENAME_NOREPLACE``); False when something is."""
+    rename = _renameat2_exchange()
+    if rename is not None:
+        if rename(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
+            return True
+        if ctypes.get_errno() in (errno.EEXIST, errno.ENOTEMPTY):
+            return False
         if ctypes.get_errno() not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
-            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), str(folder))
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), str(dst))
+    if os.path.lexists(dst):
+        return False
+    src.rename(dst)
+    return True
+
+
+def _swap_in(staging: Path, folder: Path, checked: Snapshot, recheck: Callable[[], Snapshot]) -> None:
+    """Put the complete *staging* folder at *folder*, provided *folder* is still what the check saw
+    (*checked*) or, checked again (*recheck*), a set of ours (a concurrent run's); the set it replaces is
+    removed afterwards. When it is neither (a folder made, a file written or changed in it meanwhile), the
+    new set is kept beside it under a name the error gives and the folder is left as it is."""
+    for again in (True, False):
+        if _put_folder(staging, folder, checked):
+            return
+        if again:
+            try:
+                checked = recheck()
+            except OutputError:
+                break
+    kept = _kept_name(folder)
+    staging.rename(kept)
+    raise _changed(folder, kept, "appeared" if checked is None else "changed")
+
+
+def _put_folder(staging: Path, folder: Path, checked: Snapshot) -> bool:
+    if checked is None:
+        return _rename_new(staging, folder)
+    if _exchange(staging, folder):  # the previous set is now at staging: is it the one checked?
+        if _folder_snapshot(staging) == checked:
+            shutil.rmtree(staging, ignore_errors=True)
+            return True
+        _exchange(staging, folder)  # the user's folder back in place
+        return False
+    if _folder_snapshot(folder) != checked:
+        return False
     # no atomic exchange here: for an instant DIR is absent (never mixed)
     old = Path(tempfile.mkdtemp(prefix=partial_prefix(folder.name) + "old.", suffix=PARTIAL, dir=folder.parent))
     old.rmdir()
     folder.rename(old)
     staging.rename(folder)
     shutil.rmtree(old, ignore_errors=True)
+    return True
 
 
 def out_folder(folder: Path) -> Path:
@@ -357,9 +522,13 @@ class ResultSet:
         self.manifest = manifest
         self.replace = replace
         self.files: list[str] = []
+        self._checked: Snapshot = None
         if replace:
-            check_out_folder(self.folder, command=command, manifest=manifest, inputs=inputs)
+            self._checked = check_out_folder(self.folder, command=command, manifest=manifest, inputs=inputs)
         self._staging: Path | None = None
+
+    def _recheck(self) -> Snapshot:
+        return check_out_folder(self.folder, command=self.command, manifest=self.manifest)
 
     @property
     def staging(self) -> Path:
@@ -402,7 +571,7 @@ class ResultSet:
     def commit(self) -> None:
         with _translated(self.folder), interrupts_deferred():
             if self.replace:
-                _swap_in(self.staging, self.folder)
+                _swap_in(self.staging, self.folder, self._checked, self._recheck)
                 return
             names = [n for n in dict.fromkeys(self.files) if n != self.manifest]
             for name in [*names, self.manifest]:  # manifest last: its presence means complete

@@ -46,6 +46,7 @@ from traceattr.core.fields import (
     _object,
     _objects,
     _one_of,
+    _positive,
     _read_in,
     _reading,
     _str,
@@ -62,6 +63,7 @@ from traceattr.core.protocol import (
     read_gates,
     read_protocol,
 )
+from traceattr.core.shapes import MAX_CACHED_TOKENS
 
 PLAN_FORMAT = "traceattr.plan/1"
 RUNNER_FORMAT = "traceattr.runner/1"
@@ -81,6 +83,8 @@ _RECEIPT_RENAMED = {  # /1 names
 # how far an arm's output may stray from the reference (max |err| / max |ref|), per KV dtype
 DEFAULT_TOLERANCE: Mapping[str, float] = {"bf16": 0.02, "fp8": 0.08}
 MAX_CAPTURES = 1000  # captures in one round (or retry): each is a whole nsys run
+MAX_ATTEMPTS = 1000  # retries of one row
+MAX_CTX = MAX_CACHED_TOKENS  # the shape grammar's bound (batch × ctx tokens of KV)
 # what runs before each timed call to leave it cold (traceattr.runner.flush says what each does)
 FLUSH_KINDS: tuple[str, ...] = ("fill+evict", "fill")
 
@@ -300,7 +304,10 @@ def _event(value: Any, name: str) -> dict[str, Any]:
     v = _object(value, name)
     if not set(_EVENT_KEYS) <= v.keys():
         raise Invalid(f"expected its events to be objects with {', '.join(sorted(_EVENT_KEYS))}")
-    return dict(v)
+    at = f"{name}."
+    return {**v, "backend": _field(v, "backend", _str, at), "shape": _field(v, "shape", _str, at),
+            "iter": _field(v, "iter", _int(0, 1 << 31), at),
+            "event_us": _field(v, "event_us", _number(0, open_low=True), at)}  # fmt: skip  # as the events table types them
 
 
 @dataclass(frozen=True)
@@ -463,14 +470,19 @@ _COLUMN_CHECKS: dict[str, Callable[[Any, str], Any]] = {
 }
 
 
+# columns whose values are measured times or their ratios: above 0 (or NaN, not measured)
+_POSITIVE_COLUMNS = frozenset({"baseline_us", "candidate_us", "ratio", "low", "high", "clock_mhz", "hold_gpu_wait_us"})
+
+
 def _receipt_row(value: Any, name: str) -> dict[str, Any]:
     row = _object(value, name)
     out: dict[str, Any] = {}
     for column, kind in RECEIPT_COLUMNS.items():
         default = _MISSING if column in _REQUIRED_COLUMNS else None
-        out[column] = _field(row, column, _COLUMN_CHECKS[kind], f"{name}.", default)
-    if out["attempt"] < 1:
-        raise Invalid(f"{name}.attempt must be at least 1, got {out['attempt']}")
+        check = _positive if column in _POSITIVE_COLUMNS else _COLUMN_CHECKS[kind]
+        out[column] = _field(row, column, check, f"{name}.", default)
+    if not 1 <= out["attempt"] <= MAX_ATTEMPTS:
+        raise Invalid(f"{name}.attempt must lie in [1, {MAX_ATTEMPTS}], got {out['attempt']}")
     if out["status"] not in _ROW_STATUS:
         raise Invalid(f"{name}.status must be pass or refused, got {out['status']!r:.40}")
     return out
@@ -626,7 +638,7 @@ MAX_STEPS = 100  # captures one sweep may run
 
 
 def _ctx_pair(value: Any, name: str) -> list[int]:
-    pair = _list(_int(1))(value, name)
+    pair = _list(_int(1, MAX_CTX))(value, name)
     if len(pair) != 2 or pair[0] > pair[1]:
         raise Invalid(f"{name} must be [low, high] with low ≤ high, got {value!r:.40}")
     return pair
@@ -635,10 +647,10 @@ def _ctx_pair(value: Any, name: str) -> list[int]:
 def _decision(value: Any, name: str) -> dict[str, Any]:
     d, at = _object(value, name), f"{name}."
     _field(d, "kind", _one_of(SWEEP_KINDS), at)
-    _field(d, "next_ctx", _int(1), at, None)
+    _field(d, "next_ctx", _int(1, MAX_CTX), at, None)
     for key in ("bracket", "band"):
         _field(d, key, _ctx_pair, at, None)
-    _field(d, "estimate", _int(1), at, None)
+    _field(d, "estimate", _int(1, MAX_CTX), at, None)
     for key in ("half_width", "width"):
         _field(d, key, _number(0, 1), at, None)
     _field(d, "refused", _refusal, at, None)
@@ -650,20 +662,20 @@ def _decision(value: Any, name: str) -> dict[str, Any]:
 
 def _refusal(value: Any, name: str) -> dict[str, Any]:
     r, at = _object(value, name), f"{name}."
-    _field(r, "ctx", _int(1), at)
+    _field(r, "ctx", _int(1, MAX_CTX), at)
     _field(r, "cause", _str, at, "")
     return dict(r)
 
 
 def _sweep_point(value: Any, name: str) -> dict[str, Any]:
     p, at = _object(value, name), f"{name}."
-    _field(p, "ctx", _int(1), at)
+    _field(p, "ctx", _int(1, MAX_CTX), at)
     _field(p, "shape", _str, at)
     _field(p, "side", _one_of(SWEEP_SIDES), at)
     _field(p, "status", _one_of(_ROW_STATUS), at)
     for key in ("ratio", "low", "high"):
-        _field(p, key, _any_number, at, None)
-    _field(p, "medians_us", _objects(_any_number), at, None)
+        _field(p, key, _positive, at, None)
+    _field(p, "medians_us", _objects(_number(0, open_low=True)), at, None)
     _field(p, "gates", _object, at, None)
     _field(p, "fastest", _str, at, None)
     _field(p, "refused_by", _str, at, None)

@@ -23,10 +23,12 @@ the jobs live beside it: :mod:`.many_inputs` (which traces), :mod:`.many_trace`
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from traceattr.core.cpus import usable_cpus
+from traceattr.core.errors import TraceNote
 from traceattr.jobs.many_combine import (
     Combined,
     across_traces,
@@ -34,6 +36,9 @@ from traceattr.jobs.many_combine import (
     iterations_per_trace,
     kernels_lazy,
     parts_folder,
+    pooled_compute_peak,
+    pooled_events,
+    trace_events,
     write_combined,
 )
 from traceattr.jobs.many_inputs import expand_inputs, trace_names
@@ -60,7 +65,7 @@ def run_traces(
     names = trace_names(paths)
     jobs = [(str(p), n, i) for i, (p, n) in enumerate(zip(paths, names, strict=True))]
     part_dir = None if parts is None else str(parts)
-    workers = max(1, workers or usable_cpus())
+    workers = capped_workers(workers, len(jobs), local=dask is None or dask == "local")
     done = on_done or (lambda _r: None)
     if dask is not None:
         results = list(on_dask(jobs, settings, part_dir, dask, workers, done))
@@ -74,6 +79,20 @@ def run_traces(
     return sorted(results, key=lambda r: r.index)
 
 
+def capped_workers(asked: int | None, traces: int, *, local: bool) -> int:
+    """How many worker processes to start: *asked* (default one per core), at most one per trace and, on this
+    machine, one per usable core (more only share the cores and hold memory each); a note says when capped."""
+    cores = usable_cpus()
+    workers = max(1, asked or cores)
+    cap = max(1, min(traces, cores)) if local else max(1, traces)
+    if workers > cap:
+        if asked:
+            why = f"{traces} trace{'s' if traces != 1 else ''}, {cores} usable core{'s' if cores != 1 else ''}"
+            warnings.warn(TraceNote(f"-j {asked}: {cap} worker{'s' if cap != 1 else ''} ({why})"), stacklevel=2)
+        workers = cap
+    return workers
+
+
 __all__ = [
     "TRACE_COLUMN",
     "TRACE_SCHEMA",
@@ -82,13 +101,17 @@ __all__ = [
     "TraceResult",
     "across_traces",
     "attribute_trace",
+    "capped_workers",
     "check_settings",
     "combine",
     "expand_inputs",
     "iterations_per_trace",
     "kernels_lazy",
     "parts_folder",
+    "pooled_compute_peak",
+    "pooled_events",
     "run_traces",
+    "trace_events",
     "trace_names",
     "write_combined",
 ]  # fmt: skip

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
+from traceattr.analysis.roofline import ComputePeak, compute_peak
 from traceattr.core.output import FileFormat, write_table
-from traceattr.core.runfolder import ACROSS_TRACES, CALLS, KERNELS, RANGES, TRACES
+from traceattr.core.records import runner_events
+from traceattr.core.runfolder import ACROSS_TRACES, CALLS, KERNELS, RANGES, TRACE, TRACES
 from traceattr.jobs.many_trace import TRACE_COLUMN, TRACE_SCHEMA, TraceResult
 
 
@@ -83,8 +86,53 @@ def iterations_per_trace(calls: pl.DataFrame) -> pl.DataFrame:
     traces are two iterations, so iteration wins and direction checks never pair calls across traces."""
     if calls.height == 0 or calls["iter"].is_null().all():
         return calls
-    rounds = pl.struct(TRACE_COLUMN, "iter").rank("dense").cast(pl.Int64)
-    return calls.with_columns(pl.when(pl.col("iter").is_not_null()).then(rounds).alias("iter"))
+    pooled = pl.struct(TRACE_COLUMN, "iter").rank("dense").cast(pl.Int64)
+    return calls.with_columns(pl.when(pl.col("iter").is_not_null()).then(pooled).alias("iter"))
+
+
+def pooled_compute_peak(traces: pl.DataFrame) -> tuple[ComputePeak | None, list[str]]:
+    """The dense peaks the pooled roofline uses: the traces' GPU when they all ran on one kind (each
+    trace's own peak then); none, with a note saying why, when they ran on several."""
+    gpus = traces.filter(pl.col("ok"))["gpu"].drop_nulls().unique().sort().to_list()
+    if len(gpus) > 1:
+        return None, [f"roofline and bound left empty: the traces ran on {len(gpus)} kinds of GPU ({', '.join(gpus)})"]
+    return (compute_peak(gpus[0]) if gpus else None), []
+
+
+def trace_events(traces: pl.DataFrame) -> dict[str, list[dict[str, Any]]]:
+    """Each trace's CUDA-event times from its run folder's runner.json (traces without one: none)."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for trace, path in traces.select(TRACE_COLUMN, "path").iter_rows():
+        folder = Path(path)
+        folder = folder.parent if folder.name == TRACE else folder
+        events = runner_events(folder) if folder.is_dir() else None
+        if events:
+            found[trace] = events
+    return found
+
+
+def pooled_events(calls: pl.DataFrame, events: Mapping[str, Sequence[dict[str, Any]]]) -> list[dict[str, Any]] | None:
+    """The traces' events keyed as :func:`iterations_per_trace` keys their calls (iteration 3 of trace b is
+    the pooled iteration it numbers), so each event meets its own trace's call; None when no trace has events."""
+    if not events or calls.height == 0 or calls["iter"].is_null().all():
+        return None
+    pooled = (
+        calls.select(
+            TRACE_COLUMN, "iter", pl.struct(TRACE_COLUMN, "iter").rank("dense").cast(pl.Int64).alias("_pooled")
+        )
+        .filter(pl.col("iter").is_not_null())
+        .unique()
+    )
+    tagged = pl.concat(
+        [
+            pl.DataFrame(list(evs))
+            .select("backend", "shape", pl.col("iter").cast(pl.Int64), pl.col("event_us").cast(pl.Float64))
+            .with_columns(pl.lit(trace).alias(TRACE_COLUMN))
+            for trace, evs in events.items()
+        ]
+    )
+    joined = tagged.join(pooled, on=[TRACE_COLUMN, "iter"], how="inner")
+    return joined.select("backend", "shape", pl.col("_pooled").alias("iter"), "event_us").to_dicts()
 
 
 def kernels_lazy(combined: Combined) -> pl.LazyFrame | None:

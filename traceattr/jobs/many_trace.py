@@ -20,6 +20,7 @@ from traceattr.analysis.roofline import peak_bandwidth
 from traceattr.attribution.engine import ROLE_COLUMNS, Attribution, Mode, RangeFilter, attribute
 from traceattr.attribution.intervals import union_length
 from traceattr.attribution.roles import ROLES, RoleRules
+from traceattr.core.encoding import table_text
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import write_table
 from traceattr.core.runfolder import KERNELS
@@ -88,7 +89,8 @@ def attribute_trace(path: str, trace: str, index: int, *, settings: Settings, pa
     :func:`write_combined` to stream into the final file.
     """
     started = time.perf_counter()
-    summary: dict[str, Any] = {TRACE_COLUMN: trace, "path": str(path), "ok": False}
+    trace = table_text(trace)  # a column of every table: names whose bytes are not UTF-8 shown as \xNN
+    summary: dict[str, Any] = {TRACE_COLUMN: trace, "path": table_text(str(path)), "ok": False}
     try:
         att = attribute(
             load_trace(resolve_trace(path), settings.engine),
@@ -110,10 +112,11 @@ def attribute_trace(path: str, trace: str, index: int, *, settings: Settings, pa
         summary.update(_trace_summary(att), ok=True)
         result = TraceResult(index, trace, str(path), summary, ranges, table, part)
     except TraceattrError as err:
-        result = TraceResult(index, trace, str(path), summary, error=str(err))
+        result = TraceResult(index, trace, str(path), summary, error=table_text(str(err)))
     except (OSError, pl.exceptions.PolarsError, ValueError) as err:  # damage nothing above recognised
         first = (str(err).splitlines() or [""])[0]
-        result = TraceResult(index, trace, str(path), summary, error=f"{path}: {type(err).__name__}: {first}")
+        error = table_text(f"{path}: {type(err).__name__}: {first}")
+        result = TraceResult(index, trace, str(path), summary, error=error)
     summary["error"] = result.error
     summary["seconds"] = round(time.perf_counter() - started, 4)
     summary["worker_pid"] = os.getpid()

@@ -61,21 +61,31 @@ def read_rows(spec: str) -> tuple[Row, ...]:
         except (OSError, UnicodeDecodeError) as err:
             raise TraceattrError(f"{path}: unreadable ({err})") from None
         lines = [(str(path), i + 1, line.split("#", 1)[0].strip()) for i, line in enumerate(text.splitlines())]
+    rows = checked_rows(lines)
+    if not rows:
+        raise TraceattrError(f"--rows {spec!r}: no rows")
+    return rows
+
+
+def checked_rows(lines: list[tuple[str, int | str, str]], shapes: list[str] | None = None) -> tuple[Row, ...]:
+    """Rows from (where, line, label): each label a shape of the grammar, no shape twice; with *shapes* (a
+    receipt's rows, retried), each label must also name the shape written beside it. ``--rows`` and
+    ``--retry`` both read their rows through this, so a row one refuses the other refuses too."""
     rows: list[Row] = []
     seen: dict[str, str] = {}
-    for where, number, label in lines:
+    for i, (where, number, label) in enumerate(lines):
         if not label:
             continue
         try:
             shape = parse_shape(label).name
+            if shapes is not None and parse_shape(shapes[i]).name != shape:
+                raise ShapeError(f"row {label!r} is written with shape {shapes[i]!r:.60}, which it does not name")
         except ShapeError as err:
             raise TraceattrError(f"{where}:{number}: {err}") from None
         if shape in seen:
             raise TraceattrError(f"{where}:{number}: {label!r} is the same shape as {seen[shape]!r} ({shape})")
         seen[shape] = label
         rows.append(Row(label, shape))
-    if not rows:
-        raise TraceattrError(f"--rows {spec!r}: no rows")
     return tuple(rows)
 
 
@@ -327,11 +337,15 @@ def write_round_report(
     return info.path
 
 
-def retry_plan(previous: Receipt, out_root: Path, *, captures: int | None = None) -> RoundPlan:
+def retry_plan(
+    previous: Receipt, out_root: Path, *, captures: int | None = None, source: str = f"{runfolder.RECEIPT}.json"
+) -> RoundPlan:
     """A plan that re-measures only the refused rows of *previous*, with its arms, protocol and gates."""
-    rows = tuple(previous.retry_rows())
-    if not rows:
+    refused = previous.retry_rows()
+    if not refused:
         raise TraceattrError("nothing to retry: every row of the receipt passed")
+    # checked as --rows checks its rows: an edited receipt's row is refused here, not listed by --dry-run
+    rows = checked_rows([(source, f"row {r.label!r:.60}", r.label) for r in refused], [r.shape for r in refused])
     record = ReceiptRecord(previous.header, ())
     baseline, candidate = record.arms
     # the receipt's protocol as it ran (a receipt written before leads ran none: Protocol.from_json says so)
@@ -402,7 +416,8 @@ def round_job(
     *gates* is asked for only by a new round with its rows and arms given (so those refusals come first)."""
     if retry is not None:
         previous = read_receipt(retry)
-        job = RoundJob(retry_plan(previous, out_root, captures=captures), previous)
+        source = retry / f"{runfolder.RECEIPT}.json" if retry.is_dir() else retry
+        job = RoundJob(retry_plan(previous, out_root, captures=captures, source=str(source)), previous)
     else:
         missing = [
             name for name, v in (("--rows", rows), ("--baseline", baseline), ("--candidate", candidate)) if not v

@@ -100,24 +100,49 @@ def dispatch_rules(summary: pl.DataFrame, crossings: pl.DataFrame, source: str) 
     return decision_doc(decide(summary, frame_crossings(crossings)), source)
 
 
+class DispatchDocumentError(ValueError):
+    """A dispatch document :func:`backend_for` cannot read: not a ``traceattr.dispatch/1`` or ``/2``
+    document, or one edited out of shape (a field of the wrong type, a segment without its backend); the
+    message names the field and the value."""
+
+
+def _doc_field(obj: Any, key: str, kinds: type | tuple[type, ...], where: str, *, nullable: bool = False) -> Any:
+    if not isinstance(obj, dict) or key not in obj:
+        raise DispatchDocumentError(f"dispatch document: {where}{key} is missing")
+    value = obj[key]
+    if value is None and nullable:
+        return None
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise DispatchDocumentError(f"dispatch document: {where}{key} holds {value!r:.60}")
+    return value
+
+
 def backend_for(doc: dict[str, Any], shape: str) -> str | None:
     """The backend a ``traceattr.dispatch/1`` or ``/2`` document picks for *shape*, or None (no rule for its family).
 
-    Context lengths outside the family's ``measured_ctx`` extrapolate the outermost segment.
+    Context lengths outside the family's ``measured_ctx`` extrapolate the outermost segment. The document is
+    read as untrusted input: anything out of shape raises :class:`DispatchDocumentError` (a ``ValueError``)
+    naming the field, never another exception, and the backend returned is always text.
     """
-    if doc.get("schema") not in SCHEMAS:
-        raise ValueError(f"not a {' or '.join(SCHEMAS)} document: schema {doc.get('schema')!r}")
+    if not isinstance(doc, dict) or doc.get("schema") not in SCHEMAS:
+        schema = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise DispatchDocumentError(f"not a {' or '.join(SCHEMAS)} document: schema {schema!r:.60}")
     try:
         s = parse_shape(shape)
     except ShapeError:
         return None
-    for fam in doc["families"]:
-        if fam["family"] == s.family:
-            for seg in fam["dispatch"]:
-                if (seg["ctx_from"] is None or s.ctx >= seg["ctx_from"]) and (
-                    seg["ctx_to"] is None or s.ctx < seg["ctx_to"]
-                ):
-                    return seg["backend"]
+    families = _doc_field(doc, "families", list, "")
+    for i, fam in enumerate(families):
+        at = f"families[{i}]."
+        if _doc_field(fam, "family", str, at) != s.family:
+            continue
+        for j, seg in enumerate(_doc_field(fam, "dispatch", list, at)):
+            where = f"{at}dispatch[{j}]."
+            low = _doc_field(seg, "ctx_from", int, where, nullable=True)
+            high = _doc_field(seg, "ctx_to", int, where, nullable=True)
+            backend = _doc_field(seg, "backend", str, where)
+            if (low is None or s.ctx >= low) and (high is None or s.ctx < high):
+                return str(backend)
     return None
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import re
+import unicodedata
 
 
 def shorten(name: str | None, width: int) -> str:
@@ -74,7 +75,23 @@ def distinct_display_names(names: list[str | None]) -> list[str]:
 _CONTROL = str.maketrans({c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]})
 
 
+# Unicode's format characters (Cf: the bidi overrides and isolates U+202A-202E, U+2066-2069, zero-width
+# ones, U+FEFF), line and paragraph separators, and lone surrogates (a file name's non-UTF-8 bytes)
+_INVISIBLE = frozenset({"Cf", "Zl", "Zp", "Cs"})
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    if unicodedata.category(char) not in _INVISIBLE:
+        return char
+    code = ord(char)
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
 def printable(text: str) -> str:
-    """*text* with control characters (newline, ESC, OSC, …) shown as ``\\xNN``: a name never moves the
-    cursor, clears the screen, links, or splits a line."""
-    return text.translate(_CONTROL)
+    """*text* with control characters (newline, ESC, OSC, …) shown as ``\\xNN`` and format characters
+    (a right-to-left override, a zero-width space) as ``\\uNNNN``: a name never moves the cursor, clears
+    the screen, links, splits a line, nor turns the text after it around."""
+    text = text.translate(_CONTROL)
+    return text if text.isascii() else _NON_ASCII.sub(_escaped, text)

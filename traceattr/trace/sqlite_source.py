@@ -125,6 +125,12 @@ def check_file(path: Path) -> None:
         raise TraceError(path, "is not a regular file (a pipe, socket or device); pass an nsys export or report file")
 
 
+def _journal_header(journal: Path) -> bool:
+    """Whether *journal* starts with a header (its first byte not zero), as SQLite decides a journal is hot."""
+    with journal.open("rb") as fh:
+        return fh.read(1) not in (b"", b"\x00")
+
+
 def _check_companions(path: Path) -> None:
     """Refuse a file whose content is partly beside it: opened immutable, SQLite would ignore it."""
     for suffix, problem in (
@@ -136,10 +142,17 @@ def _check_companions(path: Path) -> None:
         side = path.with_name(path.name + suffix)
         try:
             size = side.stat().st_size if side.is_file() else 0
+            # SQLite's own rule: a rollback journal whose header is zeroed (journal_mode=PERSIST after a
+            # commit) or empty (TRUNCATE) is not hot and is ignored; only one with a header is rolled back
+            hot = size > 0 and (suffix != "-journal" or _journal_header(side))
         except OSError:
             continue
-        if size > 0:
+        if hot:
             raise TraceError(path, problem.format(name=side.name, size=size, path=path))
+
+
+# tables whose rowid the loader reads (NVTX_EVENTS' rowid is the range id, as nsys's RangeId)
+ROWID_TABLES = frozenset({"NVTX_EVENTS"})
 
 
 @dataclass(frozen=True)
@@ -174,8 +187,12 @@ class SqliteSource:
         self._uri = read_only_uri(self.path)
         self._conn = self._connect_sqlite3()
         with self._translate_errors("reading the table list"):
-            rows = self._conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
+            rows = self._conn.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
         self.tables: frozenset[str] = frozenset(text_of(r[0]) for r in rows)
+        views = {text_of(r[0]) for r in rows if text_of(r[1]) == "view"}
+        for name in sorted(views & ROWID_TABLES):  # a view has no rowid: refused by name, not as "no such column"
+            raise TraceError(self.path, f"{name} is a view; traceattr numbers its rows by rowid, which only a table "
+                                        "has (nsys writes a table): export again or make it a table")  # fmt: skip
         self._columns: dict[str, tuple[str, ...]] = {}
         self._local = threading.local()  # one connection per reading thread
         self._opened: list[Any] = []

@@ -32,6 +32,14 @@ def _years(ns: int) -> str:
     return f"{ns / 3.156e16:,.0f} years"
 
 
+def _span(ns: int) -> str:
+    """A span in the unit that reads best: 96 ms, 3.2 s, 2.5 h."""
+    for unit, size in (("h", 3.6e12), ("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= size:
+            return f"{ns / size:,.3g} {unit}"
+    return f"{ns:,} ns"
+
+
 def _times(frame: pl.DataFrame, start: str, end: str, what: str, path: str | Path, *, end_may_be_null: bool) -> None:
     """Refuse NULL starts (and ends), ends before starts, and timestamps out of any capture's range."""
     if frame.height == 0:
@@ -53,8 +61,14 @@ def _times(frame: pl.DataFrame, start: str, end: str, what: str, path: str | Pat
     if stats["backwards"]:
         raise TraceError(path, f"{what}: {stats['backwards']:,} of {n:,} rows end before they start")
     lo, hi = stats["lo"], stats["hi"]
-    if lo is not None and (hi >= MAX_TIMESTAMP or lo <= -MAX_TIMESTAMP or hi - lo >= MAX_TIMESTAMP):
+    if lo is not None and hi - lo >= MAX_TIMESTAMP:
         raise TraceError(path, f"{what}: timestamps from {lo:,} to {hi:,} ns span {_years(hi - lo)}, not one capture")
+    if lo is not None and (hi >= MAX_TIMESTAMP or lo <= -MAX_TIMESTAMP):
+        raise TraceError(
+            path,
+            f"{what}: timestamps from {lo:,} to {hi:,} ns (a span of {_span(hi - lo)}) lie beyond ±2^62 ns, "
+            "where sums of times overflow; nsys writes times from its session's start",
+        )
 
 
 def validate(
