@@ -84,7 +84,7 @@ def analyse_calls(
     source: str = "",
     basis: str = "span",
 ) -> Analysis:
-    """The analyses of a call table already made (calls pooled from many reports: :mod:`traceattr.jobs.many`);
+    """The analyses of a call table already made (calls pooled from many traces: :mod:`traceattr.jobs.many`);
     the roofline needs *compute_peak* besides the bandwidth (:func:`traceattr.analysis.roofline.compute_peak`)."""
     table = _with_basis(table, basis, events)
     time, words = BASES[basis]

@@ -34,7 +34,7 @@ def capture_folder(index: int) -> str:
     return f"capture-{index + 1}"
 
 
-# many reports at once (traceattr.jobs.many, the nsys recipe): one row per report; per range/series across reports
+# many traces at once (traceattr.jobs.many, the nsys recipe): one row per trace; per range/series across traces
 TRACES = "traces"
 ACROSS_TRACES = "across_traces"
 
