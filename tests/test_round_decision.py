@@ -80,3 +80,14 @@ def test_diff_of_a_round_leads_with_its_receipt(round_folder: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.index("Round receipt") < done.stdout.index("GPU kernel time")
     assert "2 / 3 rows pass" in done.stdout
+
+
+@pytest.mark.slow
+def test_the_shipped_round_folder_reads_as_its_receipt(tmp_path: Path) -> None:
+    # examples/rounds/h200_smoke_fa2_vs_fa3: a real two-capture round from the H200, so README's commands run
+    folder = Path(__file__).parents[1] / "examples" / "rounds" / "h200_smoke_fa2_vs_fa3"
+    text = run("report", str(folder), "--format", "text")
+    assert text.returncode == 0, text.stderr
+    assert "1 / 2 rows pass" in text.stdout and "directional 0.0201 > 0.02" in text.stdout
+    page = run("report", str(folder), "-o", str(tmp_path / "round.html"))
+    assert page.returncode == 0 and (tmp_path / "round.html").stat().st_size > 0, page.stderr

@@ -172,3 +172,12 @@ def test_every_answer_reads_and_shades(result: dict, sentence: str, fills: list[
     assert sweep_text(record.header, result) == f"q8_ctx* (eager): {sentence}"
     shapes = sweep_figure(record).to_plotly_json()["layout"].get("shapes", [])
     assert [s["fillcolor"] for s in shapes if s.get("type") == "rect" and s.get("xref") == "x"] == fills
+
+
+@pytest.mark.slow
+def test_the_shipped_sweep_folder_reads_as_its_record(tmp_path: Path) -> None:
+    # examples/sweeps/h200_q8_eager: the H200 eager sweep's record as a sweep folder holds it (sweep.json)
+    folder = Path(__file__).parents[1] / "examples" / "sweeps" / "h200_q8_eager"
+    assert SweepRecord.read(folder / "sweep.json").result == SweepRecord.read(EAGER).result
+    done = run("report", str(folder), "-o", str(tmp_path / "sweep.html"))
+    assert done.returncode == 0 and (tmp_path / "sweep.html").stat().st_size > 0, done.stderr
