@@ -4,6 +4,7 @@ dispatch, --json, --fail-on), and no verdict or rule rests on a row the receipt 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,23 @@ def test_the_shipped_round_folder_reads_as_its_receipt(tmp_path: Path) -> None:
     assert "1 / 2 rows pass" in text.stdout and "directional 0.0201 > 0.02" in text.stdout
     page = run("report", str(folder), "-o", str(tmp_path / "round.html"))
     assert page.returncode == 0 and (tmp_path / "round.html").stat().st_size > 0, page.stderr
+
+
+@pytest.mark.slow
+def test_a_refused_row_has_no_verdict_on_any_surface(tmp_path: Path) -> None:
+    # the receipt's markdown, its page and the terminal word a refused attempt alike: no verdict, the gates say why
+    from traceattr.jobs.round import read_receipt
+    from traceattr.present.receipt import markdown
+
+    folder = Path(__file__).parents[1] / "examples" / "rounds" / "h200_smoke_fa2_vs_fa3"
+    receipt = read_receipt(folder)
+    md_row = next(line for line in markdown(receipt).splitlines() if line.startswith("| q1_ctx8k"))
+    assert md_row.split("|")[5].strip() == "—" and "**refused**" in md_row
+    text = run("report", str(folder), "--format", "text", env={**os.environ, "COLUMNS": "160"})
+    line = next(line for line in text.stdout.splitlines() if "q1_ctx8k" in line and "refused" in line)
+    assert "—" in line and "slower" not in line
+    page = run("report", str(folder), "-o", str(tmp_path / "r.html"))
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert page.returncode == 0 and "<td>q1_ctx8k</td>" in html
+    cells = html.split("<td>q1_ctx8k</td>", 1)[1].split("</tr>", 1)[0]
+    assert ">—<" in cells and ">slower<" not in cells

@@ -19,6 +19,14 @@ from traceattr.core.records import RunnerProtocol, read_runner_protocol
 from traceattr.present.formats import count, decimals, pct, signed_pct, us, with_interval
 
 
+def row_verdict(r: Mapping[str, Any]) -> str:
+    """What the round states of one attempt: its verdict where every gate passed, else none ("—"; the gates
+    say why). The one wording of a receipt row's verdict: the markdown, the page and the terminal use it."""
+    if r["status"] != "pass":
+        return "—"
+    return str(r["verdict"]) + (" ⚑" if r["flagged"] else "")
+
+
 def markdown(receipt: Receipt) -> str:
     """A table to paste into a PR: row | baseline µs | candidate µs | ratio | verdict | gates; then the totals."""
     h = receipt.header
@@ -41,7 +49,7 @@ def markdown(receipt: Receipt) -> str:
         ratio = _num(r["ratio"], 3)
         if r["low"] is not None and r["high"] is not None:
             ratio += f" [{r['low']:.3f}, {r['high']:.3f}]"
-        verdict = r["verdict"] + (" ⚑" if r["flagged"] else "")
+        verdict = row_verdict(r)
         gates = "ok" if r["status"] == "pass" else "**refused**: " + _md(r["refused_by"])
         if r["sensitivity"] is not None:
             gates += f" · protocol sensitivity {r['sensitivity']:.3f}"

@@ -15,7 +15,7 @@ from traceattr.analysis.rounds import Receipt
 from traceattr.present.columns import Column, dropped_line, fitted_table
 from traceattr.present.formats import times_with_interval, us
 from traceattr.present.names import printable
-from traceattr.present.receipt import cause_text, protocol_text, totals_text
+from traceattr.present.receipt import cause_text, protocol_text, row_verdict, totals_text
 from traceattr.present.verdicts import verdict_lines
 
 
@@ -33,7 +33,7 @@ def render_receipt(receipt: Receipt, console: Console) -> None:
     for r in receipt.final.iter_rows(named=True):
         ratio = times_with_interval(r["ratio"], r["low"], r["high"], 3)
         gates = "ok" if r["status"] == "pass" else f"refused: {r['refused_by']}"
-        verdict = r["verdict"] if r["status"] == "pass" else "—"
+        verdict = row_verdict(r)
         rows.append([printable(r["row"]), us(r["baseline_us"], 2), us(r["candidate_us"], 2), ratio, verdict,
                      printable(gates)])  # fmt: skip
     table, dropped = fitted_table(console, columns, rows, "Per row: the latest attempt (95% intervals)")

@@ -19,6 +19,7 @@ import polars as pl
 from traceattr.analysis.rounds import Receipt
 from traceattr.attribution.roles import ROLES
 from traceattr.present.formats import count, decimals, interval, pct, roofline_share, signed_pct, tie_text, times, us
+from traceattr.present.receipt import row_verdict
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ def receipt_table(receipt: Receipt) -> str:
         cells = [
             html.escape(r["row"]), str(r["attempt"]), us(r["baseline_us"], 2), us(r["candidate_us"], 2),
             decimals(r["ratio"], 3), interval(r["low"], r["high"]),
-            html.escape(r["verdict"] + (" ⚑" if r["flagged"] else "")),
+            html.escape(row_verdict(r)),
             _gate(r["directional_gate"], None if r["directional"] is None else decimals(r["directional"], 4)),
             _gate(r["clock_gate"], None if r["clock_fraction"] is None else decimals(r["clock_fraction"], 2)),
             _gate(r["parity_gate"], f"{r['parity']}: {r['parity_value']}"),
