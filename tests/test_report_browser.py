@@ -266,14 +266,14 @@ def test_report_opens_on_the_decision(browser: Browser, tmp_path: Path) -> None:
     assert browser.problems() == []
 
 
-SWEEP = Path(__file__).parents[1] / "examples" / "sweeps" / "h200_q8_fa3_flashmla_eager.json"
+SWEEP_RECORD = Path(__file__).parents[1] / "examples" / "sweeps" / "h200_q8_fa3_flashmla_eager.json"
 ANSWER = "q8_ctx* (eager): the step budget ran out (6 captures); the crossover lies in 138k–170k (154k ±10.4%)"
 
 
 def test_sweep_report_opens_on_the_answer_then_the_bisection(browser: Browser, tmp_path: Path) -> None:
     """A sweep's page (the H200 eager search): the answer above the fold, every step on the chart, the
     refused one a cross whose hover names its gate, the bracket shaded, the regret table, metadata folded."""
-    page = write_sweep_report(SweepRecord.read(SWEEP), tmp_path / "sweep.html", "sweep")
+    page = write_sweep_report(SweepRecord.read(SWEEP_RECORD), tmp_path / "sweep.html", "sweep")
     plots = _open_report(browser, page)
     assert [p["id"] for p in plots] == ["fig-sweep"]
     (plot,) = plots
@@ -358,7 +358,7 @@ def test_decode_report_opens_on_the_answer_then_the_trajectory(browser: Browser,
         setTimeout(function () { done(document.getElementById('fig-timeline').layout.title.text); }, 300);
       })
     """)  # fmt: skip
-    assert title.startswith("Steps (round 0) — step 7: ctx 900,000"), title
+    assert title.startswith("Steps (iteration 0) — step 7: ctx 900,000"), title
     assert browser.problems() == []
 
 

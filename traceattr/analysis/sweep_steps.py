@@ -43,8 +43,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from traceattr.analysis.stats import Verdict
 from traceattr.core.records import SWEEP_KINDS as KINDS
@@ -83,6 +84,15 @@ class Point:
             raise ValueError(f"side must be one of {', '.join(SIDES)}, got {self.side!r}")
 
 
+def _from_pair(value: Any) -> Any:
+    """A stored ``[a, b]`` as the tuple the record holds (None stays None)."""
+    return None if value is None else (value[0], value[1])
+
+
+def _listed(value: Any) -> list[Any]:
+    return [] if value is None else list(value)
+
+
 @dataclass(frozen=True)
 class Decision:
     """What :func:`decide` says: measure ``next_ctx`` (``kind == "measure"``) or stop with an answer."""
@@ -114,6 +124,23 @@ class Decision:
                 "refused": None if self.refused is None else {"ctx": self.refused[0], "cause": self.refused[1]},
                 "crossings": [list(c) for c in self.crossings], "ends": _pair(self.ends),
                 "swapped": self.swapped}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Decision:
+        """A stored decision again (a record's ``result`` or a step's ``decision``, as its reader checked it)."""
+        refused = d.get("refused")
+        return cls(
+            d["kind"],
+            d.get("next_ctx"),
+            _from_pair(d.get("bracket")),
+            _from_pair(d.get("band")),
+            d.get("estimate"),
+            d.get("width"),
+            None if refused is None else (int(refused["ctx"]), str(refused.get("cause", ""))),
+            tuple((int(c[0]), int(c[1])) for c in _listed(d.get("crossings"))),
+            _from_pair(d.get("ends")),
+            bool(d.get("swapped", False)),
+        )
 
     @property
     def center(self) -> int | None:

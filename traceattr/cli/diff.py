@@ -12,7 +12,7 @@ from traceattr.analysis.diff import diff_tallies, tally
 from traceattr.analysis.fail_on import DIFF_CONDITIONS, diff_failures
 from traceattr.cli import app
 from traceattr.cli.decide import DECISION_FAILS, DiffFailOnOpt
-from traceattr.cli.options import TableFormat, WideOpt
+from traceattr.cli.table_options import TableFormat, WideOpt
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import ResultSet, check_out_folder, csv_text
 from traceattr.core.runfolder import round_folder_of

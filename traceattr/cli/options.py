@@ -14,6 +14,8 @@ from typing import Annotated, Any, Optional, TypeVar, get_type_hints
 import typer
 
 from traceattr.attribution.engine import MODES, Attributing, Attribution
+from traceattr.cli.table_options import TableFormat as TableFormat
+from traceattr.cli.table_options import WideOpt as WideOpt
 from traceattr.core.callnames import check_regex as check_regex  # with the options it checks; defined in core
 from traceattr.core.callnames import checked_group
 from traceattr.core.errors import TraceattrError
@@ -61,16 +63,6 @@ GroupOpt = Annotated[
         "lists them."
     ),
 ]
-WideOpt = Annotated[
-    bool,
-    typer.Option(
-        "--wide",
-        help="Every table column, however wide the terminal (by default secondary columns give way, "
-        "and a line says which). Piped output with no COLUMNS is wide too.",
-    ),
-]
-# --format of a command whose answer is one table: the terminal's, or its rows on stdout (nsys stats' convention)
-TableFormat = Enum("TableFormat", {f: f for f in ("table", "csv", "json")}, type=str)  # type: ignore[misc]
 RulesOpt = Annotated[Optional[Path], typer.Option(help="TOML kernel-role rules tried before the built-in ones.")]
 
 

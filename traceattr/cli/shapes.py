@@ -6,7 +6,7 @@ Its own module (not beside ``profile``) so that it starts without polars or the 
 from __future__ import annotations
 
 from traceattr.cli import app
-from traceattr.cli.options import WideOpt
+from traceattr.cli.table_options import WideOpt
 from traceattr.core.callnames import AUTO, GROUP_PRESETS
 from traceattr.core.shapes import DEFAULTS, HEAD_PRESETS, PUBLISHED_ROWS, parse_shape
 from traceattr.present.columns import Column, dropped_line, fitted_table

@@ -188,49 +188,52 @@ def segment_span(lo: int | None, hi: int | None) -> str:
 
 def sweep_text(header: Mapping[str, Any], result: Mapping[str, Any] | None) -> str:
     """The answer of a ``traceattr sweep`` (sweep.json's ``result``) as one sentence, family and mode first."""
+    # here, not at the top: the formatters load for `traceattr shapes` too, which must not pull polars in
+    from traceattr.analysis.sweep_steps import Decision
+
     mode = "graphs" if header.get("graphs") else "eager"
-    below, above = header.get("below") or "?", header.get("above") or "?"
+    below, above = _arm_named(header, "below"), _arm_named(header, "above")
     head = f"{header['family']} ({mode}): "
     if result is None:
         return head + "the sweep did not finish (see its steps)"
-    if result.get("swapped"):  # the one change runs the other way: each arm stands where the other was named
+    d = Decision.from_json(result)
+    if d.swapped:  # the one change runs the other way: each arm stands where the other was named
         below, above = above, below
-    kind, bracket, band = result["kind"], result.get("bracket"), result.get("band")
-    estimate = f" (medians cross at ≈{fmt_ctx(result['estimate'])})" if result.get("estimate") else ""
+    kind, bracket, band = d.kind, d.bracket, d.band
+    estimate = f" (medians cross at ≈{fmt_ctx(d.estimate)})" if d.estimate else ""
     decided = f"{below} really faster at {fmt_ctx(bracket[0])}, {above} at {fmt_ctx(bracket[1])}" if bracket else ""
-    if kind == "crossover":
+    if kind == "crossover" and bracket:
         lo, hi = bracket
         return (head + f"{below} below, {above} above a crossover in {ctx_span(lo, hi)} "
                 f"({fmt_ctx((lo + hi) / 2)} ±{pct((hi - lo) / (hi + lo), 0)}){estimate}")  # fmt: skip
-    if kind in ("tie band", "undecided band"):
+    if kind in ("tie band", "undecided band") and band:
         what = "tie within ±1% (same)" if kind == "tie band" else "undecided (neither really faster, nor the same)"
         return head + f"{below} vs {above}: {what} at {ctx_span(*band)}; {decided}{estimate}"
     if kind == "several crossovers":
-        spans = [ctx_span(*c) for c in result.get("crossings") or ()]
+        spans = [ctx_span(*c) for c in d.crossings]
         return (head + f"the really faster of {below} and {above} changes {len(spans)} times along ctx "
                 f"(between {', '.join(spans)}): several crossovers, not one bracket")  # fmt: skip
     if kind == "no crossover":
         lo, hi = header["ctx_range"]
-        ends = result.get("ends") or ["below", "below"]
+        ends = d.ends if d.ends is not None else ("below", "below")
         if list(ends) == ["below", "below"]:
             return head + f"{above} never really faster than {below} over {ctx_span(lo, hi)}: no crossover"
         words = {"below": f"{below} really faster", "above": f"{above} really faster",
                  "same": "the same (within ±1%)", "ambiguous": "neither really faster (ambiguous)"}  # fmt: skip
         return (head + f"no change of the really faster arm over {ctx_span(lo, hi)}: {words[ends[0]]} at "
                 f"{fmt_ctx(lo)}, {words[ends[1]]} at {fmt_ctx(hi)}: no crossover")  # fmt: skip
-    refused = result.get("refused")
+    refused = None if d.refused is None else (fmt_ctx(d.refused[0]), d.refused[1] if d.refused[1] else "?")
     if kind == "measure":  # a decision, not an answer: what the sweep would do next
-        if refused and refused["ctx"] == result["next_ctx"]:
-            return (head + f"not finished: {fmt_ctx(refused['ctx'])} was refused ({refused.get('cause') or '?'}) "
-                    "and is measured again next")  # fmt: skip
-        return head + f"not finished: it would measure {fmt_ctx(result['next_ctx'])} next"
+        if refused and d.refused and d.refused[0] == d.next_ctx:
+            return head + f"not finished: {refused[0]} was refused ({refused[1]}) and is measured again next"
+        return head + f"not finished: it would measure {fmt_ctx(d.next_ctx)} next"
     why = {"budget": f"the step budget ran out ({header.get('max_steps')} captures)",
            "resolution": "the bracket cannot be split further",
-           "refused": f"{fmt_ctx(refused['ctx'])} was refused twice by its gates ({refused.get('cause') or '?'})"
+           "refused": f"{refused[0]} was refused twice by its gates ({refused[1]})"
            if refused else "a point was refused twice by its gates"}[kind]  # fmt: skip
     if bracket:
         lo, hi = bracket
-        asked = f", asked ±{pct(result['width'], 0)}" if result.get("width") else ""
+        asked = f", asked ±{pct(d.width, 0)}" if d.width else ""
         where = (
             f"the crossover lies in {ctx_span(lo, hi)} ({fmt_ctx((lo + hi) / 2)} ±{pct((hi - lo) / (hi + lo))}{asked})"
         )
@@ -238,8 +241,14 @@ def sweep_text(header: Mapping[str, Any], result: Mapping[str, Any] | None) -> s
         where = "no bracket yet"
     pending = ""
     if refused and kind != "refused":
-        pending = f"; {fmt_ctx(refused['ctx'])} was refused ({refused.get('cause') or '?'}) and not measured again"
+        pending = f"; {refused[0]} was refused ({refused[1]}) and not measured again"
     return head + f"{why}; {where}{estimate}{pending}"
+
+
+def _arm_named(header: Mapping[str, Any], side: str) -> str:
+    """The arm a sweep's header names *side* (``below``/``above``), "?" before step 1 named it."""
+    name = header.get(side)
+    return "?" if name is None or name == "" else str(name)
 
 
 def time_fall_text(arm: str, ctx: int, us_at: float, next_ctx: int, us_next: float) -> str:
