@@ -104,7 +104,7 @@ def test_many_reports_with_far_rowids(exports: dict[str, Path], tmp_path: Path) 
         capture_output=True, text=True, timeout=180, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    reports = pl.read_csv(tmp_path / "out" / "reports.csv")
+    reports = pl.read_csv(tmp_path / "out" / "traces.csv")
     assert reports["ok"].all() and reports.height == 2
 
 
