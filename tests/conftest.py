@@ -37,3 +37,18 @@ def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         dst.chmod(0o444)
         out[name] = dst
     return out
+
+
+@pytest.fixture
+def hopper(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an sm_90 GPU only, the Blackwell backends let through to flashinfer's own architecture refusal
+    (traceattr's arch check off, flashinfer's cubin download off: nothing outside the machine is reached)."""
+    from traceattr.backends import current_device
+    from traceattr.backends.base import SKIP_ARCH_CHECK_ENV
+
+    device, why = current_device()
+    assert device is not None, why
+    if device.cc != (9, 0):
+        pytest.skip(f"an sm_90 expectation; this GPU is {device.arch}")
+    monkeypatch.setenv(SKIP_ARCH_CHECK_ENV, "1")
+    monkeypatch.setenv("FLASHINFER_NO_DOWNLOAD", "1")

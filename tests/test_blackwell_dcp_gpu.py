@@ -30,7 +30,6 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
-from traceattr.backends import current_device  # noqa: E402
 from traceattr.backends.arms import parse_arm  # noqa: E402
 from traceattr.backends.base import SKIP_ARCH_CHECK_ENV  # noqa: E402
 from traceattr.backends.dcp import FLASHINFER_DCP, DcpCall, DcpRank  # noqa: E402
@@ -45,16 +44,6 @@ def _flashinfer() -> Any:
         return pytest.importorskip("flashinfer")
     except Exception as exc:
         pytest.skip(f"flashinfer does not import here: {exc}")
-
-
-@pytest.fixture
-def hopper(monkeypatch: pytest.MonkeyPatch) -> None:
-    device, why = current_device()
-    assert device is not None, why
-    if device.cc != (9, 0):
-        pytest.skip(f"an sm_90 expectation; this GPU is {device.arch}")
-    monkeypatch.setenv(SKIP_ARCH_CHECK_ENV, "1")
-    monkeypatch.setenv("FLASHINFER_NO_DOWNLOAD", "1")
 
 
 @pytest.mark.usefixtures("hopper")

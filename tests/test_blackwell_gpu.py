@@ -34,8 +34,6 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
-from traceattr.backends import current_device  # noqa: E402
-from traceattr.backends.base import SKIP_ARCH_CHECK_ENV  # noqa: E402
 from traceattr.core.shapes import parse_shape  # noqa: E402
 
 H12 = "q8_ctx131k_h12"
@@ -60,16 +58,6 @@ EXPECTED: dict[tuple[str, str], tuple[str, str]] = {
     (DCP8, "cake"): ("failed", CAKE_TRTLLM_ARCH),
     (DCP8, "cake[kv=fp8]"): ("failed", CAKE_TRTLLM_ARCH),
 }
-
-
-@pytest.fixture
-def hopper(monkeypatch: pytest.MonkeyPatch) -> None:
-    device, why = current_device()
-    assert device is not None, why
-    if device.cc != (9, 0):
-        pytest.skip(f"an sm_90 expectation; this GPU is {device.arch}")
-    monkeypatch.setenv(SKIP_ARCH_CHECK_ENV, "1")
-    monkeypatch.setenv("FLASHINFER_NO_DOWNLOAD", "1")
 
 
 def _runner_json(shape_name: str, folder: Path) -> dict[str, Any]:
