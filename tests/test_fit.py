@@ -73,8 +73,8 @@ def test_least_squares_equals_linregress(n: int) -> None:
     assert special.stdtrit(n - 2 if n > 2 else 1, 0.975) == pytest.approx(stats.t.ppf(0.975, max(n - 2, 1)))
 
 
-def test_a_flat_line_is_fitted_as_scipy_fits_it() -> None:
-    x, y = np.array([1.0, 2.0, 3.0]), np.full(3, 5.0)
-    ref = stats.linregress(x, y)
-    assert np.allclose(_least_squares(x, y), (ref.intercept, ref.slope, ref.intercept_stderr, ref.stderr, ref.rvalue),
-                       equal_nan=True)  # fmt: skip
+def test_a_flat_line_has_no_correlation_and_no_errors() -> None:
+    # scipy changed its mind here (1.15 says r = 0 and zero errors, 1.17 NaN); ours is 1.17's, whatever is installed:
+    # a flat y has no spread to correlate with, so r and both standard errors are NaN, the line itself exact
+    a, b, sa, sb, r = _least_squares(np.array([1.0, 2.0, 3.0]), np.full(3, 5.0))
+    assert (a, b) == (5.0, 0.0) and all(np.isnan(v) for v in (sa, sb, r))
