@@ -89,10 +89,6 @@ def _from_pair(value: Any) -> Any:
     return None if value is None else (value[0], value[1])
 
 
-def _listed(value: Any) -> list[Any]:
-    return [] if value is None else list(value)
-
-
 @dataclass(frozen=True)
 class Decision:
     """What :func:`decide` says: measure ``next_ctx`` (``kind == "measure"``) or stop with an answer."""
@@ -128,7 +124,7 @@ class Decision:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Decision:
         """A stored decision again (a record's ``result`` or a step's ``decision``, as its reader checked it)."""
-        refused = d.get("refused")
+        refused, crossings = d.get("refused"), d.get("crossings")
         return cls(
             d["kind"],
             d.get("next_ctx"),
@@ -137,7 +133,7 @@ class Decision:
             d.get("estimate"),
             d.get("width"),
             None if refused is None else (int(refused["ctx"]), str(refused.get("cause", ""))),
-            tuple((int(c[0]), int(c[1])) for c in _listed(d.get("crossings"))),
+            () if crossings is None else tuple((int(c[0]), int(c[1])) for c in crossings),
             _from_pair(d.get("ends")),
             bool(d.get("swapped", False)),
         )

@@ -81,13 +81,18 @@ def across_traces(frame: pl.DataFrame, key: str, value: str = "gpu_span_ns") -> 
     )
 
 
+def _pooled_iteration() -> pl.Expr:
+    """The pooled number of each (trace, iteration): what :func:`iterations_per_trace` gives a call and
+    :func:`pooled_events` its event, so the two meet."""
+    return pl.struct(TRACE_COLUMN, "iter").rank("dense").cast(pl.Int64)
+
+
 def iterations_per_trace(calls: pl.DataFrame) -> pl.DataFrame:
     """*calls* pooled over traces, with one iteration per (trace, iteration): iteration 3 of two
     traces are two iterations, so iteration wins and direction checks never pair calls across traces."""
     if calls.height == 0 or calls["iter"].is_null().all():
         return calls
-    pooled = pl.struct(TRACE_COLUMN, "iter").rank("dense").cast(pl.Int64)
-    return calls.with_columns(pl.when(pl.col("iter").is_not_null()).then(pooled).alias("iter"))
+    return calls.with_columns(pl.when(pl.col("iter").is_not_null()).then(_pooled_iteration()).alias("iter"))
 
 
 def pooled_compute_peak(traces: pl.DataFrame) -> tuple[ComputePeak | None, list[str]]:
@@ -117,9 +122,7 @@ def pooled_events(calls: pl.DataFrame, events: Mapping[str, Sequence[dict[str, A
     if not events or calls.height == 0 or calls["iter"].is_null().all():
         return None
     pooled = (
-        calls.select(
-            TRACE_COLUMN, "iter", pl.struct(TRACE_COLUMN, "iter").rank("dense").cast(pl.Int64).alias("_pooled")
-        )
+        calls.select(TRACE_COLUMN, "iter", _pooled_iteration().alias("_pooled"))
         .filter(pl.col("iter").is_not_null())
         .unique()
     )

@@ -15,6 +15,7 @@ needs a GPU and nsys), so the orchestration is tested on CPU with a fake.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import sys
 import time
@@ -375,8 +376,9 @@ class RoundJob:
     plan: RoundPlan
     previous: Receipt | None = None
 
-    @property
+    @functools.cached_property
     def requests(self) -> list[CaptureRequest]:
+        """The plan's captures, made once (the headline, the dry run and the progress bar all count them)."""
         return self.plan.requests()
 
     def headline(self) -> str:
