@@ -106,6 +106,7 @@ class MedianCall:
     phases: tuple[PhaseMedian, ...]
     span_ns: float  # median nsys span of the stamped calls
     calls: int
+    typical_iter: int  # the call whose span is nearest that median (the one drawn CTA by CTA)
 
     @property
     def phase_sum_ns(self) -> float:
@@ -134,9 +135,11 @@ def median_calls(calls: pl.DataFrame, spans: pl.DataFrame) -> tuple[MedianCall, 
             lo, hi = median_interval(v)
             rows.append(
                 PhaseMedian(str(arm), str(shape), int(position), str(phase), float(np.median(v)), lo, hi, len(v))
-            )  # type: ignore[arg-type]
-        s = spans.filter((pl.col("arm") == arm) & (pl.col("shape") == shape))["span_ns"].to_numpy()
-        out.append(MedianCall(str(arm), str(shape), tuple(rows), float(np.median(s)), len(s)))
+            )
+        own = spans.filter((pl.col("arm") == arm) & (pl.col("shape") == shape)).sort("iter")
+        s = own["span_ns"].to_numpy().astype(float)
+        typical = int(own["iter"][int(np.argmin(np.abs(s - np.median(s))))])
+        out.append(MedianCall(str(arm), str(shape), tuple(rows), float(np.median(s)), len(s), typical))
     return tuple(out)
 
 
