@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,7 @@ from traceattr.jobs.round import _round_phases, read_receipt
 from traceattr.phases.align import fit, windows
 from traceattr.phases.attribute import LAUNCH, TEARDOWN, call_phases, call_spans, cta_phases, per_sm
 from traceattr.phases.compare import PhaseComparison, PhaseDelta
+from traceattr.phases.compare import round_phases as round_phases_of
 from traceattr.phases.floor import FIXED_COST_FACTOR, fixed_cost, floors
 from traceattr.phases.layout import StampError, read_index, read_stamps
 from traceattr.phases.report import cta_timeline, phase_report
@@ -428,11 +428,24 @@ def test_diff_compares_each_arm_and_names_the_rest(
     assert load_diff([Path(before)], [tmp_path]) is None  # a side without stamps: no phases
 
 
+def test_a_retried_row_is_compared_over_its_latest_attempt(round_folder: Path) -> None:
+    receipt = read_receipt(round_folder)
+    both = load_round(receipt, round_folder)
+    assert both is not None
+    q1, q8 = (r.shape for r in ROWS)
+    latest = round_phases_of(round_folder, "reduce", "inkernel", receipt.captures, latest={q1: 1, q8: 3})
+    assert latest is not None
+    last = both.captures[-1].calls.filter((pl.col("shape") == q1) & (pl.col("phase") == "reduce:merged"))
+    only = next(d for d in latest.comparison.of(q1) if d.phase == "reduce:merged")
+    assert only.baseline_ns == float(np.median(last["duration_ns"].to_numpy())) and only.baseline_calls == last.height
+    assert latest.comparison.of(q8) == both.comparison.of(q8)  # every capture, as load_round takes them
+    assert next(d for d in both.comparison.of(q1) if d.phase == "reduce:merged").baseline_calls == 3 * last.height
+
+
 def test_stamps_that_cannot_be_trusted_cost_the_phases_not_the_receipt(
-    round_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    broken = tmp_path / "round"
-    shutil.copytree(round_folder, broken)
+    broken = stamped_round(tmp_path / "round", captures=2, report=False)
     npy = broken / "capture-2" / "stamps" / "000.npy"
     a = np.load(npy)
     a[0, 3, :] = 0  # a CTA that wrote nothing

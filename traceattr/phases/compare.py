@@ -10,7 +10,7 @@ interval excludes 0. A phase only one side has (the reduce kernel's, against an 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,15 +97,15 @@ class RoundPhases:
 
 
 def round_captures(folder: Path, captures: Sequence[str]) -> tuple[Path, ...]:
-    """The stamped ABBA captures of the round in *folder* among its receipt's *captures*: the one beside the
-    receipt first (a copied round is read from its copy), else where the receipt says; the back-to-back
+    """The stamped ABBA captures of the round in *folder* among its receipt's *captures*, in order: where the
+    receipt says, else beside it (the round moved), as the round's page finds them; the back-to-back
     sensitivity capture is not one of them."""
     found = []
     for name in captures:
         stored = Path(name)
         if stored.name == SENSITIVITY:
             continue
-        for candidate in (folder / stored.name, stored):
+        for candidate in (stored, folder / stored.name):
             if has_stamps(candidate):
                 found.append(candidate)
                 break
@@ -113,14 +113,32 @@ def round_captures(folder: Path, captures: Sequence[str]) -> tuple[Path, ...]:
 
 
 def round_phases(
-    folder: Path, baseline: str, candidate: str, captures: Sequence[str], bandwidth: Bandwidth | None = None
+    folder: Path,
+    baseline: str,
+    candidate: str,
+    captures: Sequence[str],
+    bandwidth: Bandwidth | None = None,
+    latest: Mapping[str, int] | None = None,
 ) -> RoundPhases | None:
-    """The phases of the round in *folder* (its receipt's arms and capture folders); None without stamps."""
+    """The phases of the round in *folder* (its receipt's arms and capture folders); None without stamps.
+
+    *latest*: per row (shape), how many captures its latest attempt took (the receipt's ``captures``): a
+    retried row is compared over those, the last that hold it, as its verdict is."""
     reports = [r for r in (phase_report(p, bandwidth) for p in round_captures(folder, captures)) if r is not None]
     if not reports:
         return None
-    calls = pl.concat([r.calls for r in reports])
-    return RoundPhases(tuple(reports), compare_calls(calls, baseline, candidate))
+    return RoundPhases(tuple(reports), compare_calls(latest_calls(reports, latest), baseline, candidate))
+
+
+def latest_calls(reports: Sequence[PhaseReport], latest: Mapping[str, int] | None) -> pl.DataFrame:
+    """Every capture's calls, a row in *latest* only from the last ``latest[shape]`` captures holding it."""
+    calls = pl.concat([r.calls.with_columns(pl.lit(i).alias("_capture")) for i, r in enumerate(reports)])
+    if not latest:
+        return calls.drop("_capture")
+    held = calls.select("shape", "_capture").unique()
+    kept = [held.filter(pl.col("shape") == shape).sort("_capture").tail(n) for shape, n in latest.items()]
+    others = held.filter(~pl.col("shape").is_in(list(latest)))
+    return calls.join(pl.concat([*kept, others]), on=["shape", "_capture"], how="semi").drop("_capture")
 
 
 @dataclass(frozen=True)

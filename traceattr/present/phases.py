@@ -44,8 +44,10 @@ def load(path: Path) -> PhaseReport | None:
 def load_round(receipt: Receipt, folder: Path) -> RoundPhases | None:
     """The phases of the round in *folder* (its receipt's arms and stamped captures); None without stamps."""
     h = receipt.header
+    final = receipt.final.select("shape", "captures").drop_nulls()  # a receipt from before counts: every capture
+    latest = dict(zip(final["shape"].to_list(), final["captures"].to_list(), strict=True))
     return round_phases(folder, str(h.get("baseline")), str(h.get("candidate")), receipt.captures,
-                        datasheet_bandwidth)  # fmt: skip
+                        datasheet_bandwidth, latest)  # fmt: skip
 
 
 def load_diff(before: Sequence[Path], after: Sequence[Path]) -> DiffPhases | None:
