@@ -110,3 +110,21 @@ def test_hostile_arm_names_are_escaped(tmp_path: Path) -> None:
     page = build_report(traceattr.open(Path(folder) / "trace.sqlite").attribute(), phases=report)
     assert "<script>alert(1)" not in page.split("</head>", 1)[1]
     assert REDUCE not in page
+
+
+def test_a_round_without_traces_still_draws_its_phases(tmp_path: Path) -> None:
+    """The figures need the stamps and kernels.parquet only: a round whose traces are gone keeps them."""
+    from tests.synth.stamped import stamped_round
+    from traceattr.jobs.round import read_receipt, write_round_report
+    from traceattr.present.phases import load_round
+
+    made = stamped_round(tmp_path / "made", captures=2, report=False)
+    folder = made.rename(tmp_path / "moved")  # the receipt's paths no longer lead anywhere
+    for trace in folder.glob("capture-*/trace.sqlite"):
+        trace.unlink()
+    receipt = read_receipt(folder)
+    phases = load_round(receipt, folder)
+    assert phases is not None
+    page = write_round_report(receipt, folder, phases=phases).read_text(encoding="utf-8")
+    assert list(page_figures(page)) == ["fig-phases", "fig-cta"]
+    assert "Inside the kernel (capture-1)" in page and html.escape("come from the captures' stamps") in page

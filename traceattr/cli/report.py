@@ -161,10 +161,14 @@ def _round_report(folder: Path, out: Path | None, title: str | None, chosen: tup
     target = _target(folder, out)
     traces = [c / runfolder.TRACE for c in capture_folders(receipt, folder)]
     check_file_target(target, (folder / f"{runfolder.RECEIPT}.json", *traces), ours=_is_report)
-    written = write_round_report(receipt, folder, target, title, phases=load_round(receipt, folder))
+    phases = load_round(receipt, folder)
+    written = write_round_report(receipt, folder, target, title, phases=phases)
     if not any(t.is_file() for t in traces):
-        print(f"note: {printable(str(folder))}: no capture has its {runfolder.TRACE}: the receipt and its evidence "
-              "only, no figures", file=sys.stderr)  # fmt: skip
+        shown = (
+            "the receipt, its evidence and its phases (from the stamps)" if phases else "the receipt and its evidence"
+        )
+        print(f"note: {printable(str(folder))}: no capture has its {runfolder.TRACE}: {shown} only, no other "
+              "figures", file=sys.stderr)  # fmt: skip
     print(f"wrote {written} ({size(written.stat().st_size, 1)})")
 
 

@@ -24,10 +24,10 @@ from traceattr.analysis.hostbound import HOST_SHARE
 from traceattr.analysis.rounds import Receipt
 from traceattr.phases.compare import RoundPhases
 from traceattr.present.formats import count, pct, rule_text, us, with_interval
-from traceattr.present.phases import moved_rows
+from traceattr.present.phases import moved_rows, row_labels
 from traceattr.present.receipt import cause_text, led, protocol_text, totals_text
 from traceattr.present.report.data import ReportData
-from traceattr.present.report.figures_phases import moved_html, round_phases_section
+from traceattr.present.report.figures_phases import moved_html, phases_section, round_phases_section
 from traceattr.present.report.html import Section, page, run_html
 from traceattr.present.report.table import receipt_table
 
@@ -107,13 +107,26 @@ def receipt_only_page(receipt: Receipt, title: str, phases: RoundPhases | None =
     """The page of a round whose captures' traces are gone: the receipt, its evidence (and its phases, when the
     captures' stamps are left), the header folded."""
     header = run_html(receipt.header).replace("<details open>", "<details>")
+    # the phase figures need the stamps and kernels.parquet only, not the trace
+    inside = [] if phases is None else [round_phases_section(phases, receipt), first_capture_phases(phases, receipt)]
+    gone = NO_TRACES if phases is None else NO_TRACES + " Its phases come from the captures' stamps, which are left."
     sections = [
-        replace(receipt_section(receipt, phases), notes=(NO_TRACES,)),
+        replace(receipt_section(receipt, phases), notes=(gone,)),
         evidence_section(receipt),
-        *([round_phases_section(phases, receipt)] if phases is not None else []),
+        *inside,
         Section("metadata", "Round metadata", "The receipt's header (protocol, gates, arms), folded.", header),
     ]
-    return page(title, "", sections, "")  # no figure: no plotly.js
+    if not inside:
+        return page(title, "", sections, "")  # no figure: no plotly.js
+    from plotly.offline import get_plotlyjs
+
+    return page(title, "", sections, get_plotlyjs())
+
+
+def first_capture_phases(phases: RoundPhases, receipt: Receipt) -> Section:
+    """Inside the kernel of the round's first stamped capture, marked as such."""
+    s = phases_section(phases.captures[0], row_labels(phases, receipt))
+    return replace(s, title=f"{s.title} ({phases.captures[0].folder.name})")
 
 
 def receipt_section(receipt: Receipt, phases: RoundPhases | None = None) -> Section:
