@@ -205,3 +205,26 @@ def test_a_huge_width_prints_the_wide_screen(
     monkeypatch.setenv("COLUMNS", str(10**12))
     rc, out, _ = cli(capsys, "shapes")
     assert rc == 0 and numbers(out) == numbers(wide)
+
+
+def test_the_phase_tables_fit_80_and_100_columns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """compare of a stamped run folder, diff of two, a stamped round's receipt: the phase tables (docs/phases.md)."""
+    from tests.synth.stamped import INKERNEL, REDUCE, stamped_folder, stamped_round
+
+    run_a = stamped_folder(tmp_path / "a", (REDUCE,), seed=1).folder
+    run_b = stamped_folder(tmp_path / "b", (INKERNEL,), seed=2).folder
+    both = stamped_folder(tmp_path / "both", (REDUCE, INKERNEL), seed=3).folder
+    round_folder = stamped_round(tmp_path / "round", captures=2, report=False)
+    capsys.readouterr()
+    for args in (["compare", both], ["diff", run_a, run_b], ["report", round_folder, "--format", "text"]):
+        monkeypatch.delenv("COLUMNS", raising=False)
+        rc, wide, err = cli(capsys, *args)
+        assert rc == 0 and "split_kv:merged" in wide, (args, err)
+        for width in (80, 100):
+            monkeypatch.setenv("COLUMNS", str(width))
+            rc_w, out, err = cli(capsys, *args)
+            assert rc_w == 0, (args, width, err)
+            check_screen(out, wide, width)
+            assert "split_kv:merged" in out

@@ -44,3 +44,16 @@ def test_fa3_and_flashmla_are_one_colour_on_two_pages(tmp_path: Path) -> None:
         on_both = [page.get(backend) for page in pages]
         assert all(on_both), (backend, pages)
         assert all(colours == {KNOWN[backend]} for colours in on_both), (backend, on_both)
+
+
+def test_a_phase_is_coloured_by_its_boundary_and_no_two_share_one() -> None:
+    from traceattr.present.palette import PHASE_KNOWN, PHASE_OTHERS, phase_boundary, phase_colors
+
+    names = ["split_kv:launch", "split_kv:merged", "gap→reduce", "reduce:merged", "k:alpha", "k:beta", "other"]
+    colors = phase_colors(names)
+    assert phase_boundary("gap→reduce") == "gap" and phase_boundary("split_kv:loop_done") == "loop_done"
+    assert colors["split_kv:merged"] == colors["reduce:merged"] == PHASE_KNOWN["merged"]  # one boundary, one colour
+    assert colors["gap→reduce"] == PHASE_KNOWN["gap"]
+    unknown = [colors[n] for n in ("k:alpha", "k:beta", "other")]
+    assert unknown == list(PHASE_OTHERS[:3]) and not set(unknown) & set(PHASE_KNOWN.values())
+    assert phase_colors(["k:beta"])["k:beta"] == PHASE_OTHERS[0]  # the others follow the page's order

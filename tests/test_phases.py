@@ -3,7 +3,9 @@ and its surfaces: the terminal table, the verdict lines, the round's markdown, b
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -11,14 +13,36 @@ import polars as pl
 import pytest
 from rich.console import Console
 
+from tests.helpers import cli, one_line
+from tests.synth.stamped import INKERNEL, REDUCE, ROWS, SKEW_PPM, SPLIT_BOUNDS, stamped_folder, stamped_round
 from traceattr.cli.phases import main
 from traceattr.core.callnames import DOMAIN, CallName
+from traceattr.core.errors import TraceNote
+from traceattr.core.shapes import parse_shape
+from traceattr.jobs.round import _round_phases, read_receipt
 from traceattr.phases.align import fit, windows
-from traceattr.phases.attribute import LAUNCH, TEARDOWN, call_phases, cta_phases, per_sm
+from traceattr.phases.attribute import LAUNCH, TEARDOWN, call_phases, call_spans, cta_phases, per_sm
+from traceattr.phases.compare import PhaseComparison, PhaseDelta
+from traceattr.phases.compare import round_phases as round_phases_of
 from traceattr.phases.floor import FIXED_COST_FACTOR, fixed_cost, floors
 from traceattr.phases.layout import StampError, read_index, read_stamps
-from traceattr.phases.report import PhaseDelta, phase_report
-from traceattr.present.phases import deltas_markdown, render_phases, verdict_lines
+from traceattr.phases.report import cta_timeline, phase_report
+from traceattr.present.names import printable
+from traceattr.present.phases import (
+    deltas_markdown,
+    interval_us,
+    load,
+    load_diff,
+    load_round,
+    median_frame,
+    median_title,
+    moved_rows,
+    render_phases,
+    round_markdown,
+    signed_us,
+    us,
+    verdict_lines,
+)
 
 ARM = "k[merge=reduce]"
 SHAPE = "q1_ctx8k_h16_b1_bf16_p64"
@@ -214,25 +238,27 @@ def test_terminal_table_and_fixed_cost_verdict(tmp_path: Path) -> None:
     a, kernels = synthetic()
     folder = write_folder(tmp_path, a, kernels)
     with_floor(folder, kernels, 8000)  # the call spans 11.4 µs: 1.43× the floor
-    report = phase_report(folder)
+    report = load(folder)
     assert report is not None
     (line,) = verdict_lines(report)
     assert "one_tile floor 8.00 µs" in line and "fixed-cost bound: 11.40 µs = 1.43×" in line
-    assert "HBM roofline share 8.8%" in line  # 4.8 MB at 4.8 TB/s = 1 µs of 11.4
+    share = parse_shape(SHAPE).bytes_moved() / 4.8e12 / 11.4e-6  # the shape's bytes at the H200's 4.8 TB/s
+    assert f"HBM roofline share {share:.1%}" in line and share > 0.01
+    assert phase_report(folder) is not None and phase_report(folder).bounds[0].roofline_share is None  # type: ignore[union-attr]
     con = Console(width=200, record=True)
     render_phases(report, con)
     text = con.export_text()
-    assert "split_kv:loaded" in text and "gap→reduce" in text and "Σ phases / nsys span" in text
+    assert "split_kv:loaded" in text and "gap→reduce" in text and "Σ phases" in text and "span 11.40" in text
     assert f"{ARM} · {SHAPE}" in text  # the label's [options] survive rich's markup
 
 
 def test_deltas_markdown_marks_what_moved() -> None:
-    text = deltas_markdown(
-        (PhaseDelta(SHAPE, "split_kv:merged", 0.0, 5000.0, 4800.0, 5200.0),
-         PhaseDelta(SHAPE, "split_kv:launch", 800.0, 810.0, -30.0, 40.0)), "base", "cand")  # fmt: skip
-    merged, launch = text.splitlines()[2:]
+    c = PhaseComparison("base", "cand", (PhaseDelta(SHAPE, "split_kv:merged", 0.0, 5000.0, 4800.0, 5200.0),
+                                          PhaseDelta(SHAPE, "split_kv:launch", 800.0, 810.0, -30.0, 40.0)))  # fmt: skip
+    merged, launch = deltas_markdown(c, {SHAPE: "q1_ctx8k"}).splitlines()[2:]
     assert merged.endswith("+5.00 [+4.80, +5.20] | yes |")
-    assert launch.endswith("+0.01 [-0.03, +0.04] |  |") and "q1_ctx8k" in launch
+    assert launch.endswith("+0.01 [-0.03, +0.04] |  |") and launch.startswith("| q1_ctx8k |")
+    assert [d.phase for d in c.moved(SHAPE)] == ["split_kv:merged"]
 
 
 def test_cli_refuses_bad_input_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -245,3 +271,193 @@ def test_cli_refuses_bad_input_with_one_line(tmp_path: Path, capsys: pytest.Capt
     assert len(err) == 3 and all(e.startswith("traceattr phases: ") for e in err)
     assert "wrote no stamps" in err[2]
     np.testing.assert_array_equal(np.load(tmp_path / "run" / "stamps" / "000.npy"), a)  # input untouched
+
+
+# ------------------------------------------------------------- one record, every surface (docs/phases.md)
+@pytest.fixture(scope="module")
+def stamped_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A profile run folder of both arms with stamps and floor probes (tests/synth/stamped.py)."""
+    folder = tmp_path_factory.mktemp("stamped") / "run"
+    stamped_folder(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def round_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A round of the reduce kernel against the in-kernel merge, 3 stamped captures."""
+    return stamped_round(tmp_path_factory.mktemp("round") / "round")
+
+
+def test_a_stamped_capture_reads_back_as_it_was_made(stamped_run: Path) -> None:
+    report = load(stamped_run)
+    assert report is not None and report.clamped == 0
+    assert report.alignment.skew_ppm == pytest.approx(SKEW_PPM, abs=1.5) and report.alignment.worst_ns == 0
+    by = {(m.arm, m.shape): m for m in report.medians}
+    assert [(m.shape, m.arm) for m in report.medians] == sorted((s, a) for a, s in by)  # rows first, arms beside
+    merged = {p.phase: p.median_ns for p in by[INKERNEL, ROWS[0].shape].phases}
+    assert merged["split_kv:merged"] == pytest.approx(12_000, abs=300)  # the last arriver's merge
+    assert "reduce:merged" in {p.phase for p in by[REDUCE, ROWS[0].shape].phases}
+    for m in report.medians:
+        assert abs(m.sum_error) < 0.01
+        spans = call_spans(report.runs.filter((pl.col("arm") == m.arm) & (pl.col("shape") == m.shape)))
+        nearest = spans.with_columns((pl.col("span_ns") - m.span_ns).abs().alias("d")).sort("d", "iter")
+        assert m.typical_iter == nearest["iter"][0]  # the call drawn CTA by CTA is the median's nearest
+    bound = report.bound(by[REDUCE, ROWS[0].shape])
+    assert bound is not None and bound.fixed is not None and not bound.fixed.bound
+    assert [f.probe for f in bound.floors] == ["empty", "one_tile"] and bound.roofline_share is not None
+
+
+def test_the_cta_timeline_lies_inside_nsys_kernels(stamped_run: Path) -> None:
+    report = load(stamped_run)
+    assert report is not None
+    m = next(m for m in report.medians if m.arm == REDUCE)
+    kernels, phases = cta_timeline(report, m)
+    assert kernels["kernel"].to_list() == ["split_kv", "reduce"] and kernels["x0_ns"][0] == 0
+    ends = phases.group_by("kernel", "cta").agg(
+        pl.col("x0_ns").min().alias("first"), (pl.col("x0_ns") + pl.col("duration_ns")).max().alias("last")
+    )
+    spans = ends.join(kernels, on="kernel")
+    assert (spans["first"] - spans["x0_ns"]).abs().max() < 1e-6  # launch starts at nsys's kernel start …
+    assert (spans["last"] - spans["x0_ns"] - spans["duration_ns"]).abs().max() < 1e-6  # … teardown ends at its end
+    assert phases.filter(pl.col("kernel") == "split_kv").height == 16 * (len(SPLIT_BOUNDS) + 1)
+
+
+def test_a_round_says_which_phase_moved(round_folder: Path) -> None:
+    receipt = read_receipt(round_folder)
+    phases = load_round(receipt, round_folder)
+    assert phases is not None and [r.folder.name for r in phases.captures] == ["capture-1", "capture-2", "capture-3"]
+    c = phases.comparison
+    assert (c.baseline, c.candidate) == ("reduce", "inkernel") and set(c.shapes) == {r.shape for r in ROWS}
+    for shape in c.shapes:
+        moved = c.moved(shape)
+        assert moved[0].phase == "split_kv:merged" and 11_500 < moved[0].delta_ns < 12_500
+        assert [abs(d.delta_ns) for d in moved] == sorted((abs(d.delta_ns) for d in moved), reverse=True)
+        assert all(d.moved for d in moved) and not any(d.moved for d in c.of(shape) if d not in moved)
+        gone = next(d for d in c.of(shape) if d.phase == "reduce:merged")
+        assert gone.candidate_calls == 0 and gone.delta_ns == -gone.baseline_ns and gone.moved
+        assert gone.baseline_ns == pytest.approx(_reduce_merged_median(round_folder, shape), abs=0.5)
+
+
+def _reduce_merged_median(round_folder: Path, shape: str) -> float:
+    """The reduce kernel's merge on its critical path, read straight from the stamp files of every capture: the
+    last reduce CTA to finish, its merged − begin (the skew changes 3 µs by 0.03 ns)."""
+    values = []
+    for index in sorted(round_folder.glob("capture-*/stamps/index.json")):
+        for e in json.loads(index.read_text(encoding="utf-8")):
+            if e["arm"] == "reduce" and e["shape"] == shape:
+                split, reduce = (k["rows"] for k in e["kernels"])  # the reduce kernel's CTAs follow the split's
+                a = np.load(index.parent / e["file"])[:, split : split + reduce, :2]
+                last = a[:, :, 1].argmax(axis=1)
+                values += [float(a[c, k, 1] - a[c, k, 0]) for c, k in enumerate(last)]
+    return float(np.median(values))
+
+
+def _cells(*cells: str) -> re.Pattern[str]:
+    """Adjacent cells of a table row as the terminal draws them (padded, between │)."""
+    return re.compile(r"│ +" + r" +│ +".join(map(re.escape, cells)) + r" +│")
+
+
+def test_every_surface_of_a_round_says_the_same(
+    round_folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    receipt = read_receipt(round_folder)
+    phases = load_round(receipt, round_folder)
+    assert phases is not None
+    rows = moved_rows(phases, receipt)
+    assert [label for label, _ in rows] == ["q1_ctx8k", "q8_ctx32k"]
+    md = (round_folder / "receipt.md").read_text(encoding="utf-8")
+    page = (round_folder / "report.html").read_text(encoding="utf-8")
+    monkeypatch.setenv("COLUMNS", "1000")  # one line per row: the words, not the wrapping, are compared
+    _, text, _ = cli(capsys, "report", round_folder, "--format", "text")
+    _, compared, _ = cli(capsys, "compare", round_folder)
+    for label, words in rows:
+        assert words.startswith("split_kv:merged +12.") and words.count(" µs [") >= 3
+        assert f"- **{label}**: {words}" in md
+        assert f"<li><b>{label}</b>: {html.escape(words)}</li>" in page
+        assert f"  {label}: {words}" in text and f"  {label}: {words}" in compared
+    assert (round_folder / "phases.md").read_text(encoding="utf-8") == round_markdown(phases, receipt)
+    for d in phases.comparison.deltas:  # every phase's change on the page and in the terminal's tables
+        assert f"<td>{signed_us(d.delta_ns)}</td><td>{interval_us(d.low_ns, d.high_ns)}</td>" in page
+        assert _cells(signed_us(d.delta_ns), interval_us(d.low_ns, d.high_ns)).search(text)
+    assert 'id="fig-phases"' in page and 'id="fig-cta"' in page  # the first capture's figures follow
+
+
+def test_compare_and_report_of_a_stamped_run_folder(
+    stamped_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report = load(stamped_run)
+    assert report is not None
+    monkeypatch.setenv("COLUMNS", "200")
+    rc, out, err = cli(capsys, "compare", stamped_run, "--out", tmp_path / "out")
+    assert rc == 0, err
+    written = pl.read_csv(tmp_path / "out" / "phases.csv")
+    assert written.equals(median_frame(report).cast(written.schema))  # type: ignore[arg-type]
+    _, text, _ = cli(capsys, "report", stamped_run, "--format", "text")
+    for screen in (out, text):
+        assert report.alignment.describe() in screen
+        for m in report.medians:
+            assert median_title(m) in screen
+            for p in m.phases:
+                assert f"│ {printable(p.phase):<20} │ {us(p.median_ns):>6} │" in screen
+        for line in verdict_lines(report):
+            assert line.split(":")[0] in screen
+    rc, out, err = cli(capsys, "compare", stamped_run, "--format", "json")
+    assert rc == 0 and isinstance(json.loads(out), list)  # stdout stays one table; phases go to --out
+
+
+def test_diff_compares_each_arm_and_names_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = stamped_folder(tmp_path / "before", (REDUCE,), seed=1).folder
+    after = stamped_folder(tmp_path / "after", (INKERNEL,), seed=2).folder
+    both = stamped_folder(tmp_path / "both", (REDUCE, INKERNEL), seed=3).folder
+    d = load_diff([Path(before)], [Path(after)])
+    assert d is not None and [(c.baseline, c.candidate) for c in d.comparisons] == [(REDUCE, INKERNEL)]
+    monkeypatch.setenv("COLUMNS", "200")
+    rc, out, err = cli(capsys, "diff", before, after, "--out", tmp_path / "out")
+    assert rc == 0, err
+    (c,) = d.comparisons
+    for delta in c.deltas:
+        assert _cells(signed_us(delta.delta_ns), interval_us(delta.low_ns, delta.high_ns)).search(out)
+    assert out.index("Kernels: before → after") < out.index("Phases inside the kernel")
+    written = pl.read_csv(tmp_path / "out" / "phases.csv")
+    assert written.height == len(c.deltas) and written["moved"].to_list() == [x.moved for x in c.deltas]
+    same = load_diff([Path(both)], [Path(before)])
+    assert same is not None and [(c.baseline, c.candidate) for c in same.comparisons] == [(REDUCE, REDUCE)]
+    assert same.unmatched == (f"before: {INKERNEL}",)
+    assert load_diff([Path(before)], [tmp_path]) is None  # a side without stamps: no phases
+
+
+def test_a_retried_row_is_compared_over_its_latest_attempt(round_folder: Path) -> None:
+    receipt = read_receipt(round_folder)
+    both = load_round(receipt, round_folder)
+    assert both is not None
+    q1, q8 = (r.shape for r in ROWS)
+    latest = round_phases_of(round_folder, "reduce", "inkernel", receipt.captures, latest={q1: 1, q8: 3})
+    assert latest is not None
+    last = both.captures[-1].calls.filter((pl.col("shape") == q1) & (pl.col("phase") == "reduce:merged"))
+    only = next(d for d in latest.comparison.of(q1) if d.phase == "reduce:merged")
+    assert only.baseline_ns == float(np.median(last["duration_ns"].to_numpy())) and only.baseline_calls == last.height
+    assert latest.comparison.of(q8) == both.comparison.of(q8)  # every capture, as load_round takes them
+    assert next(d for d in both.comparison.of(q1) if d.phase == "reduce:merged").baseline_calls == 3 * last.height
+
+
+def test_stamps_that_cannot_be_trusted_cost_the_phases_not_the_receipt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = stamped_round(tmp_path / "round", captures=2, report=False)
+    npy = broken / "capture-2" / "stamps" / "000.npy"
+    a = np.load(npy)
+    a[0, 3, :] = 0  # a CTA that wrote nothing
+    np.save(npy, a)
+    with pytest.warns(TraceNote, match="phases are left out: .*000.npy.*wrote no stamps"):
+        assert _round_phases(read_receipt(broken), broken) is None
+    rc, _, err = cli(capsys, "report", broken, "--format", "text")
+    one_line(rc, err, "000.npy", "wrote no stamps")
+
+
+def test_the_module_alias_prints_the_rounds_phase_receipt(
+    round_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([str(round_folder)]) == 0
+    assert capsys.readouterr().out == (round_folder / "phases.md").read_text(encoding="utf-8")

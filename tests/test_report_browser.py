@@ -392,6 +392,30 @@ def test_hostile_names_stay_text_in_the_browser(browser: Browser, tmp_path: Path
     assert browser.problems() == []
 
 
+def test_a_round_with_stamps_draws_inside_the_kernel(browser: Browser, tmp_path: Path) -> None:
+    """A stamped round's page: which phase moved in the receipt, the phase figures drawn, the CTA picker works."""
+    from tests.synth.stamped import stamped_round
+
+    folder = stamped_round(tmp_path / "round", captures=2)
+    plots = {p["id"]: p for p in _open_report(browser, folder / "report.html")}
+    for name in ("fig-phases", "fig-cta"):
+        assert plots[name]["laidOut"] and plots[name]["marks"] > 0 and plots[name]["width"] <= 1400, plots[name]
+    assert browser.evaluate("document.querySelector('#round').innerText.indexOf('Which phase moved') > 0")
+    switched = browser.evaluate("""
+      (function () {
+        var sel = document.querySelector('select[data-views="fig-cta"]');
+        sel.value = String(sel.options.length - 1);
+        sel.dispatchEvent(new Event('change'));
+        var gd = document.getElementById('fig-cta');
+        return {lanes: gd.layout.yaxis.categoryarray.length, height: gd.layout.height, divHeight: gd.style.height,
+                visible: gd.data.filter(function (t) { return t.visible === true; }).map(function (t) { return t.meta; })};
+      })()
+    """)
+    assert set(switched["visible"]) == {3} and switched["lanes"] == 2 + 32 + 4  # two nsys kernels, 32 + 4 CTAs
+    assert switched["divHeight"] == f"{switched['height']}px"
+    assert browser.problems() == []
+
+
 def test_the_harness_sees_problems(browser: Browser, tmp_path: Path) -> None:
     """The checks above can fail: a page that logs an error, throws and fetches is caught on each count."""
     page = tmp_path / "bad.html"

@@ -53,7 +53,6 @@ from traceattr.jobs.many import (
 )
 from traceattr.present.dispatch import decision_doc
 from traceattr.present.names import printable
-from traceattr.present.phases import show_phases
 from traceattr.session import Session
 
 MANIFEST = "compare.json"  # names the set in --out DIR; see traceattr.core.output.ResultSet
@@ -146,8 +145,16 @@ def compare_command(
         )
     if analysis.calls.height == 0:
         raise NoDataError(trace, "has no NVTX ranges with GPU work to compare")
-    _show_and_write(analysis, out, json_out, str(trace), inputs=paths, notes=att.notes, shown=shown)
-    show_phases(trace, shown.wide, shown.fmt)  # the phase breakdown, when the run folder holds stamps
+    from traceattr.present.phases import load, median_frame, render_phases
+
+    # the run folder's in-kernel stamps (docs/phases.md), read before anything is written; csv/json print the summary
+    phases = load(trace) if out is not None or shown.fmt == "table" else None
+    extra = () if phases is None else ((median_frame(phases), runfolder.PHASES),)
+    _show_and_write(analysis, out, json_out, str(trace), *extra, inputs=paths, notes=att.notes, shown=shown)
+    if phases is not None and shown.fmt == "table":
+        from traceattr.present.console import console
+
+        render_phases(phases, console(shown.wide))
     if analysis.note is not None:
         raise typer.Exit(NOTHING_TO_COMPARE)
     gate(analysis.decision, fail_on)
@@ -203,6 +210,7 @@ def _compare_round(given: Path, folder: Path, json_out: Path | None, shown: Show
     from traceattr.jobs.round import read_receipt
     from traceattr.present.comparison import render_summary
     from traceattr.present.console import console
+    from traceattr.present.phases import load, load_round, render_phases
     from traceattr.present.receipt_view import render_round
 
     receipt = read_receipt(folder)
@@ -210,13 +218,14 @@ def _compare_round(given: Path, folder: Path, json_out: Path | None, shown: Show
     if json_out is not None:
         check_file_target(json_out, [folder / f"{runfolder.RECEIPT}.json"], ours=_is_dispatch)
     con = console(shown.wide)
+    phases = load_round(receipt, folder) if shown.fmt == "table" else None
     if shown.fmt == "json":
         sys.stdout.write(json.dumps(decision.to_json(), indent=1, ensure_ascii=False) + "\n")
     elif shown.fmt == "csv":
         sys.stdout.write(csv_text(receipt.final.select("row", "shape", "status", "verdict", "ratio", "low", "high",
                                                        "baseline_us", "candidate_us", "refused_by")))  # fmt: skip
     else:
-        render_round(receipt, decision, con)
+        render_round(receipt, decision, con, phases)
         capture = given if given != folder else None
         if capture is not None:
             att = Session(capture).attribute()
@@ -228,6 +237,9 @@ def _compare_round(given: Path, folder: Path, json_out: Path | None, shown: Show
             render_summary(quiet, con, [])
             if decision.refused:
                 con.print(Text(printable(f"not shown (refused by the round): {', '.join(sorted(decision.refused))}")))
+            captured = load(capture)
+            if captured is not None:
+                render_phases(captured, con)
         else:
             con.print(Text(printable(f"each capture's calls: traceattr compare {folder}/<capture>"), "dim"))
     if json_out is not None:

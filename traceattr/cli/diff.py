@@ -15,7 +15,7 @@ from traceattr.cli.decide import DECISION_FAILS, DiffFailOnOpt
 from traceattr.cli.table_options import TableFormat, WideOpt
 from traceattr.core.errors import TraceattrError
 from traceattr.core.output import ResultSet, check_out_folder, csv_text
-from traceattr.core.runfolder import round_folder_of
+from traceattr.core.runfolder import PHASES, round_folder_of
 from traceattr.jobs.many import expand_inputs
 from traceattr.present.console import console
 from traceattr.present.difftable import render_diff
@@ -57,7 +57,10 @@ def diff_command(
         ),
     ],
     top: Annotated[int, typer.Option(help="Kernels and range names shown per table (0: all).")] = 15,
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write diff.csv and diff.json here.")] = None,
+    out: Annotated[
+        Optional[Path],
+        typer.Option("--out", "-o", help="Write diff.csv and diff.json here (and phases.csv: both sides stamped)."),
+    ] = None,
     fail_on: DiffFailOnOpt = [],  # noqa: B006  (typer reads the default; never mutated)
     wide: WideOpt = False,
     form: Annotated[
@@ -87,6 +90,9 @@ def diff_command(
         check_out_folder(out, command="diff", manifest=MANIFEST, inputs=inputs)
     # one capture attributed at a time: only its tally is kept
     d = diff_tallies([tally(Session(p).attribute()) for p in before], [tally(Session(p).attribute()) for p in after])
+    from traceattr.present.phases import load_diff
+
+    phases = load_diff(before, after)  # in-kernel stamps on both sides: per phase the change (docs/phases.md)
     if form.value == "csv":
         sys.stdout.write(csv_text(d))
     elif form.value == "json":
@@ -95,14 +101,24 @@ def diff_command(
         rounds if form.value == "table" else ()
     ):  # a round folder is its receipt, here too: its verdicts and gates lead
         from traceattr.jobs.round import read_receipt
+        from traceattr.present.phases import load_round
         from traceattr.present.receipt_view import render_receipt
 
-        render_receipt(read_receipt(folder), con)
+        receipt = read_receipt(folder)
+        render_receipt(receipt, con, load_round(receipt, folder))
     if form.value == "table":
         render_diff(d, con, top, captures=(len(before), len(after)))
+        if phases is not None:
+            from traceattr.present.phases import render_diff_phases
+
+            render_diff_phases(phases, con)
     if out is not None:
         with ResultSet(out, command="diff", manifest=MANIFEST, inputs=inputs) as result:
             files = [result.table(d, "diff", "csv"), result.table(d, "diff", "json")]
+            if phases is not None:
+                from traceattr.present.phases import deltas_frame
+
+                files.append(result.table(deltas_frame(phases.comparisons), PHASES, "csv"))
             result.write_manifest({"inputs": [str(p) for p in inputs], "before": [str(p) for p in before],
                                    "after": [str(p) for p in after]})  # fmt: skip
         print(f"wrote {', '.join(map(str, files))}", file=sys.stderr)

@@ -1,9 +1,9 @@
-"""``python -m traceattr.cli.phases FOLDER``: the phases of a run folder (tables), or of a round folder (markdown).
+"""``python -m traceattr.cli.phases FOLDER``: an alias kept for the notes that name it (docs/phases.md).
 
-A round folder (a receipt.json beside round-*/ captures) gives the phase receipt:
-each capture's alignment, per row the baseline's and the candidate's median phases
-pooled over the captures with the change and its interval, and the floors and
-fixed-cost verdicts of the first capture. Bad input: one line, exit 2.
+The commands show phases themselves: ``compare``/``report`` on a stamped run folder (tables; the page's
+"Inside the kernel"), a round's receipt (which phase moved) and its phases.md, ``diff`` of two stamped
+sides. This prints what they do: a run folder's phase tables, or a round folder's phase receipt (phases.md,
+markdown). Bad input: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -24,15 +24,19 @@ def main(argv: list[str] | None = None) -> int:
         if not folder.is_dir():
             raise TraceattrError(f"{folder}: not a folder")
         if (folder / "receipt.json").is_file():
-            from traceattr.present.phases import round_markdown
+            from traceattr.jobs.round import read_receipt
+            from traceattr.present.phases import load_round, round_markdown
 
-            sys.stdout.write(round_markdown(folder))
+            receipt = read_receipt(folder)
+            phases = load_round(receipt, folder)
+            if phases is None:
+                raise TraceattrError(f"{folder}: no capture of the round holds stamps")
+            sys.stdout.write(round_markdown(phases, receipt))
             return 0
-        from traceattr.phases.report import phase_report
         from traceattr.present.console import console
-        from traceattr.present.phases import render_phases
+        from traceattr.present.phases import load, render_phases
 
-        report = phase_report(folder)
+        report = load(folder)
         if report is None:
             raise TraceattrError(f"{folder}: holds no stamps (stamps/index.json)")
         render_phases(report, console())

@@ -97,6 +97,9 @@ def report_command(
     target = _target(trace, out)
     events = runner_events(trace)
     check_file_target(target, (trace, path), ours=_is_report)
+    from traceattr.present.phases import load
+
+    phases = load(trace)  # a run folder's in-kernel stamps: the page's "Inside the kernel" (docs/phases.md)
     from traceattr.present.terminal import working  # a spinner on stderr (a terminal only): big traces take a while
 
     with working(f"reading {path}") as step:
@@ -106,7 +109,7 @@ def report_command(
         step(f"analysing and drawing {target.name}")
         info = write_report(
             att, target, title=title, run=_run_info(trace), group=group, events=events, same_program=same_program,
-            basis=basis.value,
+            basis=basis.value, phases=phases,
         )  # fmt: skip
     for note in info.notes:
         print(f"note: {printable(note)}", file=sys.stderr)
@@ -123,13 +126,14 @@ def _text_report(trace: Path, chosen: tuple[Any, ...], mode: str, select: RangeF
     if folder is not None and trace == folder:
         from traceattr.analysis.round_decision import receipt_decision
         from traceattr.jobs.round import read_receipt
+        from traceattr.present.phases import load_round
         from traceattr.present.receipt_view import render_round
 
         if any(chosen):
             raise TraceattrError(f"{folder}: a round folder's receipt is as the round judged it; drop "
                                  "--mode/--domain/--match/--group/--rules/--time")  # fmt: skip
         receipt = read_receipt(folder)
-        render_round(receipt, receipt_decision(receipt, str(folder)), con)
+        render_round(receipt, receipt_decision(receipt, str(folder)), con, load_round(receipt, folder))
         return
     from traceattr.analysis.pipeline import analyse
     from traceattr.present.comparison import render_verdicts
@@ -139,10 +143,16 @@ def _text_report(trace: Path, chosen: tuple[Any, ...], mode: str, select: RangeF
     if analysis.note is not None or analysis.decision is None:
         raise TraceattrError(f"{trace}: {analysis.note or 'nothing to decide'}")
     render_verdicts(analysis.decision, con)
+    from traceattr.present.phases import load, render_phases
+
+    phases = load(trace)
+    if phases is not None:
+        render_phases(phases, con)
 
 
 def _round_report(folder: Path, out: Path | None, title: str | None, chosen: tuple[Any, ...]) -> None:
     from traceattr.jobs.round import capture_folders, read_receipt, write_round_report
+    from traceattr.present.phases import load_round
 
     if any(chosen):
         raise TraceattrError(f"{folder}: a round folder's report uses its captures as they ran; drop "
@@ -151,10 +161,14 @@ def _round_report(folder: Path, out: Path | None, title: str | None, chosen: tup
     target = _target(folder, out)
     traces = [c / runfolder.TRACE for c in capture_folders(receipt, folder)]
     check_file_target(target, (folder / f"{runfolder.RECEIPT}.json", *traces), ours=_is_report)
-    written = write_round_report(receipt, folder, target, title)
+    phases = load_round(receipt, folder)
+    written = write_round_report(receipt, folder, target, title, phases=phases)
     if not any(t.is_file() for t in traces):
-        print(f"note: {printable(str(folder))}: no capture has its {runfolder.TRACE}: the receipt and its evidence "
-              "only, no figures", file=sys.stderr)  # fmt: skip
+        shown = (
+            "the receipt, its evidence and its phases (from the stamps)" if phases else "the receipt and its evidence"
+        )
+        print(f"note: {printable(str(folder))}: no capture has its {runfolder.TRACE}: {shown} only, no other "
+              "figures", file=sys.stderr)  # fmt: skip
     print(f"wrote {written} ({size(written.stat().st_size, 1)})")
 
 

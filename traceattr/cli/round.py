@@ -14,12 +14,12 @@ from traceattr.analysis.rounds import Gates, Receipt
 from traceattr.cli import app, options_given
 from traceattr.cli.decide import FailOnOpt, check_fail_on, gate
 from traceattr.cli.options import GatesOption, protocol_options
+from traceattr.core import runfolder
 from traceattr.core.errors import TraceattrError
 from traceattr.core.progress import parse
 from traceattr.core.protocol import CAPTURES, ROUND, Protocol
 from traceattr.jobs.round import ROW_SETS, RoundJob, round_job
 from traceattr.present.console import console
-from traceattr.present.receipt import markdown
 
 _RETRY_MAY_SET = {"retry", "captures", "out_root", "dry_run"}
 
@@ -70,8 +70,9 @@ def round_command(
             con.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
         return
     receipt = _run_with_progress(job, con)
-    _say(con, markdown(receipt))
-    _say(con, f"receipts: {job.plan.folder}/receipt.md, receipt.csv, receipt.json, report.html")
+    _say(con, (job.plan.folder / f"{runfolder.RECEIPT}.md").read_text(encoding="utf-8"))  # as written, phases too
+    phases = ", phases.md" if (job.plan.folder / f"{runfolder.PHASES}.md").is_file() else ""
+    _say(con, f"receipts: {job.plan.folder}/receipt.md, receipt.csv, receipt.json, report.html{phases}")
     gate(receipt_decision(receipt, str(job.plan.folder)), fail_on)  # a CI gate on what the receipt states
 
 

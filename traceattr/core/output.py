@@ -43,8 +43,8 @@ PARTIAL = ".partial"  # suffix of everything written but not yet in place
 RESULT_STEMS: dict[str, frozenset[str]] = {
     "attribute": frozenset({runfolder.RANGES, runfolder.KERNELS, runfolder.TRACES, runfolder.ACROSS_TRACES}),
     "compare": frozenset({runfolder.CALLS, runfolder.SUMMARY, runfolder.CROSSOVERS, runfolder.FIT,
-                          runfolder.TRACES, runfolder.ACROSS_TRACES}),
-    "diff": frozenset({"diff"}),
+                          runfolder.TRACES, runfolder.ACROSS_TRACES, runfolder.PHASES}),
+    "diff": frozenset({"diff", runfolder.PHASES}),
 }  # fmt: skip
 
 

@@ -27,6 +27,7 @@ FIT = "fit"
 # a round folder (traceattr round): one run folder per capture, then the receipt
 RECEIPT = "receipt"  # receipt.md, receipt.csv, receipt.json (ReceiptRecord)
 SENSITIVITY = "sensitivity"  # the back-to-back capture's run folder
+PHASES = "phases"  # phases.md of a round with stamps; phases.csv of compare/diff --out (docs/phases.md)
 
 
 def capture_folder(index: int) -> str:

@@ -19,6 +19,7 @@ import functools
 import re
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,12 +29,14 @@ from traceattr import __version__
 from traceattr.analysis.rounds import Capture, Receipt, Row, certain_refusals, round_rows
 from traceattr.backends.arms import parse_arm, same_program
 from traceattr.core import runfolder
-from traceattr.core.errors import TraceattrError
+from traceattr.core.errors import TraceattrError, TraceNote
 from traceattr.core.output import write_manifest, write_table, write_text
 from traceattr.core.progress import parse
 from traceattr.core.protocol import CAPTURES, PROFILE, Gates, Protocol
 from traceattr.core.records import MAX_CAPTURES, ReceiptRecord, read_object, read_run, read_runner
 from traceattr.core.shapes import PUBLISHED_ROWS, ShapeError, parse_shape
+from traceattr.phases.compare import RoundPhases
+from traceattr.phases.layout import StampError
 from traceattr.present.receipt import markdown, protocol_text, with_causes
 from traceattr.runner.plan import check_between, check_timing
 
@@ -252,12 +255,25 @@ def run_round(
         retries = [*previous.header.get("retry_captures", []), plan.captures]
         receipt = replace(merged, header={**previous.header, "retry_captures": retries})
     receipt = with_causes(receipt)
+    phases = _round_phases(receipt, plan.folder)
     if report:
         # a round's figures are its first capture's, just made; a retry's receipt starts with the earlier round's
         first = captures[0] if previous is None and captures else None
-        write_round_report(receipt, plan.folder, first=first)
-    write_receipt(receipt, plan.folder)
+        write_round_report(receipt, plan.folder, first=first, phases=phases)
+    write_receipt(receipt, plan.folder, phases)
     return receipt
+
+
+def _round_phases(receipt: Receipt, folder: Path) -> RoundPhases | None:
+    """The round's phases when its captures hold stamps. Stamps that cannot be trusted cost the phases, not the
+    receipt the captures paid for: a note says why (``traceattr report`` on the folder refuses them in one line)."""
+    from traceattr.present.phases import load_round
+
+    try:
+        return load_round(receipt, folder)
+    except StampError as err:
+        warnings.warn(TraceNote(f"the round's phases are left out: {err}"), stacklevel=2)
+        return None
 
 
 def _runner_facts(captures: Sequence[Capture]) -> dict[str, Any]:
@@ -269,12 +285,16 @@ def _runner_facts(captures: Sequence[Capture]) -> dict[str, Any]:
             "flush_bytes": r.flush_bytes}  # fmt: skip
 
 
-def write_receipt(receipt: Receipt, folder: Path) -> list[Path]:
-    """receipt.md, receipt.csv and receipt.json in *folder* (each written whole or not at all; the JSON last)."""
-    md = write_text(folder / f"{runfolder.RECEIPT}.md", markdown(receipt))
+def write_receipt(receipt: Receipt, folder: Path, phases: RoundPhases | None = None) -> list[Path]:
+    """receipt.md, receipt.csv and receipt.json in *folder* (each written whole or not at all; the JSON last);
+    with *phases* (stamped captures), receipt.md says which phase moved and phases.md holds the phase receipt."""
+    from traceattr.present.phases import round_markdown
+
+    md = write_text(folder / f"{runfolder.RECEIPT}.md", markdown(receipt, phases))
+    extra = [] if phases is None else [write_text(folder / f"{runfolder.PHASES}.md", round_markdown(phases, receipt))]
     csv = write_table(receipt.csv_frame(), folder, runfolder.RECEIPT, "csv")
     js = write_manifest(folder, f"{runfolder.RECEIPT}.json", receipt.to_json())
-    return [md, csv, js]
+    return [md, *extra, csv, js]
 
 
 def read_receipt(path: Path) -> Receipt:
@@ -308,12 +328,14 @@ def write_round_report(
     title: str | None = None,
     *,
     first: Capture | None = None,
+    phases: RoundPhases | None = None,
 ) -> Path:
     """report.html of a round: the receipt, then the first capture's figures (without any capture's trace: the
     receipt and its evidence alone).
 
     *first*: that capture as just made (its attribution and run record in memory); without it, or when it
     kept no attribution, the receipt's first capture found on disk is read again (``traceattr report``).
+    *phases*: the round's phases (:func:`traceattr.present.phases.load_round`), when its captures hold stamps.
     """
     from traceattr.present.report import write_report
 
@@ -328,13 +350,14 @@ def write_round_report(
             from traceattr.core.output import write_text
             from traceattr.present.report.round import receipt_only_page
 
-            page = receipt_only_page(receipt, title or f"traceattr round {folder.name}")
+            page = receipt_only_page(receipt, title or f"traceattr round {folder.name}", phases)
             return write_text(target or folder / runfolder.REPORT, page)
         att = attribute(load_trace(found / runfolder.TRACE))
         runner = read_runner(found)
         run, events = read_run(found), None if runner is None else list(runner.events)
     info = write_report(att, target or folder / runfolder.REPORT, title=title or f"traceattr round {folder.name}",
-                        run=run, receipt=receipt, events=events, same_program=same_program)  # fmt: skip
+                        run=run, receipt=receipt, events=events, same_program=same_program,
+                        round_phases=phases)  # fmt: skip
     return info.path
 
 

@@ -1,38 +1,76 @@
-"""A run folder's phases, and a round's phase deltas between its two arms."""
+"""A run folder's phases: one record (:class:`PhaseReport`) every surface renders (docs/phases.md)."""
 
 from __future__ import annotations
 
-import json
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
-from traceattr.core.precision import median_interval
-from traceattr.core.runfolder import KERNELS
+from traceattr.core.records import read_runner
+from traceattr.core.runfolder import KERNELS, TRACE
+from traceattr.core.shapes import ShapeError, parse_shape
 from traceattr.phases.align import Alignment, fit, windows
-from traceattr.phases.attribute import MedianCall, call_phases, call_spans, cta_phases, median_calls, per_sm
-from traceattr.phases.floor import Floor, floors
-from traceattr.phases.layout import StampError, read_stamps
+from traceattr.phases.attribute import RUN, MedianCall, call_phases, call_spans, cta_phases, median_calls, per_sm
+from traceattr.phases.floor import FixedCost, Floor, fixed_cost, floors
+from traceattr.phases.layout import INDEX, STAMPS_DIR, StampError, read_stamps
+
+# the GPU's datasheet memory bandwidth (bytes/s) by its name, or None: the caller's table (analysis.roofline)
+Bandwidth = Callable[[str], float | None]
+
+
+@dataclass(frozen=True)
+class RowBound:
+    """What bounds an (arm, shape): its floor probes, the fixed-cost verdict, and its share of the HBM roofline."""
+
+    arm: str
+    shape: str
+    floors: tuple[Floor, ...]  # by probe name
+    fixed: FixedCost | None  # None: no one-tile probe
+    roofline_share: float | None  # the shape's bytes at the datasheet bandwidth / the median call; None: unknown GPU
 
 
 @dataclass(frozen=True)
 class PhaseReport:
-    """One capture's stamped calls: alignment, per-CTA and per-call phases, median calls, floors."""
+    """One capture's stamped calls: alignment, per-CTA and per-call phases, median calls, floors and bounds."""
 
     folder: Path
     alignment: Alignment
+    runs: pl.DataFrame  # align.windows: per stamped kernel run, nsys's start_ns and end_ns
     ctas: pl.DataFrame  # attribute.cta_phases
     calls: pl.DataFrame  # attribute.call_phases
     sms: pl.DataFrame  # attribute.per_sm
     medians: tuple[MedianCall, ...]
     floors: tuple[Floor, ...]
     clamped: int  # stamps raised to the one before them (reordered within a CTA)
+    bounds: tuple[RowBound, ...] = ()  # one per median call, in its order
+
+    def bound(self, m: MedianCall) -> RowBound | None:
+        return next((b for b in self.bounds if b.arm == m.arm and b.shape == m.shape), None)
 
 
-def phase_report(folder: Path) -> PhaseReport | None:
-    """The phases of run folder *folder*, or None when it holds no stamps."""
+def natural(name: str) -> tuple[tuple[int, str], ...]:
+    """A shape name's sort key with its numbers as numbers: q1_ctx8k before q1_ctx32k."""
+    return tuple((int(p), "") if p.isdigit() else (-1, p) for p in re.split(r"(\d+)", name) if p)
+
+
+def has_stamps(path: Path) -> bool:
+    """Whether *path* (a run folder, or its trace) holds stamps."""
+    return (stamp_folder(path) / STAMPS_DIR / INDEX).is_file()
+
+
+def stamp_folder(path: Path) -> Path:
+    """The run folder of *path*: itself, or the folder of its trace.sqlite."""
+    return path.parent if path.is_file() and path.name == TRACE else path
+
+
+def phase_report(folder: Path, bandwidth: Bandwidth | None = None) -> PhaseReport | None:
+    """The phases of run folder *folder* (or of its trace.sqlite), or None when it holds no stamps.
+
+    *bandwidth*: the datasheet bandwidth of a GPU by name, for the roofline share (none without it)."""
+    folder = stamp_folder(folder)
     stamps = read_stamps(folder)
     if stamps.height == 0:
         return None
@@ -44,62 +82,65 @@ def phase_report(folder: Path) -> PhaseReport | None:
     al = fit(win)
     ctas = cta_phases(stamps, win, al)
     calls = call_phases(ctas, win)
+    # a row's arms side by side, rows by their numbers (q1_ctx8k before q1_ctx32k)
+    medians = tuple(sorted(median_calls(calls, call_spans(win)), key=lambda m: (natural(m.shape), m.arm)))
+    found = floors(kernels)
     return PhaseReport(
-        folder, al, ctas, calls, per_sm(ctas), median_calls(calls, call_spans(win)), floors(kernels),
-        int(stamps["clamped"].sum()),
+        folder, al, win.sort([*RUN[:3], "start_ns"]), ctas, calls, per_sm(ctas), medians, found,
+        int(stamps["clamped"].sum()), _bounds(folder, medians, found, bandwidth),
     )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class PhaseDelta:
-    """One phase of one row: baseline and candidate medians over all captures' calls, and the change."""
-
-    shape: str
-    phase: str
-    baseline_ns: float
-    candidate_ns: float
-    low_ns: float  # the change's interval: the medians' 95% intervals combined (conservative)
-    high_ns: float
-
-    @property
-    def delta_ns(self) -> float:
-        return self.candidate_ns - self.baseline_ns
-
-    @property
-    def moved(self) -> bool:
-        """The interval excludes no change."""
-        return self.low_ns > 0 or self.high_ns < 0
-
-
-def round_captures(folder: Path) -> tuple[str, str, tuple[Path, ...]]:
-    """(baseline, candidate, capture folders) of a round folder (its receipt.json names the arms)."""
-    receipt = folder / "receipt.json"
-    try:
-        r = json.loads(receipt.read_text(encoding="utf-8"))
-        baseline, candidate = str(r["baseline"]), str(r["candidate"])
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise StampError(f"{receipt}: cannot name the round's arms ({type(err).__name__}: {err})") from None
-    return baseline, candidate, tuple(sorted(p for p in folder.glob("round-*") if p.is_dir()))
-
-
-def round_deltas(reports: list[PhaseReport], baseline: str, candidate: str) -> tuple[PhaseDelta, ...]:
-    """Per row and phase, the candidate's median minus the baseline's, pooling every capture's calls.
-
-    Phases are matched by name; one only an arm has (the reduce kernel's) counts as 0 for the other.
-    """
-    calls = pl.concat([r.calls for r in reports]).filter(pl.col("arm").is_in([baseline, candidate]))
+def _bounds(
+    folder: Path, medians: tuple[MedianCall, ...], found: tuple[Floor, ...], bandwidth: Bandwidth | None
+) -> tuple[RowBound, ...]:
+    gpu = _gpu_name(folder)
+    peak = bandwidth(gpu) if bandwidth is not None and gpu else None
     out = []
-    for (shape,), row in calls.group_by(["shape"], maintain_order=True):
-        for phase in row.sort("k", "order")["phase"].unique(maintain_order=True).to_list():
-            b, c = (_median(row, arm, phase) for arm in (baseline, candidate))
-            out.append(PhaseDelta(str(shape), phase, b[0], c[0], c[1] - b[2], c[2] - b[1]))
+    for m in medians:
+        probes = tuple(sorted((f for f in found if f.arm == m.arm and f.shape == m.shape), key=lambda f: f.probe))
+        share = None
+        moved = _bytes_moved(m.shape)
+        if peak and moved and m.span_ns:
+            share = moved / peak / (m.span_ns * 1e-9)
+        out.append(RowBound(m.arm, m.shape, probes, fixed_cost(m.arm, m.shape, m.span_ns, found), share))
     return tuple(out)
 
 
-def _median(calls: pl.DataFrame, arm: str, phase: str) -> tuple[float, float, float]:
-    """(median, low, high) of *arm*'s *phase* over *calls*; zeros for a phase the arm does not have."""
-    v = calls.filter((pl.col("arm") == arm) & (pl.col("phase") == phase))["duration_ns"].to_numpy()
-    if len(v) == 0:
-        return 0.0, 0.0, 0.0
-    lo, hi = median_interval(v)
-    return float(np.median(v)), lo, hi
+def _gpu_name(folder: Path) -> str | None:
+    """The GPU runner.json names (None without one)."""
+    runner = read_runner(folder)  # a runner.json that is not one is refused, as every command refuses it
+    gpu = runner.facts("gpu") if runner is not None else None
+    name = gpu.get("name") if isinstance(gpu, Mapping) else None
+    return name if isinstance(name, str) else None
+
+
+def _bytes_moved(shape: str) -> int | None:
+    """The bytes a call of *shape* must move (as compare's roofline counts them); None for a name that is no shape."""
+    try:
+        return parse_shape(shape).bytes_moved()
+    except ShapeError:
+        return None
+
+
+def cta_timeline(report: PhaseReport, m: MedianCall) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The call *m* draws CTA by CTA (its typical call): (kernels, phases), on one axis from the call's first
+    kernel start, in ns. kernels: ``kernel, x0_ns, duration_ns`` in launch order; phases: ``kernel, cta, sm,
+    order, phase, x0_ns, duration_ns`` per CTA in program order."""
+    call = (pl.col("arm") == m.arm) & (pl.col("shape") == m.shape) & (pl.col("iter") == m.typical_iter)
+    runs = report.runs.filter(call).sort("start_ns")
+    t0 = runs["start_ns"].min()
+    kernels = runs.select(
+        "kernel", (pl.col("start_ns") - t0).cast(pl.Float64).alias("x0_ns"),
+        (pl.col("end_ns") - pl.col("start_ns")).cast(pl.Float64).alias("duration_ns"),
+    )  # fmt: skip
+    phases = (
+        report.ctas.filter(call)
+        .join(runs.select("kernel", (pl.col("start_ns") - t0).cast(pl.Float64).alias("_k0")), on="kernel")
+        .select("kernel", "cta", "sm", "order", "phase", (pl.col("_k0") + pl.col("start_ns")).alias("x0_ns"),
+                "duration_ns")
+        .join(kernels.with_row_index("_k").select("kernel", "_k"), on="kernel")
+        .sort("_k", "cta", "order")
+        .drop("_k")
+    )  # fmt: skip
+    return kernels, phases

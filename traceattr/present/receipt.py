@@ -16,7 +16,9 @@ from traceattr.analysis.rounds import Receipt
 from traceattr.core.fields import section
 from traceattr.core.protocol import Gates
 from traceattr.core.records import RunnerProtocol, read_runner_protocol
+from traceattr.phases.compare import RoundPhases
 from traceattr.present.formats import count, decimals, pct, signed_pct, us, with_interval
+from traceattr.present.phases import moved_markdown, moved_rows
 
 
 def row_verdict(r: Mapping[str, Any]) -> str:
@@ -27,8 +29,9 @@ def row_verdict(r: Mapping[str, Any]) -> str:
     return str(r["verdict"]) + (" ⚑" if r["flagged"] else "")
 
 
-def markdown(receipt: Receipt) -> str:
-    """A table to paste into a PR: row | baseline µs | candidate µs | ratio | verdict | gates; then the totals."""
+def markdown(receipt: Receipt, phases: RoundPhases | None = None) -> str:
+    """A table to paste into a PR: row | baseline µs | candidate µs | ratio | verdict | gates; then the totals;
+    with *phases* (stamped captures), which phase moved per row."""
     h = receipt.header
     lines = [
         f"**{_md(h.get('candidate', '?'))} vs {_md(h.get('baseline', '?'))}** · {protocol_text(h)}",
@@ -67,6 +70,8 @@ def markdown(receipt: Receipt) -> str:
         for r in refused.iter_rows(named=True):
             spent = f"{count(r['pairs'])} ABBA iterations over {count(r['captures'])} captures"
             lines.append(f"- **{_md(r['row'])}** ({spent}): {_md(r['cause'] or cause_text(r, h))}")
+    if phases is not None:
+        lines += moved_markdown(moved_rows(phases, receipt))
     return "\n".join(lines) + "\n"
 
 

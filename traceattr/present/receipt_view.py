@@ -12,15 +12,18 @@ from rich.text import Text
 
 from traceattr.analysis.decision import Decision
 from traceattr.analysis.rounds import Receipt
+from traceattr.phases.compare import RoundPhases
 from traceattr.present.columns import Column, dropped_line, fitted_table
 from traceattr.present.formats import times_with_interval, us
 from traceattr.present.names import printable
+from traceattr.present.phases import moved_rows, render_moved, render_round_phases
 from traceattr.present.receipt import cause_text, protocol_text, row_verdict, totals_text
 from traceattr.present.verdicts import verdict_lines
 
 
-def render_receipt(receipt: Receipt, console: Console) -> None:
-    """The receipt's latest attempt per row, its totals and every refusal's cause."""
+def render_receipt(receipt: Receipt, console: Console, phases: RoundPhases | None = None) -> None:
+    """The receipt's latest attempt per row, its totals and every refusal's cause; with *phases* (stamped
+    captures), which phase moved per row."""
     h = receipt.header
     head = f"Round receipt: {h.get('candidate', '?')} vs {h.get('baseline', '?')}"
     console.print(Text(printable(head), "bold"))
@@ -43,13 +46,18 @@ def render_receipt(receipt: Receipt, console: Console) -> None:
     for r in receipt.refused.iter_rows(named=True):
         why = r["cause"] or cause_text(r, h)
         console.print(Text(printable(f"refused {r['row']}: {why}"), "dim"))
+    if phases is not None:
+        render_moved(moved_rows(phases, receipt), console)
 
 
-def render_round(receipt: Receipt, decision: Decision, console: Console) -> None:
-    """The receipt, then the decision it states (per family its line through the passing rows only)."""
-    render_receipt(receipt, console)
+def render_round(receipt: Receipt, decision: Decision, console: Console, phases: RoundPhases | None = None) -> None:
+    """The receipt, then the decision it states (per family its line through the passing rows only); with
+    *phases*, the per-row phase tables last."""
+    render_receipt(receipt, console, phases)
     lines = verdict_lines(decision)
     if lines:
         console.print(Text("Verdict (the receipt's: passing rows only; a refused row has none)", "bold"))
         for line in lines:
             console.print(Text("  " + printable(line)))
+    if phases is not None:
+        render_round_phases(phases, receipt, console)

@@ -4,7 +4,8 @@ Sections, in order: the decision (per family the rule, per shape the winner:
 the first screen answers what the sweep was run for), the numbers table, the
 decision along context (when a shape family was measured at several context
 lengths), attribution bars, per-call distributions, the timeline of a call's
-kernels, and last, folded, the run's details (trace, GPU, peaks, run.json,
+kernels, inside the kernel (a run folder with in-kernel stamps: :mod:`.figures_phases`),
+and last, folded, the run's details (trace, GPU, peaks, run.json,
 notes that are not findings). plotly.js is embedded once and the page makes
 no network request. Layers: :mod:`.data` computes the frames (pure
 polars), :mod:`.figures_compare` / :mod:`.figures_timeline` / :mod:`.table`
@@ -30,11 +31,15 @@ from traceattr.analysis.verdicts import SameProgram, same_label
 from traceattr.attribution.engine import Attribution
 from traceattr.core.output import write_text
 from traceattr.core.records import RunRecord
+from traceattr.phases.compare import RoundPhases
+from traceattr.phases.report import PhaseReport
 from traceattr.present.formats import bandwidth, counted, gigabytes
+from traceattr.present.phases import row_labels
 from traceattr.present.report.data import Limits, ReportData, collect
 from traceattr.present.report.decision import decision_html, has_decision
 from traceattr.present.report.figures_compare import attribution_figure, distributions_figure
 from traceattr.present.report.figures_decision import context_figure, context_notes
+from traceattr.present.report.figures_phases import phases_section
 from traceattr.present.report.figures_timeline import picker_html, timeline_figure
 from traceattr.present.report.html import Section, facts_html, notes_html, page, run_html
 from traceattr.present.report.round import gated_rules, round_page
@@ -73,11 +78,15 @@ def build_report(
     events: list[dict[str, Any]] | None = None,
     same_program: SameProgram = same_label,
     basis: str = "span",
+    phases: PhaseReport | None = None,
+    round_phases: RoundPhases | None = None,
 ) -> str:
     """The report of *att* as one HTML document (see the module doc); *group*: how call names group
     (:mod:`traceattr.core.callnames`); *events*: a runner.json's CUDA-event times (the cross-check column);
-    *same_program*: which arms run one program (the commands pass the backends' declarations)."""
-    return _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis)).html
+    *same_program*: which arms run one program (the commands pass the backends' declarations); *phases*: a
+    stamped run folder's phases (:func:`traceattr.present.phases.load`), *round_phases* a round's."""
+    return _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis,
+                                phases, round_phases)).html  # fmt: skip
 
 
 def write_report(
@@ -93,12 +102,15 @@ def write_report(
     events: list[dict[str, Any]] | None = None,
     same_program: SameProgram = same_label,
     basis: str = "span",
+    phases: PhaseReport | None = None,
+    round_phases: RoundPhases | None = None,
 ) -> ReportInfo:
     """Write the report of *att* to *path* atomically (temp file, then rename).
 
     *run* is a run folder's run.json, *events* a runner.json's CUDA-event times (the cross-check column).
     """
-    built = _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis))
+    built = _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis,
+                                 phases, round_phases))  # fmt: skip
     path = write_text(Path(path), built.html)
     return ReportInfo(path=path, size_bytes=path.stat().st_size, figures=built.sections, notes=built.notes)
 
@@ -116,6 +128,8 @@ class _Options:
     events: list[dict[str, Any]] | None
     same_program: SameProgram
     basis: str = "span"  # what a call's time is (analysis.pipeline.BASES)
+    phases: PhaseReport | None = None  # a stamped run folder's (docs/phases.md)
+    round_phases: RoundPhases | None = None  # a round's: its first capture's figures, which phase moved
 
 
 def _build(att: Attribution, o: _Options) -> _Built:
@@ -127,6 +141,10 @@ def _build(att: Attribution, o: _Options) -> _Built:
     colors = backend_colors(d.table["backend"])
     title = o.title or f"traceattr report: {att.meta.path.name}"
     sections = _sections(d, colors)
+    shown = o.phases if o.phases is not None else (o.round_phases.captures[0] if o.round_phases else None)
+    if shown is not None:  # inside the kernel, right after the timeline of its calls
+        labels = row_labels(o.round_phases, o.receipt) if o.round_phases and o.receipt else None
+        sections.append(phases_section(shown, labels))
     general = [*att.notes, *d.notes.get("report", ())]
     notes = [*general, *(n for s in sections for n in s.notes)]
     # metadata and notes that are not findings come last, folded: the first screen is the decision
@@ -139,7 +157,7 @@ def _build(att: Attribution, o: _Options) -> _Built:
     )
     folded = f"<details><summary>{summary}</summary>{details}</details>"
     if o.receipt is not None:  # a round's page leads with its receipt; the first capture's figures follow
-        sections, header = round_page(o.receipt, sections, folded, rule_notes), ""
+        sections, header = round_page(o.receipt, sections, folded, rule_notes, o.round_phases), ""
     else:
         sections.append(Section("run", "Run details", "What was measured, where, and with which tool.", folded))
         header = f'<p class="subtitle">{html_text.escape(_subtitle(att, d))}</p>'

@@ -22,9 +22,12 @@ import polars as pl
 from traceattr.analysis.causes import row_values
 from traceattr.analysis.hostbound import HOST_SHARE
 from traceattr.analysis.rounds import Receipt
+from traceattr.phases.compare import RoundPhases
 from traceattr.present.formats import count, pct, rule_text, us, with_interval
+from traceattr.present.phases import moved_rows, row_labels
 from traceattr.present.receipt import cause_text, led, protocol_text, totals_text
 from traceattr.present.report.data import ReportData
+from traceattr.present.report.figures_phases import moved_html, phases_section, round_phases_section
 from traceattr.present.report.html import Section, page, run_html
 from traceattr.present.report.table import receipt_table
 
@@ -70,9 +73,14 @@ def gated_rules(d: ReportData, receipt: Receipt) -> tuple[ReportData, list[str]]
 
 
 def round_page(
-    receipt: Receipt, figures: Sequence[Section], metadata: str, rule_notes: Sequence[str] = ()
+    receipt: Receipt,
+    figures: Sequence[Section],
+    metadata: str,
+    rule_notes: Sequence[str] = (),
+    phases: RoundPhases | None = None,
 ) -> list[Section]:
-    """The sections of a round's page, in order (see the module doc); *metadata*: trusted HTML, folded."""
+    """The sections of a round's page, in order (see the module doc); *metadata*: trusted HTML, folded; *phases*:
+    the round's phases (stamped captures): which phase moved in the receipt, every phase after the evidence."""
     first = []
     for i, s in enumerate(figures):
         notes = ((FIRST_CAPTURE,) if i == 0 else ()) + s.notes
@@ -81,8 +89,9 @@ def round_page(
         first.append(replace(s, title=f"{s.title} (first capture)", notes=notes))
     folded = metadata.replace("<details open>", "<details>")  # the run's facts stay one click away
     return [
-        receipt_section(receipt),
+        receipt_section(receipt, phases),
         evidence_section(receipt),
+        *([round_phases_section(phases, receipt)] if phases is not None else []),
         *first,
         Section("metadata", "Run metadata", "The first capture's facts and run.json, folded.", folded),
     ]
@@ -94,18 +103,33 @@ NO_TRACES = (
 )
 
 
-def receipt_only_page(receipt: Receipt, title: str) -> str:
-    """The page of a round whose captures' traces are gone: the receipt, its evidence, the header folded."""
+def receipt_only_page(receipt: Receipt, title: str, phases: RoundPhases | None = None) -> str:
+    """The page of a round whose captures' traces are gone: the receipt, its evidence (and its phases, when the
+    captures' stamps are left), the header folded."""
     header = run_html(receipt.header).replace("<details open>", "<details>")
+    # the phase figures need the stamps and kernels.parquet only, not the trace
+    inside = [] if phases is None else [round_phases_section(phases, receipt), first_capture_phases(phases, receipt)]
+    gone = NO_TRACES if phases is None else NO_TRACES + " Its phases come from the captures' stamps, which are left."
     sections = [
-        replace(receipt_section(receipt), notes=(NO_TRACES,)),
+        replace(receipt_section(receipt, phases), notes=(gone,)),
         evidence_section(receipt),
+        *inside,
         Section("metadata", "Round metadata", "The receipt's header (protocol, gates, arms), folded.", header),
     ]
-    return page(title, "", sections, "")  # no figure: no plotly.js
+    if not inside:
+        return page(title, "", sections, "")  # no figure: no plotly.js
+    from plotly.offline import get_plotlyjs
+
+    return page(title, "", sections, get_plotlyjs())
 
 
-def receipt_section(receipt: Receipt) -> Section:
+def first_capture_phases(phases: RoundPhases, receipt: Receipt) -> Section:
+    """Inside the kernel of the round's first stamped capture, marked as such."""
+    s = phases_section(phases.captures[0], row_labels(phases, receipt))
+    return replace(s, title=f"{s.title} ({phases.captures[0].folder.name})")
+
+
+def receipt_section(receipt: Receipt, phases: RoundPhases | None = None) -> Section:
     h = receipt.header
     refused = receipt.refused
     causes = "".join(
@@ -116,6 +140,8 @@ def receipt_section(receipt: Receipt) -> Section:
     body = f'<p class="intro">{html.escape(protocol_text(h))}</p>{receipt_table(receipt)}<p><b>{totals}</b></p>' + (
         f"<h3>Why each refused row was refused</h3><ul>{causes}</ul>" if causes else ""
     )
+    if phases is not None:
+        body += moved_html(moved_rows(phases, receipt))
     return Section(
         "round",
         f"Round: {h.get('candidate')} vs {h.get('baseline')}",
