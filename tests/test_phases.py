@@ -17,7 +17,7 @@ from traceattr.phases.align import fit, windows
 from traceattr.phases.attribute import LAUNCH, TEARDOWN, call_phases, cta_phases, per_sm
 from traceattr.phases.floor import FIXED_COST_FACTOR, fixed_cost, floors
 from traceattr.phases.layout import StampError, read_index, read_stamps
-from traceattr.phases.report import PhaseDelta, phase_report
+from traceattr.phases.report import PhaseDelta, phase_report, round_captures
 from traceattr.present.phases import deltas_markdown, render_phases, verdict_lines
 
 ARM = "k[merge=reduce]"
@@ -233,6 +233,15 @@ def test_deltas_markdown_marks_what_moved() -> None:
     merged, launch = text.splitlines()[2:]
     assert merged.endswith("+5.00 [+4.80, +5.20] | yes |")
     assert launch.endswith("+0.01 [-0.03, +0.04] |  |") and "q1_ctx8k" in launch
+
+
+def test_round_captures_are_the_capture_folders_in_number_order(tmp_path: Path) -> None:
+    (tmp_path / "receipt.json").write_text(json.dumps({"baseline": "a", "candidate": "b"}), encoding="utf-8")
+    for name in ("capture-10", "capture-2", "capture-1", "round-3", "capture-x", "sensitivity"):
+        (tmp_path / name).mkdir()
+    baseline, candidate, captures = round_captures(tmp_path)
+    assert (baseline, candidate) == ("a", "b")
+    assert [p.name for p in captures] == ["capture-1", "capture-2", "round-3", "capture-10"]
 
 
 def test_cli_refuses_bad_input_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

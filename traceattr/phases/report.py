@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,10 @@ from traceattr.phases.align import Alignment, fit, windows
 from traceattr.phases.attribute import MedianCall, call_phases, call_spans, cta_phases, median_calls, per_sm
 from traceattr.phases.floor import Floor, floors
 from traceattr.phases.layout import StampError, read_stamps
+
+
+# a round's capture run folders: capture-N (runfolder.capture_folder), round-N before the rename
+CAPTURE_DIR = re.compile(r"(?:capture|round)-\d+")
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,8 @@ def round_captures(folder: Path) -> tuple[str, str, tuple[Path, ...]]:
         baseline, candidate = str(r["baseline"]), str(r["candidate"])
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise StampError(f"{receipt}: cannot name the round's arms ({type(err).__name__}: {err})") from None
-    return baseline, candidate, tuple(sorted(p for p in folder.glob("round-*") if p.is_dir()))
+    found = [p for p in folder.iterdir() if p.is_dir() and CAPTURE_DIR.fullmatch(p.name)]
+    return baseline, candidate, tuple(sorted(found, key=lambda p: int(p.name.rsplit("-", 1)[1])))
 
 
 def round_deltas(reports: list[PhaseReport], baseline: str, candidate: str) -> tuple[PhaseDelta, ...]:
