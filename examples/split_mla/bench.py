@@ -2,6 +2,7 @@
 
     python examples/split_mla/bench.py OUT.json ROW[:opt=v,...] ...
     python examples/split_mla/bench.py --warm ROW[:opt=v,...]   # compile only (run several at once first)
+    python examples/split_mla/bench.py --pick OUT.json           # the options device.sh's rounds use
 
 Per row and option set, both merges: the relative error against the torch reference,
 stamped vs plain parity (bitwise), then REPS rounds that time every arm of the row once
@@ -30,7 +31,7 @@ from traceattr.core.shapes import parse_shape
 from traceattr.runner.flush import Flush
 from traceattr.runner.hold import HostHold
 
-REPS = 40
+REPS = 30
 
 
 def arms_of(spec: str, shape, inputs) -> dict[str, object]:
@@ -68,7 +69,33 @@ def timed_rounds(calls: dict[str, object], flush: Flush, hold: HostHold, reps: i
     return times
 
 
+def pick(report: dict[str, dict]) -> str:
+    """The arm options the measurements favour (plain build, reduce merge), as ``,k=v`` text.
+
+    Tiles: ``block_n=32,stages=4`` when it beat the default by more than 2% summed over the
+    long rows. Splits at short context: the fastest of q1_ctx8k's split counts, as ``min_chunk``.
+    """
+
+    def plain(spec: str) -> float:
+        return float(report[spec]["median_us"]["reduce,plain"])
+
+    opts = ""
+    long_rows = [r for r in ("q1_ctx131k", "q8_ctx32k") if r in report and f"{r}:block_n=32,stages=4" in report]
+    if long_rows and sum(plain(f"{r}:block_n=32,stages=4") for r in long_rows) < 0.98 * sum(map(plain, long_rows)):
+        opts += ",block_n=32,stages=4"
+    short = {int(report[s]["splits"]): plain(s) for s in report if s == "q1_ctx8k" or s.startswith("q1_ctx8k:splits=")}
+    if "q1_ctx8k" in report and short:
+        best = min(short, key=short.__getitem__)
+        if best != int(report["q1_ctx8k"]["splits"]):
+            opts += f",min_chunk={8192 // best}"
+    return opts
+
+
 def main() -> int:
+    if sys.argv[1] == "--pick":
+        with open(sys.argv[2], encoding="utf-8") as f:
+            print(pick(json.load(f)))
+        return 0
     out_path, specs = sys.argv[1], sys.argv[2:]
     warm = out_path == "--warm"
     flush, hold = (None, None) if warm else (Flush(2 * 60 * 2**20), HostHold())

@@ -3,7 +3,7 @@
 Arms: ``split-mla[merge=reduce]`` (split kernel, then a reduce kernel) and
 ``split-mla[merge=inkernel]`` (the last program of each row block to finish merges,
 counted with an atomic); ``splits=N`` fixes the KV splits (default: enough programs
-to fill the GPU, at least 512 tokens each, at most 64); ``plain`` compiles the
+to fill the GPU, at least ``min_chunk`` tokens each); ``plain`` compiles the
 kernels without stamps (the overhead measurement). Uniform query layouts, bf16 KV.
 
 The call exposes what the runner's phase hook (:mod:`traceattr.runner.stamps`) reads:
@@ -27,7 +27,6 @@ BLOCK_M = 16  # query rows per program (heads × verify tokens, flattened)
 BLOCK_N = 64  # KV tokens per tile: the scores' MMA M (wgmma needs 64)
 STAGES = 2  # tiles in shared memory (72 KiB each; a third with Q's 18 KiB passes the 227 KiB a CTA may have)
 MIN_CHUNK = 512  # tokens per split at least
-MAX_SPLITS = 64
 MERGE_VALUES = 4096  # partial values a merge step loads at once ([splits, dims]): 32 registers a thread
 SMS = 132  # H200
 
@@ -62,7 +61,6 @@ def geometry(shape: Shape, splits: int = 0, block_n: int = BLOCK_N, min_chunk: i
     if splits <= 0:
         wanted = max(1, SMS // (shape.batch * mblocks))
         chunk = max(min_chunk, -(-shape.ctx // wanted))
-        chunk = max(chunk, -(-shape.ctx // MAX_SPLITS))
     else:
         chunk = -(-shape.ctx // splits)
     chunk = -(-chunk // block_n) * block_n
