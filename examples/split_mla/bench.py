@@ -31,7 +31,7 @@ from traceattr.core.shapes import parse_shape
 from traceattr.runner.flush import Flush
 from traceattr.runner.hold import HostHold
 
-REPS = 30
+REPS = 20
 
 
 def arms_of(spec: str, shape, inputs) -> dict[str, object]:

@@ -24,9 +24,12 @@ from traceattr.backends.layout import KvLayout
 from traceattr.core.shapes import HEAD_DIM, LATENT_DIM, Shape
 
 BLOCK_M = 16  # query rows per program (heads × verify tokens, flattened)
-BLOCK_N = 64  # KV tokens per tile: the scores' MMA M (wgmma needs 64)
-STAGES = 2  # tiles in shared memory (72 KiB each; a third with Q's 18 KiB passes the 227 KiB a CTA may have)
-MIN_CHUNK = 512  # tokens per split at least
+# Tiles: 32 tokens, 4 in shared memory, so 3 copies are in flight while one is computed. 64-token tiles
+# make both products wgmma, but only 2 fit beside Q (72 KiB each, 227 KiB a CTA): Triton then issues the
+# next tile's copy after the current tile's MMAs and waits for it at once, one tile in flight at a time.
+BLOCK_N = 32  # KV tokens per tile
+STAGES = 4  # Triton's num_stages: tiles in shared memory
+MIN_CHUNK = 64  # tokens per split at least: short rows spread over the GPU too
 MERGE_VALUES = 4096  # partial values a merge step loads at once ([splits, dims]): 32 registers a thread
 SMS = 132  # H200
 

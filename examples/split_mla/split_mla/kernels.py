@@ -8,12 +8,12 @@ online softmax, and stores the partial output (fp32) and its base-2 LSE. With
 one to arrive merges all splits of the block and resets the counter (so a CUDA-graph
 replay finds it at zero). Otherwise ``reduce`` merges them in a second launch.
 
-The tile's tokens are the MMAs' M dimension: scores are ``Kᵀ``-free ``K · Qᵀ``
-(``[BLOCK_N, 16]``) and the output is accumulated transposed, ``Kᵀ · Pᵀ``
-(``[512, 16]``), so both products read the KV tile straight from shared memory
-(Hopper's wgmma, M ≥ 64) and the tile is never transposed into registers. Written
-the other way round (``Q · Kᵀ``, M = 16 query rows) Triton used mma.sync, loaded the
-transposed tile into registers and spilled (255 registers, 192 bytes of stack).
+The tile's tokens are the MMAs' M dimension: scores are ``K · Qᵀ`` (``[BLOCK_N, 16]``)
+and the output is accumulated transposed, ``Kᵀ · Pᵀ`` (``[512, 16]``, a wgmma reading
+the tile from shared memory; the scores too are a wgmma with 64-token tiles, mma.sync
+from ldmatrix with 32), so the tile is never transposed through registers. Written
+the other way round (``Q · Kᵀ``, M = 16 query rows) Triton loaded the transposed tile
+into registers and spilled (sm_90: 255 registers, 192 bytes of stack).
 With pages of at least ``BLOCK_N`` tokens a tile lies in one page: its page number
 is one scalar, loaded a tile ahead, so the next tile's copy does not wait on the
 block table.
