@@ -23,7 +23,7 @@ done
 wait
 echo "compiled and tested at $(( $(date +%s) - T0 )) s" | log; grep -l -i "error" /tmp/warm.*.log | log
 tail -4 /tmp/tests.log | log
-for m in reduce inkernel; do
+for m in ${OVERHEAD_MERGES-reduce inkernel}; do
   timeout "${OVERHEAD_S:-60}" traceattr round --rows examples/split_mla/overhead_rows.txt \
     --baseline "split-mla[merge=$m,plain$OPTS]" --candidate "split-mla[merge=$m$OPTS]" --captures 2 \
     --max-iters "${OVERHEAD_ITERS:-40}" --out-root /tmp/oh 2>&1 | grep -A7 '^| row' | log
@@ -31,7 +31,7 @@ done
 echo "overhead rounds done at $(( $(date +%s) - T0 )) s" | log
 timeout "${ROUND_S:-100}" traceattr round --rows examples/split_mla/rows.txt \
   --baseline "split-mla[merge=reduce$OPTS]" --candidate "split-mla[merge=inkernel$OPTS]" --captures 2 \
-  --max-iters "${ROUND_ITERS:-60}" --out-root /tmp/rr 2>&1 | grep -A10 '^| row' | log
+  --iters "${ROUND_MIN_ITERS:-20}" --max-iters "${ROUND_ITERS:-60}" --out-root /tmp/rr 2>&1 | grep -A10 '^| row' | log
 echo "round done at $(( $(date +%s) - T0 )) s" | log
 for r in /tmp/rr/*/ /tmp/oh/*/; do
   timeout 25 python3 -m traceattr.cli.phases "$r" >"$OUT/phases_$(basename "$r").md" 2>&1
@@ -44,5 +44,5 @@ timeout 45 traceattr round --rows /tmp/ship_rows.txt --baseline "split-mla[merge
 (cd /tmp/ship && tar -cJf "$OUT/ship.tar.xz" --exclude='*.nsys-rep' --exclude='report.html' .)
 echo "shipped round done at $(( $(date +%s) - T0 )) s" | log
 # shellcheck disable=SC2086
-timeout 60 python3 examples/split_mla/bench.py "$OUT/bench.json" $B 2>&1 | log
+timeout 60 python3 examples/split_mla/bench.py "$OUT/bench.json" ${BENCH-$B} 2>&1 | log
 echo "all done at $(( $(date +%s) - T0 )) s" | log
