@@ -17,7 +17,6 @@ from traceattr.phases.attribute import MedianCall, call_phases, call_spans, cta_
 from traceattr.phases.floor import Floor, floors
 from traceattr.phases.layout import StampError, read_stamps
 
-
 # a round's capture run folders: capture-N (runfolder.capture_folder), round-N before the rename
 CAPTURE_DIR = re.compile(r"(?:capture|round)-\d+")
 
