@@ -1,9 +1,48 @@
-# The H200 run of docs/phases.md: versions, check.py, then the round; results into $OUT.
-set -x
-python3 -c "import torch, triton; print(torch.__version__, triton.__version__)" || exit 3
-source .device/setup.sh && cd .wt/phases || exit 3
-python3 -m pip install -q --no-deps --no-build-isolation -e . -e examples/split_mla || exit 3
-timeout "${CHECK_S:-150}" python3 examples/split_mla/check.py "$OUT/check.json" ${CHECK_ROWS:-q1_ctx8k q8_ctx32k q1_ctx131k} || exit 1
-timeout "${ROUND_S:-330}" traceattr round --rows examples/split_mla/rows.txt --baseline 'split-mla[merge=reduce]' \
-  --candidate 'split-mla[merge=inkernel]' --max-iters "${MAX_ITERS:-200}" --out-root /tmp/rr 2>&1 | tail -40
-cd /tmp/rr && tar -cJf "$OUT/round.tar.xz" --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='report.html' . ; ls -la "$OUT"
+# The GPU run of docs/phases.md, from the repository root of the device's copy; results into $OUT.
+#   WT=.wt/NAME bash .wt/NAME/examples/split_mla/device.sh
+# Compiles every kernel the run needs (several processes at once) beside the GPU tests, then: the stamp
+# overhead as rounds (plain vs stamped, each merge), the merge round (reduce kernel vs in-kernel merge),
+# its phase receipts, a one-row round to ship, and bench.py (this kernel against the last one,
+# split_mla_old from bench_old/ when present, and other tile shapes). Most important first: a step
+# cut short by the lease leaves the ones before it whole. OPTS=",k=v": options for every arm.
+set -o pipefail
+source .device/setup.sh && cd "${WT:-.}" || exit 3
+python3 -m pip install -q --no-deps --no-build-isolation -e . -e examples/split_mla >/dev/null 2>&1 || exit 3
+export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton-cache PYTHONPATH="$PWD/bench_old:$PYTHONPATH" COLUMNS=160
+OPTS="${OPTS:-}"
+log() { tee -a "$OUT/log"; }
+T0=$(date +%s)
+(date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+ python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)") 2>&1 | log
+B="q1_ctx8k:old q1_ctx8k q1_ctx8k:block_n=64,stages=2 q1_ctx8k:min_chunk=512 q1_ctx131k:old q1_ctx131k
+   q1_ctx131k:block_n=64,stages=2"
+timeout 100 python3 -m pytest -q -n 4 -m gpu -p no:cacheprovider tests/test_split_mla_gpu.py >/tmp/tests.log 2>&1 &
+for s in $B q1_ctx32k q8_ctx8k q8_ctx32k q8_ctx131k; do
+  timeout 100 python3 examples/split_mla/bench.py --warm "$s" >"/tmp/warm.$s.log" 2>&1 &
+done
+wait
+echo "compiled and tested at $(( $(date +%s) - T0 )) s" | log; grep -l -i "error" /tmp/warm.*.log | log
+tail -4 /tmp/tests.log | log
+for m in ${OVERHEAD_MERGES-reduce inkernel}; do
+  timeout "${OVERHEAD_S:-60}" traceattr round --rows examples/split_mla/overhead_rows.txt \
+    --baseline "split-mla[merge=$m,plain$OPTS]" --candidate "split-mla[merge=$m$OPTS]" --captures 2 \
+    --max-iters "${OVERHEAD_ITERS:-40}" --out-root /tmp/oh 2>&1 | grep -A7 '^| row' | log
+done
+echo "overhead rounds done at $(( $(date +%s) - T0 )) s" | log
+timeout "${ROUND_S:-100}" traceattr round --rows examples/split_mla/rows.txt \
+  --baseline "split-mla[merge=reduce$OPTS]" --candidate "split-mla[merge=inkernel$OPTS]" --captures 2 \
+  --iters "${ROUND_MIN_ITERS:-20}" --max-iters "${ROUND_ITERS:-60}" --out-root /tmp/rr 2>&1 | grep -A10 '^| row' | log
+echo "round done at $(( $(date +%s) - T0 )) s" | log
+for r in /tmp/rr/*/ /tmp/oh/*/; do
+  timeout 25 python3 -m traceattr.cli.phases "$r" >"$OUT/phases_$(basename "$r").md" 2>&1
+done
+(cd /tmp && tar -cJf "$OUT/rounds.tar.xz" --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='report.html' \
+  --exclude='stamps' rr oh)
+printf 'q1_ctx8k\n' >/tmp/ship_rows.txt
+timeout 45 traceattr round --rows /tmp/ship_rows.txt --baseline "split-mla[merge=reduce$OPTS]" \
+  --candidate "split-mla[merge=inkernel$OPTS]" --captures 2 --iters 3 --max-noise 0 --out-root /tmp/ship 2>&1 | tail -3 | log
+(cd /tmp/ship && tar -cJf "$OUT/ship.tar.xz" --exclude='*.nsys-rep' --exclude='report.html' .)
+echo "shipped round done at $(( $(date +%s) - T0 )) s" | log
+# shellcheck disable=SC2086
+timeout 60 python3 examples/split_mla/bench.py "$OUT/bench.json" ${BENCH-$B} 2>&1 | log
+echo "all done at $(( $(date +%s) - T0 )) s" | log

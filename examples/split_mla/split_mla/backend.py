@@ -3,7 +3,7 @@
 Arms: ``split-mla[merge=reduce]`` (split kernel, then a reduce kernel) and
 ``split-mla[merge=inkernel]`` (the last program of each row block to finish merges,
 counted with an atomic); ``splits=N`` fixes the KV splits (default: enough programs
-to fill the GPU, at least 512 tokens each, at most 64); ``plain`` compiles the
+to fill the GPU, at least ``min_chunk`` tokens each); ``plain`` compiles the
 kernels without stamps (the overhead measurement). Uniform query layouts, bf16 KV.
 
 The call exposes what the runner's phase hook (:mod:`traceattr.runner.stamps`) reads:
@@ -24,10 +24,13 @@ from traceattr.backends.layout import KvLayout
 from traceattr.core.shapes import HEAD_DIM, LATENT_DIM, Shape
 
 BLOCK_M = 16  # query rows per program (heads × verify tokens, flattened)
-BLOCK_N = 64  # KV tokens per tile (32 ran 2.1 µs a tile on the H200: latency, not bandwidth)
-MIN_CHUNK = 512  # tokens per split at least
-MAX_SPLITS = 64
-REDUCE_ROWS = 2  # rows per reduce program
+# Tiles: 32 tokens, 4 in shared memory, so 3 copies are in flight while one is computed. 64-token tiles
+# make both products wgmma, but only 2 fit beside Q (72 KiB each, 227 KiB a CTA): Triton then issues the
+# next tile's copy after the current tile's MMAs and waits for it at once, one tile in flight at a time.
+BLOCK_N = 32  # KV tokens per tile
+STAGES = 4  # Triton's num_stages: tiles in shared memory
+MIN_CHUNK = 64  # tokens per split at least: short rows spread over the GPU too
+MERGE_VALUES = 4096  # partial values a merge step loads at once ([splits, dims]): 32 registers a thread
 SMS = 132  # H200
 
 CAPS = Capabilities(
@@ -47,22 +50,29 @@ CAPS = Capabilities(
             field="merge",
         ),
         OptionSpec("splits", "KV splits (default: fill the GPU)", "int", field="splits"),
+        OptionSpec("min_chunk", f"tokens per split at least (default {MIN_CHUNK})", "int", field="min_chunk"),
+        OptionSpec("block_n", f"KV tokens per tile (default {BLOCK_N})", "int", field="block_n"),
+        OptionSpec("stages", f"tiles in flight, Triton's num_stages (default {STAGES})", "int", field="stages"),
         OptionSpec("plain", "compile without phase stamps", "flag", field="plain", program=False),
     ),
 )
 
 
-def geometry(shape: Shape, splits: int = 0) -> tuple[int, int, int]:
+def geometry(shape: Shape, splits: int = 0, block_n: int = BLOCK_N, min_chunk: int = MIN_CHUNK) -> tuple[int, int, int]:
     """(splits, tokens per split, row blocks) of *shape*'s split kernel."""
     mblocks = -(-shape.q * shape.heads // BLOCK_M)
     if splits <= 0:
         wanted = max(1, SMS // (shape.batch * mblocks))
-        chunk = max(MIN_CHUNK, -(-shape.ctx // wanted))
-        chunk = max(chunk, -(-shape.ctx // MAX_SPLITS))
+        chunk = max(min_chunk, -(-shape.ctx // wanted))
     else:
         chunk = -(-shape.ctx // splits)
-    chunk = -(-chunk // BLOCK_N) * BLOCK_N
+    chunk = -(-chunk // block_n) * block_n
     return -(-shape.ctx // chunk), chunk, mblocks
+
+
+def merge_dims(splits: int) -> int:
+    """Latent dims a merge step loads for every split at once (a power of two, ≤ 512)."""
+    return min(LATENT_DIM, max(16, MERGE_VALUES // triton_next_pow2(splits)))
 
 
 @dataclass(frozen=True)
@@ -71,9 +81,15 @@ class SplitMLA:
     merge: str = "reduce"
     splits: int = 0
     plain: bool = False
+    min_chunk: int = MIN_CHUNK
+    block_n: int = BLOCK_N
+    stages: int = STAGES
+
+    def geometry(self, shape: Shape) -> tuple[int, int, int]:
+        return geometry(shape, self.splits, self.block_n, self.min_chunk)
 
     def plan(self, shape: Shape) -> CallPlan:
-        splits, chunk, mblocks = geometry(shape, self.splits)
+        splits, chunk, mblocks = self.geometry(shape)
         rows = mblocks * BLOCK_M
         tensors = {
             "query": TensorSpec((shape.batch * shape.q, shape.heads, HEAD_DIM), "bfloat16"),
@@ -81,7 +97,10 @@ class SplitMLA:
             "partial_out": TensorSpec((shape.batch, rows, splits, LATENT_DIM), "float32"),
             "partial_lse": TensorSpec((shape.batch, rows, splits), "float32"),
         }
-        notes = (f"{splits} splits × {chunk} tokens, {mblocks} row blocks, merge={self.merge}",)
+        notes = (
+            f"{splits} splits × {chunk} tokens, {mblocks} row blocks, merge={self.merge}, "
+            f"{self.block_n}-token tiles × {self.stages} stages",
+        )
         return CallPlan(self.caps.name, shape, tensors, {"sm_scale": SM_SCALE}, notes)
 
     def prepare(self, shape: Shape, inputs: Any, *, lse: bool = False) -> SplitMLACall:
@@ -89,7 +108,9 @@ class SplitMLA:
 
         if lse:
             raise ValueError("split-mla returns no LSE (no DCP rows)")
-        splits, chunk, mblocks = geometry(shape, self.splits)
+        if max(shape.page, self.block_n) % min(shape.page, self.block_n):
+            raise ValueError(f"split-mla: page {shape.page} and block_n {self.block_n} must divide one another")
+        splits, chunk, mblocks = self.geometry(shape)
         dev = inputs.device
         req = inputs.layout.requests()
         rows_p = mblocks * BLOCK_M
@@ -101,6 +122,8 @@ class SplitMLA:
             splits=splits,
             chunk=chunk,
             mblocks=mblocks,
+            block_n=self.block_n,
+            stages=self.stages,
             q=inputs.q,
             kv=inputs.kv,
             block_table=torch.tensor(req.block_table(), dtype=torch.int32, device=dev),
@@ -120,6 +143,8 @@ class SplitMLACall:
     splits: int
     chunk: int
     mblocks: int
+    block_n: int
+    stages: int
     q: Any
     kv: Any
     block_table: Any
@@ -137,7 +162,8 @@ class SplitMLACall:
 
         self.k = kernels
         split_rows = self.shape.batch * self.mblocks * self.splits
-        reduce_rows = self.shape.batch * self.mblocks * BLOCK_M // REDUCE_ROWS if self.merge == "reduce" else 0
+        reduce_rows = self.shape.batch * self.mblocks * BLOCK_M * (LATENT_DIM // merge_dims(self.splits))
+        reduce_rows = reduce_rows if self.merge == "reduce" else 0
         parts = [{"kernel": "split_kv", "boundaries": list(kernels.SPLIT_BOUNDARIES), "rows": split_rows}]
         if reduce_rows:
             parts.append({"kernel": "reduce", "boundaries": list(kernels.REDUCE_BOUNDARIES), "rows": reduce_rows})
@@ -155,9 +181,9 @@ class SplitMLACall:
         self.k.split_kv[grid](
             self.q, self.kv, self.block_table, self.part_o, self.part_lse, self.out, self.counter, self.stamp_buffer,
             kv_len, chunk, self.block_table.stride(0), self.scale_log2,
-            ROWS=s.q * s.heads, S=s.q, H=s.heads, PAGE=s.page, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-            SPLITS_P2=triton_next_pow2(splits), MERGE_INKERNEL=merge_inkernel, STAMPS=self.stamps,
-            W=self.k.WIDTH, num_warps=4, num_stages=3,
+            ROWS=s.q * s.heads, S=s.q, H=s.heads, PAGE=s.page, BLOCK_M=BLOCK_M, BLOCK_N=self.block_n,
+            SPLITS_P2=triton_next_pow2(splits), MERGE_INKERNEL=merge_inkernel, MERGE_DC=merge_dims(splits),
+            STAMPS=self.stamps, W=self.k.WIDTH, num_warps=4, num_stages=self.stages,
         )  # fmt: skip
 
     def run(self) -> Any:
@@ -170,10 +196,11 @@ class SplitMLACall:
     def launch_reduce(self, splits: int) -> None:
         s = self.shape
         rows_p = self.mblocks * BLOCK_M
-        grid = (rows_p // REDUCE_ROWS, s.batch)
+        dims = merge_dims(splits)
+        grid = (rows_p, LATENT_DIM // dims, s.batch)
         self.k.reduce[grid](
             self.part_o, self.part_lse, self.out, self.stamp_buffer, splits, ROWS=s.q * s.heads, ROWS_P=rows_p,
-            RB=REDUCE_ROWS, SPLITS_P2=triton_next_pow2(splits), STAMPS=self.stamps, W=self.k.WIDTH,
+            DB=dims, SPLITS_P2=triton_next_pow2(splits), STAMPS=self.stamps, W=self.k.WIDTH,
             ROW0=s.batch * self.mblocks * self.splits, num_warps=4,
         )  # fmt: skip
 
@@ -185,7 +212,7 @@ class SplitMLACall:
         """The kernel on one tile: one split of one tile (plain, same merge path), the smallest geometry."""
         was = self.stamps
         self.stamps = False
-        self.launch_split(min(BLOCK_N, self.shape.ctx), BLOCK_N, 1, self.merge == "inkernel")
+        self.launch_split(min(self.block_n, self.shape.ctx), self.block_n, 1, self.merge == "inkernel")
         if self.merge != "inkernel":
             self.launch_reduce(1)
         self.stamps = was

@@ -8,12 +8,24 @@ online softmax, and stores the partial output (fp32) and its base-2 LSE. With
 one to arrive merges all splits of the block and resets the counter (so a CUDA-graph
 replay finds it at zero). Otherwise ``reduce`` merges them in a second launch.
 
+The tile's tokens are the MMAs' M dimension: scores are ``K · Qᵀ`` (``[BLOCK_N, 16]``)
+and the output is accumulated transposed, ``Kᵀ · Pᵀ`` (``[512, 16]``, a wgmma reading
+the tile from shared memory; the scores too are a wgmma with 64-token tiles, mma.sync
+from ldmatrix with 32), so the tile is never transposed through registers. Written
+the other way round (``Q · Kᵀ``, M = 16 query rows) Triton loaded the transposed tile
+into registers and spilled (sm_90: 255 registers, 192 bytes of stack).
+With pages of at least ``BLOCK_N`` tokens a tile lies in one page: its page number
+is one scalar, loaded a tile ahead, so the next tile's copy does not wait on the
+block table.
+
 Stamps (``STAMPS``): ``%globaltimer`` (GPU nanoseconds, the clock CUPTI stamps
 kernels with) read through inline PTX, one row per program, columns in the order of
 ``SPLIT_BOUNDARIES`` / ``REDUCE_BOUNDARIES`` and the SM id last (docs/phases.md has the
 layout). A stamp "after" a load takes a reduction of the loaded values as an operand,
 so it cannot be issued before the data arrived; a stamp after stores follows a CTA
-barrier. Without ``STAMPS`` none of this is compiled in: the plain kernel.
+barrier. Each stamp is stored where it is taken, at a row address recomputed from the
+program ids, so no stamp value or pointer is live across the main loop. Without
+``STAMPS`` none of this is compiled in: the plain kernel.
 """
 
 from __future__ import annotations
@@ -47,54 +59,70 @@ def _dep(x):
 
 
 @triton.jit
-def _tile(q_n, q_r, kv_ptr, bt_ptr, b, bt_stride, n0, stop, limit, m_i, l_i, acc, scale_log2,
-          PAGE: tl.constexpr, BLOCK_N: tl.constexpr, STAMPS: tl.constexpr, stamp_row, FIRST: tl.constexpr):  # fmt: skip
+def _split_row(stamp_ptr, W: tl.constexpr):
+    """This program's stamp row in the split kernel's block (program ids, read again where needed)."""
+    row = (tl.program_id(2) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(0) + tl.program_id(0)
+    return stamp_ptr + row * W
+
+
+@triton.jit
+def _stamp(stamp_ptr, W: tl.constexpr, col: tl.constexpr, dep):
+    tl.store(_split_row(stamp_ptr, W) + col, _now(dep))
+
+
+@triton.jit
+def _tile(qt_n, qt_r, kv_ptr, bt, page, n0, stop, limit, m_i, l_i, acc, scale_log2,
+          PAGE: tl.constexpr, BLOCK_N: tl.constexpr, STAMPS: tl.constexpr, stamp_ptr, W: tl.constexpr,
+          FIRST: tl.constexpr):  # fmt: skip
     offs_n = n0 + tl.arange(0, BLOCK_N)
     n_mask = offs_n < stop
-    page = tl.load(bt_ptr + b * bt_stride + offs_n // PAGE, mask=n_mask, other=0)
-    row = page.to(tl.int64) * PAGE + offs_n % PAGE
+    if PAGE >= BLOCK_N:
+        row = page.to(tl.int64) * PAGE + offs_n % PAGE  # the tile lies in one page
+    else:
+        row = tl.load(bt + offs_n // PAGE, mask=n_mask, other=0).to(tl.int64) * PAGE + offs_n % PAGE
     offs_d = tl.arange(0, LATENT)
     offs_r = tl.arange(0, ROPE)
     k_n = tl.load(kv_ptr + row[:, None] * DIM + offs_d[None, :], mask=n_mask[:, None], other=0.0)
     k_r = tl.load(kv_ptr + row[:, None] * DIM + LATENT + offs_r[None, :], mask=n_mask[:, None], other=0.0)
     if STAMPS and FIRST:
-        tl.store(stamp_row + 1, _now(_dep(k_r) + _dep(k_n)))
-    qk = tl.dot(q_n, tl.trans(k_n)) + tl.dot(q_r, tl.trans(k_r))
-    qk = qk * scale_log2
-    keep = n_mask[None, :] & (offs_n[None, :] < limit[:, None])
-    qk = tl.where(keep, qk, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(qk, 1))
+        _stamp(stamp_ptr, W, 1, _dep(k_r) + _dep(k_n))
+    st = tl.dot(k_n, qt_n) + tl.dot(k_r, qt_r)  # [BLOCK_N, BLOCK_M] scores, tokens as M
+    st = st * scale_log2
+    keep = n_mask[:, None] & (offs_n[:, None] < limit[None, :])
+    st = tl.where(keep, st, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(st, 0))
     if STAMPS and FIRST:
-        tl.store(stamp_row + 2, _now(tl.max(m_new).to(tl.int32)))
+        _stamp(stamp_ptr, W, 2, tl.max(m_new).to(tl.int32))
     alpha = tl.exp2(m_i - m_new)
-    p = tl.exp2(qk - m_new[:, None])
-    l_i = l_i * alpha + tl.sum(p, 1)
-    acc = acc * alpha[:, None] + tl.dot(p.to(tl.bfloat16), k_n)
+    pt = tl.exp2(st - m_new[None, :])
+    l_i = l_i * alpha + tl.sum(pt, 0)
+    acc = acc * alpha[None, :] + tl.dot(tl.trans(k_n), pt.to(k_n.dtype))  # [LATENT, BLOCK_M]
     return m_new, l_i, acc
 
 
 @triton.jit
-def _merge(part_o, part_lse, out_ptr, b, row0, splits, ROWS, ROWS_P,
-           RB: tl.constexpr, SPLITS_P2: tl.constexpr, STAMPS: tl.constexpr, stamp_row, LOADED_COL: tl.constexpr):  # fmt: skip
-    """Merge the splits of rows row0 … row0+RB of request b into out (bf16)."""
-    offs_m = row0 + tl.arange(0, RB)
+def _merge(part_o, part_lse, out_ptr, b, row0, d0, splits, ROWS, ROWS_P,
+           RB: tl.constexpr, DB: tl.constexpr, DC: tl.constexpr, SPLITS_P2: tl.constexpr):  # fmt: skip
+    """Merge the splits of rows row0 … row0+RB, latent dims d0 … d0+DB, of request b into out (bf16).
+
+    A row's partials are loaded DC dims at a time, every split at once (``[SPLITS_P2, DC]``,
+    ``DC · SPLITS_P2`` ≤ 4096 values): independent loads, in flight together rather than
+    one split after another.
+    """
     offs_s = tl.arange(0, SPLITS_P2)
-    offs_d = tl.arange(0, LATENT)
-    base = (b * ROWS_P + offs_m) * splits
-    lse = tl.load(part_lse + base[:, None] + offs_s[None, :], mask=offs_s[None, :] < splits,
-                  other=float("-inf"), cache_modifier=".cg")  # fmt: skip
-    g_max = tl.max(lse, 1)
-    total = tl.sum(tl.exp2(lse - g_max[:, None]), 1)
-    if STAMPS and LOADED_COL > 0:
-        tl.store(stamp_row + LOADED_COL, _now(_dep(total)))
-    acc = tl.zeros([RB, LATENT], dtype=tl.float32)
-    for s in range(0, splits):
-        w = tl.exp2(tl.load(part_lse + base + s, cache_modifier=".cg") - g_max) / total
-        o = tl.load(part_o + (base[:, None] + s) * LATENT + offs_d[None, :], cache_modifier=".cg")
-        acc += w[:, None] * o
-    rows_ok = offs_m < ROWS
-    tl.store(out_ptr + (b * ROWS + offs_m)[:, None] * LATENT + offs_d[None, :], acc.to(tl.bfloat16),
-             mask=rows_ok[:, None])  # fmt: skip
+    s_ok = offs_s < splits
+    for r in range(RB):
+        m = row0 + r
+        base = (b * ROWS_P + m) * splits
+        lse = tl.load(part_lse + base + offs_s, mask=s_ok, other=float("-inf"), cache_modifier=".cg")
+        w = tl.exp2(lse - tl.max(lse, 0))
+        w = w / tl.sum(w, 0)
+        for dc in range(0, DB, DC):
+            offs_d = d0 + dc + tl.arange(0, DC)
+            o = tl.load(part_o + (base + offs_s)[:, None] * LATENT + offs_d[None, :], mask=s_ok[:, None],
+                        other=0.0, cache_modifier=".cg")  # fmt: skip
+            tl.store(out_ptr + (b * ROWS + m) * LATENT + offs_d, tl.sum(w[:, None] * o, 0).to(tl.bfloat16),
+                     mask=(offs_d < LATENT) & (m < ROWS))  # fmt: skip
 
 
 @triton.jit
@@ -102,64 +130,70 @@ def split_kv(q_ptr, kv_ptr, bt_ptr, part_o, part_lse, out_ptr, counter_ptr, stam
              kv_len, chunk, bt_stride, scale_log2,
              ROWS: tl.constexpr, S: tl.constexpr, H: tl.constexpr, PAGE: tl.constexpr,
              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS_P2: tl.constexpr,
-             MERGE_INKERNEL: tl.constexpr, STAMPS: tl.constexpr, W: tl.constexpr):  # fmt: skip
+             MERGE_INKERNEL: tl.constexpr, MERGE_DC: tl.constexpr, STAMPS: tl.constexpr, W: tl.constexpr):  # fmt: skip
     split = tl.program_id(0)
     mb = tl.program_id(1)
     b = tl.program_id(2)
     splits = tl.num_programs(0)
     mblocks = tl.num_programs(1)
-    stamp_row = stamp_ptr + ((b * mblocks + mb) * splits + split) * W
     if STAMPS:
-        tl.store(stamp_row + 0, _now(split))
-        tl.store(stamp_row + W - 1, _smid(split).to(tl.int64))
+        _stamp(stamp_ptr, W, 0, split)
+        tl.store(_split_row(stamp_ptr, W) + W - 1, _smid(split).to(tl.int64))
     ROWS_P = mblocks * BLOCK_M
     offs_m = mb * BLOCK_M + tl.arange(0, BLOCK_M)
     m_ok = offs_m < ROWS
     q_base = q_ptr + (b * ROWS + offs_m)[:, None] * DIM
-    q_n = tl.load(q_base + tl.arange(0, LATENT)[None, :], mask=m_ok[:, None], other=0.0)
-    q_r = tl.load(q_base + LATENT + tl.arange(0, ROPE)[None, :], mask=m_ok[:, None], other=0.0)
+    qt_n = tl.trans(tl.load(q_base + tl.arange(0, LATENT)[None, :], mask=m_ok[:, None], other=0.0))
+    qt_r = tl.trans(tl.load(q_base + LATENT + tl.arange(0, ROPE)[None, :], mask=m_ok[:, None], other=0.0))
     limit = kv_len - S + 1 + offs_m // H  # row m is verify token m // H: the causal tail
     start = split * chunk
     stop = tl.minimum(start + chunk, kv_len)
     m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)  # finite: a fully masked row keeps l = 0, never NaN
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, LATENT], dtype=tl.float32)
-    m_i, l_i, acc = _tile(q_n, q_r, kv_ptr, bt_ptr, b, bt_stride, start, stop, limit, m_i, l_i, acc, scale_log2,
-                          PAGE, BLOCK_N, STAMPS, stamp_row, True)  # fmt: skip
-    for n0 in range(start + BLOCK_N, stop, BLOCK_N):
-        m_i, l_i, acc = _tile(q_n, q_r, kv_ptr, bt_ptr, b, bt_stride, n0, stop, limit, m_i, l_i, acc, scale_log2,
-                              PAGE, BLOCK_N, STAMPS, stamp_row, False)  # fmt: skip
+    acc = tl.zeros([LATENT, BLOCK_M], dtype=tl.float32)
+    bt = bt_ptr + b * bt_stride
+    page = tl.load(bt + start // PAGE)
+    nxt = tl.load(bt + tl.minimum(start + BLOCK_N, kv_len - 1) // PAGE)
+    m_i, l_i, acc = _tile(qt_n, qt_r, kv_ptr, bt, page, start, stop, limit, m_i, l_i, acc, scale_log2,
+                          PAGE, BLOCK_N, STAMPS, stamp_ptr, W, True)  # fmt: skip
+    for n0 in tl.range(start + BLOCK_N, stop, BLOCK_N):
+        page = nxt
+        nxt = tl.load(bt + tl.minimum(n0 + BLOCK_N, kv_len - 1) // PAGE)  # a tile ahead
+        m_i, l_i, acc = _tile(qt_n, qt_r, kv_ptr, bt, page, n0, stop, limit, m_i, l_i, acc, scale_log2,
+                              PAGE, BLOCK_N, STAMPS, stamp_ptr, W, False)  # fmt: skip
     if STAMPS:
-        tl.store(stamp_row + 3, _now(_dep(l_i)))
+        _stamp(stamp_ptr, W, 3, _dep(l_i))
     safe_l = tl.where(l_i > 0, l_i, 1.0)
     row_base = (b * ROWS_P + offs_m) * splits + split
-    tl.store(part_o + row_base[:, None] * LATENT + tl.arange(0, LATENT)[None, :], acc / safe_l[:, None])
+    tl.store(part_o + row_base[None, :] * LATENT + tl.arange(0, LATENT)[:, None], acc / safe_l[None, :])
     tl.store(part_lse + row_base, tl.where(l_i > 0, m_i + tl.log2(safe_l), float("-inf")))
     tl.debug_barrier()
     if STAMPS:
-        tl.store(stamp_row + 4, _now(split))
+        _stamp(stamp_ptr, W, 4, split)
     if MERGE_INKERNEL:
         # last arriver merges: release our partials, acquire everyone else's
         arrived = tl.atomic_add(counter_ptr + b * mblocks + mb, 1, sem="acq_rel")
         if arrived == splits - 1:
-            _merge(part_o, part_lse, out_ptr, b, mb * BLOCK_M, splits, ROWS, ROWS_P, BLOCK_M, SPLITS_P2,
-                   False, stamp_row, 0)  # fmt: skip
+            _merge(part_o, part_lse, out_ptr, b, mb * BLOCK_M, 0, splits, ROWS, ROWS_P, BLOCK_M, LATENT, MERGE_DC,
+                   SPLITS_P2)  # fmt: skip
             tl.atomic_xchg(counter_ptr + b * mblocks + mb, 0)
         tl.debug_barrier()
     if STAMPS:
-        tl.store(stamp_row + 5, _now(split))
+        _stamp(stamp_ptr, W, 5, split)
 
 
 @triton.jit
 def reduce(part_o, part_lse, out_ptr, stamp_ptr, splits, ROWS: tl.constexpr, ROWS_P: tl.constexpr,
-           RB: tl.constexpr, SPLITS_P2: tl.constexpr, STAMPS: tl.constexpr, W: tl.constexpr, ROW0):  # fmt: skip
+           DB: tl.constexpr, SPLITS_P2: tl.constexpr, STAMPS: tl.constexpr, W: tl.constexpr, ROW0):  # fmt: skip
+    """One program per (row, DB latent dims, request): the merge spread over many CTAs."""
     blk = tl.program_id(0)
-    b = tl.program_id(1)
-    stamp_row = stamp_ptr + (ROW0 + b * tl.num_programs(0) + blk) * W
+    dblk = tl.program_id(1)
+    b = tl.program_id(2)
+    stamp_row = stamp_ptr + (ROW0 + (b * tl.num_programs(1) + dblk) * tl.num_programs(0) + blk) * W
     if STAMPS:
         tl.store(stamp_row + 0, _now(blk))
         tl.store(stamp_row + W - 1, _smid(blk).to(tl.int64))
-    _merge(part_o, part_lse, out_ptr, b, blk * RB, splits, ROWS, ROWS_P, RB, SPLITS_P2, False, stamp_row, 0)
+    _merge(part_o, part_lse, out_ptr, b, blk, dblk * DB, splits, ROWS, ROWS_P, 1, DB, DB, SPLITS_P2)
     tl.debug_barrier()
     if STAMPS:
         tl.store(stamp_row + 1, _now(blk))
