@@ -43,6 +43,8 @@ timeout 45 traceattr round --rows /tmp/ship_rows.txt --baseline "split-mla[merge
   --candidate "split-mla[merge=inkernel$OPTS]" --captures 2 --iters 3 --max-noise 0 --out-root /tmp/ship 2>&1 | tail -3 | log
 (cd /tmp/ship && tar -cJf "$OUT/ship.tar.xz" --exclude='*.nsys-rep' --exclude='report.html' .)
 echo "shipped round done at $(( $(date +%s) - T0 )) s" | log
+# the merge round's stamps and kernel tables (no traces): its phase figures can be drawn again anywhere
+(cd /tmp && tar -cJf "$OUT/rr_stamps.tar.xz" --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='report.html' rr)
 # shellcheck disable=SC2086
 timeout 60 python3 examples/split_mla/bench.py "$OUT/bench.json" ${BENCH-$B} 2>&1 | log
 echo "all done at $(( $(date +%s) - T0 )) s" | log
