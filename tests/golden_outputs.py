@@ -240,7 +240,8 @@ def sweeps(out: Path) -> None:
     def fake_execute(plan: Any, on_line: Any = None, *, report: bool = True) -> Any:
         plans.append(plan.run.to_json())
         plan.folder.mkdir(parents=True)
-        request = SimpleNamespace(shapes=plan.run.shapes, arms=plan.backends, round=len(plans) - 1)
+        n = len(plans) - 1  # the capture's number: `index` since receipt/2, `round` before
+        request = SimpleNamespace(shapes=plan.run.shapes, arms=plan.backends, index=n, round=n)
         cap = sweep_capture(plan.folder, request, linear_time, 12, len(plans))
         return profile.ProfileResult(plan.folder, cap.attribution, cap.calls, pl.DataFrame(), cap.runner, ())
 
@@ -278,6 +279,9 @@ def round_plan(**kw: Any) -> Any:
     from traceattr.jobs.round import RoundPlan
 
     names = {f.name for f in fields(RoundPlan)}
+    if "captures" in names and "rounds" in kw:  # the field's name since receipt/2
+        kw = dict(kw)
+        kw["captures"] = kw.pop("rounds")
     if "protocol" not in names:
         return RoundPlan(**kw)
     own = {k: v for k, v in kw.items() if k in names}
@@ -313,7 +317,7 @@ def receipts(out: Path) -> None:
         folder.mkdir(parents=True)
         header = round_plan(rows=ROWS, baseline=BASE, candidate=CAND, folder=folder / "r", **kw).header()
         keep(out, f"receipts/header_{name}.json", json.dumps(header, indent=1, default=str))
-        write(f"header_{name}", Receipt(header, round_rows(ROWS, captures(folder, timing(0.9), rounds=3), BASE, CAND)))
+        write(f"header_{name}", Receipt(header, round_rows(ROWS, captures(folder, timing(0.9), count=3), BASE, CAND)))
     scenarios: dict[str, dict[str, Any]] = {
         "biased": {"t": timing(0.9, first_bias=0.05), "sensitivity": True},
         "same": {"t": timing(1.0)},
@@ -336,13 +340,13 @@ def receipts(out: Path) -> None:
         write(f"run_{name}", receipt)
         keep_folder(out, f"receipts/run_{name}.folder", plan.folder)
     (tmp / "tight").mkdir(parents=True)
-    caps = captures(tmp / "tight", timing(1.0), rounds=3)
+    caps = captures(tmp / "tight", timing(1.0), count=3)
     header = {"baseline": BASE, "candidate": CAND, "gates": {"directional_limit": 0.02, "min_clock": 0.7},
               "protocol": {"lead": True}}  # fmt: skip
     write("tight", with_causes(Receipt(header, round_rows(ROWS, caps, BASE, CAND, tight))))
     late = tmp / "late"
     late.mkdir()
-    gaps = captures(late, timing(1.0), rounds=2, gaps=lambda _s, arm, _i: 40 * US if arm == CAND else 0,
+    gaps = captures(late, timing(1.0), count=2, gaps=lambda _s, arm, _i: 40 * US if arm == CAND else 0,
                     hold={"groups": 8, "timeouts": 1, "gpu_wait_us": {"median": 3.0, "max": 9.0}})  # fmt: skip
     write("late", with_causes(Receipt(header, round_rows(ROWS, gaps, BASE, CAND, tight))))
     one = synth_capture(late, 9, (BASE, CAND), timing(0.9))
