@@ -29,6 +29,7 @@ from traceattr.phases.layout import StampError, read_index, read_stamps
 from traceattr.phases.report import cta_timeline, phase_report
 from traceattr.present.names import printable
 from traceattr.present.phases import (
+    bound_text,
     deltas_markdown,
     interval_us,
     load,
@@ -242,8 +243,8 @@ def test_terminal_table_and_fixed_cost_verdict(tmp_path: Path) -> None:
     assert report is not None
     (line,) = verdict_lines(report)
     assert "one_tile floor 8.00 µs" in line and "fixed-cost bound: 11.40 µs = 1.43×" in line
-    share = parse_shape(SHAPE).bytes_moved() / 4.8e12 / 11.4e-6  # the shape's bytes at the H200's 4.8 TB/s
-    assert f"HBM roofline share {share:.1%}" in line and share > 0.01
+    share = parse_shape(SHAPE).bytes_moved() / 4.8e12 / 11.4e-6  # no trace beside: the H200's datasheet 4.8 TB/s
+    assert f"roofline {100 * share:.1f}% (memory bound)" in line and share > 0.01
     assert phase_report(folder) is not None and phase_report(folder).bounds[0].roofline_share is None  # type: ignore[union-attr]
     con = Console(width=200, record=True)
     render_phases(report, con)
@@ -461,3 +462,30 @@ def test_the_module_alias_prints_the_rounds_phase_receipt(
 ) -> None:
     assert main([str(round_folder)]) == 0
     assert capsys.readouterr().out == (round_folder / "phases.md").read_text(encoding="utf-8")
+
+
+def test_the_phase_verdicts_roofline_is_compares(stamped_run: Path) -> None:
+    """One roofline: the phase verdict's bound and share are compare's ``bound`` and ``roofline`` columns, at the
+    trace's GPU figure (the synthetic trace says 8 TB/s where the H200's datasheet says 4.8) and with the compute
+    bound where it applies, not a memory-only share at a bandwidth of their own."""
+    from traceattr import open as open_trace
+
+    report = load(stamped_run)
+    assert report is not None
+    summary = open_trace(stamped_run).analyse().summary
+    assert set(summary["bound"].to_list()) == {"memory", "compute"}  # both kinds of row are checked
+    for m in report.medians:
+        bound = report.bound(m)
+        assert bound is not None and bound.roofline_share is not None
+        row = summary.filter((pl.col("backend") == m.arm) & (pl.col("shape") == m.shape))
+        assert bound.bound == row["bound"][0]
+        assert bound.roofline_share == pytest.approx(row["roofline"][0], rel=0.01)  # the two medians of the span
+        if bound.bound == "memory":
+            moved = parse_shape(m.shape).bytes_moved() / 8e12 / (m.span_ns * 1e-9)
+            assert bound.roofline_share == pytest.approx(moved)
+        assert f"roofline {100 * bound.roofline_share:.1f}% ({bound.bound} bound)" in bound_text(bound)
+    given = load(stamped_run, 2e12)  # --bandwidth: both take the given figure
+    assert given is not None
+    memory = next(b for b in report.bounds if b.bound == "memory")
+    again = next(b for b in given.bounds if (b.arm, b.shape) == (memory.arm, memory.shape))
+    assert again.roofline_share == pytest.approx(4 * (memory.roofline_share or 0))

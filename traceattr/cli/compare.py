@@ -148,7 +148,7 @@ def compare_command(
     from traceattr.present.phases import load, median_frame, render_phases
 
     # the run folder's in-kernel stamps (docs/phases.md), read before anything is written; csv/json print the summary
-    phases = load(trace) if out is not None or shown.fmt == "table" else None
+    phases = load(trace, peak) if out is not None or shown.fmt == "table" else None
     extra = () if phases is None else ((median_frame(phases), runfolder.PHASES),)
     _show_and_write(analysis, out, json_out, str(trace), *extra, inputs=paths, notes=att.notes, shown=shown)
     if phases is not None and shown.fmt == "table":

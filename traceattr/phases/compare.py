@@ -19,7 +19,7 @@ import polars as pl
 
 from traceattr.core.precision import median_interval
 from traceattr.core.runfolder import SENSITIVITY
-from traceattr.phases.report import Bandwidth, PhaseReport, has_stamps, natural, phase_report
+from traceattr.phases.report import PhaseReport, Roofline, has_stamps, natural, phase_report
 
 
 @dataclass(frozen=True)
@@ -117,14 +117,14 @@ def round_phases(
     baseline: str,
     candidate: str,
     captures: Sequence[str],
-    bandwidth: Bandwidth | None = None,
+    roofline: Roofline | None = None,
     latest: Mapping[str, int] | None = None,
 ) -> RoundPhases | None:
     """The phases of the round in *folder* (its receipt's arms and capture folders); None without stamps.
 
     *latest*: per row (shape), how many captures its latest attempt took (the receipt's ``captures``): a
     retried row is compared over those, the last that hold it, as its verdict is."""
-    reports = [r for r in (phase_report(p, bandwidth) for p in round_captures(folder, captures)) if r is not None]
+    reports = [r for r in (phase_report(p, roofline) for p in round_captures(folder, captures)) if r is not None]
     if not reports:
         return None
     return RoundPhases(tuple(reports), compare_calls(latest_calls(reports, latest), baseline, candidate))

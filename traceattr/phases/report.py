@@ -3,33 +3,34 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
-from traceattr.core.records import read_runner
 from traceattr.core.runfolder import KERNELS, TRACE
-from traceattr.core.shapes import ShapeError, parse_shape
 from traceattr.phases.align import Alignment, fit, windows
 from traceattr.phases.attribute import RUN, MedianCall, call_phases, call_spans, cta_phases, median_calls, per_sm
 from traceattr.phases.floor import FixedCost, Floor, fixed_cost, floors
 from traceattr.phases.layout import INDEX, STAMPS_DIR, StampError, read_stamps
 
-# the GPU's datasheet memory bandwidth (bytes/s) by its name, or None: the caller's table (analysis.roofline)
-Bandwidth = Callable[[str], float | None]
+# a run folder's roofline, as compare computes it: given ``shape, median_us`` rows of calls in that folder, the same
+# rows with ``bound`` (memory | compute) and ``roofline`` (the share of that bound reached; null where unknown).
+# The caller's (traceattr.present.phases.roofline_of): this layer does not reach the analysis.
+Roofline = Callable[[Path, pl.DataFrame], pl.DataFrame]
 
 
 @dataclass(frozen=True)
 class RowBound:
-    """What bounds an (arm, shape): its floor probes, the fixed-cost verdict, and its share of the HBM roofline."""
+    """What bounds an (arm, shape): its floor probes, the fixed-cost verdict, and the roofline compare shows."""
 
     arm: str
     shape: str
     floors: tuple[Floor, ...]  # by probe name
     fixed: FixedCost | None  # None: no one-tile probe
-    roofline_share: float | None  # the shape's bytes at the datasheet bandwidth / the median call; None: unknown GPU
+    roofline_share: float | None  # the share of the applying roofline bound the median call reaches; None: unknown
+    bound: str | None = None  # which bound applies: memory | compute (analysis.roofline); None: unknown
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,10 @@ def stamp_folder(path: Path) -> Path:
     return path.parent if path.is_file() and path.name == TRACE else path
 
 
-def phase_report(folder: Path, bandwidth: Bandwidth | None = None) -> PhaseReport | None:
+def phase_report(folder: Path, roofline: Roofline | None = None) -> PhaseReport | None:
     """The phases of run folder *folder* (or of its trace.sqlite), or None when it holds no stamps.
 
-    *bandwidth*: the datasheet bandwidth of a GPU by name, for the roofline share (none without it)."""
+    *roofline*: the folder's roofline, for each row's share of it (none without it)."""
     folder = stamp_folder(folder)
     stamps = read_stamps(folder)
     if stamps.height == 0:
@@ -87,40 +88,22 @@ def phase_report(folder: Path, bandwidth: Bandwidth | None = None) -> PhaseRepor
     found = floors(kernels)
     return PhaseReport(
         folder, al, win.sort([*RUN[:3], "start_ns"]), ctas, calls, per_sm(ctas), medians, found,
-        int(stamps["clamped"].sum()), _bounds(folder, medians, found, bandwidth),
+        int(stamps["clamped"].sum()), _bounds(folder, medians, found, roofline),
     )  # fmt: skip
 
 
 def _bounds(
-    folder: Path, medians: tuple[MedianCall, ...], found: tuple[Floor, ...], bandwidth: Bandwidth | None
+    folder: Path, medians: tuple[MedianCall, ...], found: tuple[Floor, ...], roofline: Roofline | None
 ) -> tuple[RowBound, ...]:
-    gpu = _gpu_name(folder)
-    peak = bandwidth(gpu) if bandwidth is not None and gpu else None
+    calls = pl.DataFrame({"shape": [m.shape for m in medians], "median_us": [m.span_ns / 1e3 for m in medians]},
+                         schema={"shape": pl.String, "median_us": pl.Float64})  # fmt: skip
+    roof = roofline(folder, calls) if roofline is not None and medians else None
     out = []
-    for m in medians:
+    for i, m in enumerate(medians):
         probes = tuple(sorted((f for f in found if f.arm == m.arm and f.shape == m.shape), key=lambda f: f.probe))
-        share = None
-        moved = _bytes_moved(m.shape)
-        if peak and moved and m.span_ns:
-            share = moved / peak / (m.span_ns * 1e-9)
-        out.append(RowBound(m.arm, m.shape, probes, fixed_cost(m.arm, m.shape, m.span_ns, found), share))
+        share, bound = (None, None) if roof is None else (roof["roofline"][i], roof["bound"][i])
+        out.append(RowBound(m.arm, m.shape, probes, fixed_cost(m.arm, m.shape, m.span_ns, found), share, bound))
     return tuple(out)
-
-
-def _gpu_name(folder: Path) -> str | None:
-    """The GPU runner.json names (None without one)."""
-    runner = read_runner(folder)  # a runner.json that is not one is refused, as every command refuses it
-    gpu = runner.facts("gpu") if runner is not None else None
-    name = gpu.get("name") if isinstance(gpu, Mapping) else None
-    return name if isinstance(name, str) else None
-
-
-def _bytes_moved(shape: str) -> int | None:
-    """The bytes a call of *shape* must move (as compare's roofline counts them); None for a name that is no shape."""
-    try:
-        return parse_shape(shape).bytes_moved()
-    except ShapeError:
-        return None
 
 
 def cta_timeline(report: PhaseReport, m: MedianCall) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -4,14 +4,14 @@ Every surface that shows phases reads one record and the wordings here: a run fo
 :class:`~traceattr.phases.report.PhaseReport` (``compare``, ``report``), a round's
 :class:`~traceattr.phases.compare.RoundPhases` (the receipt's "which phase moved" in receipt.md, on the
 terminal and on the round's page; the per-row phase tables) and ``diff``'s
-:class:`~traceattr.phases.compare.DiffPhases`. The fixed-cost verdict stands next to the HBM roofline
-share (the shape's bytes at the GPU's datasheet bandwidth over the median call), the only bound the
-summary names otherwise. The tables go through the one table layer (:mod:`traceattr.present.columns`).
+:class:`~traceattr.phases.compare.DiffPhases`. The fixed-cost verdict stands next to the roofline share
+compare shows (the applying memory or compute bound over the median call: one computation, :func:`roofline_of`),
+the only bound the summary names otherwise. The tables go through the one table layer (:mod:`traceattr.present.columns`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -19,26 +19,50 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
-from traceattr.analysis.roofline import PEAK_BANDWIDTH
+from traceattr.analysis.roofline import bound_columns, device_compute_peak, peak_bandwidth, shape_work
 from traceattr.analysis.rounds import Receipt
+from traceattr.core.records import read_runner
+from traceattr.core.runfolder import TRACE
 from traceattr.phases.attribute import MedianCall
 from traceattr.phases.compare import DiffPhases, PhaseComparison, PhaseDelta, RoundPhases, diff_phases, round_phases
-from traceattr.phases.report import PhaseReport, RowBound, has_stamps, phase_report
+from traceattr.phases.report import PhaseReport, Roofline, RowBound, has_stamps, phase_report
 from traceattr.present import formats
 from traceattr.present.columns import Column, dropped_line, fitted_table, print_wrapped
 from traceattr.present.names import printable
+from traceattr.trace.loader import read_devices
 
 # -- the records, read once per surface -------------------------------------------------------------------------
 
 
-def datasheet_bandwidth(gpu: str) -> float | None:
-    """The datasheet memory bandwidth of the GPU named *gpu* (bytes/s), as compare's roofline takes it."""
-    return next((bw for name, bw in PEAK_BANDWIDTH if name in gpu), None)
+def roofline_of(peak_bytes_per_s: float | None = None) -> Roofline:
+    """The roofline compare computes (:func:`traceattr.analysis.roofline.bound_columns` at
+    :func:`~traceattr.analysis.roofline.peak_bandwidth` and the dense peaks of the run folder's GPU), for the
+    phase records: so a row's share in the phase verdict is compare's ``roofline`` column. The GPU is the one
+    the folder's trace records; without a trace beside (a round whose traces were left behind), the one
+    runner.json names, at its datasheet figures. *peak_bytes_per_s*: a command's ``--bandwidth``."""
+
+    def roofline(folder: Path, calls: pl.DataFrame) -> pl.DataFrame:
+        trace = folder / TRACE
+        if trace.is_file():
+            devices = read_devices(trace)
+        else:
+            runner = read_runner(folder)
+            gpu = runner.facts("gpu") if runner is not None else None
+            name = gpu.get("name") if isinstance(gpu, Mapping) else None
+            devices = pl.DataFrame({"name": [name if isinstance(name, str) else None]}, schema={"name": pl.String})
+        peak, _ = peak_bandwidth(devices, peak_bytes_per_s)
+        work = shape_work(calls["shape"].unique(maintain_order=True).to_list())
+        return calls.join(work, on="shape", how="left", maintain_order="left").with_columns(
+            bound_columns(peak, device_compute_peak(devices))
+        )
+
+    return roofline
 
 
-def load(path: Path) -> PhaseReport | None:
-    """The phases of run folder *path* (or of its trace.sqlite); None without stamps."""
-    return phase_report(path, datasheet_bandwidth)
+def load(path: Path, peak_bytes_per_s: float | None = None) -> PhaseReport | None:
+    """The phases of run folder *path* (or of its trace.sqlite); None without stamps. *peak_bytes_per_s*: the
+    bandwidth a command was given (``--bandwidth``), which its roofline takes too."""
+    return phase_report(path, roofline_of(peak_bytes_per_s))
 
 
 def load_round(receipt: Receipt, folder: Path) -> RoundPhases | None:
@@ -47,7 +71,7 @@ def load_round(receipt: Receipt, folder: Path) -> RoundPhases | None:
     final = receipt.final.select("shape", "captures").drop_nulls()  # a receipt from before counts: every capture
     latest = dict(zip(final["shape"].to_list(), final["captures"].to_list(), strict=True))
     return round_phases(folder, str(h.get("baseline")), str(h.get("candidate")), receipt.captures,
-                        datasheet_bandwidth, latest)  # fmt: skip
+                        roofline_of(), latest)  # fmt: skip
 
 
 def load_diff(before: Sequence[Path], after: Sequence[Path]) -> DiffPhases | None:
@@ -105,13 +129,13 @@ def row_labels(phases: RoundPhases, receipt: Receipt) -> dict[str, str]:
 
 
 def bound_text(b: RowBound) -> str:
-    """``empty floor 0.58 µs [0.58, 0.58] (50 reps); one_tile floor …; not fixed-cost bound: … · HBM roofline
-    share 3.3%``: what bounds an (arm, shape)."""
+    """``empty floor 0.58 µs [0.58, 0.58] (50 reps); one_tile floor …; not fixed-cost bound: … · roofline
+    3.3% (memory bound)``: what bounds an (arm, shape)."""
     parts = [f"{f.probe} floor {us(f.median_ns)} µs [{us(f.low_ns)}, {us(f.high_ns)}] ({f.reps} reps);"
              for f in b.floors]  # fmt: skip
     parts.append(b.fixed.describe() if b.fixed else "no one-tile probe: fixed cost not judged")
     if b.roofline_share is not None:
-        parts.append(f"· HBM roofline share {b.roofline_share:.1%}")
+        parts.append(f"· roofline {formats.roofline_share(b.roofline_share, 1)} ({b.bound} bound)")
     return " ".join(parts)
 
 

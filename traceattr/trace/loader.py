@@ -374,6 +374,17 @@ def load_trace(path: str | Path, engine: str = "auto", *, shown_as: str | Path |
         src.close()
 
 
+def read_devices(path: str | Path) -> pl.DataFrame:
+    """The GPUs (TARGET_INFO_GPU) of the SQLite or Arrow export *path*, and nothing else: a few rows, read
+    without the trace (what a roofline needs of a run folder whose trace is not otherwise read)."""
+    p = Path(path)
+    src: SqliteSource | ArrowSource = ArrowSource(p) if is_arrow_export(p) else SqliteSource(p)
+    try:
+        return _read_devices(src)[0]
+    finally:
+        src.close()
+
+
 def load_report(report: Path, engine: str = "auto") -> Trace:
     """An ``.nsys-rep`` read through a temporary Arrow export of the tables the loader reads: export and
     read together took 0.57x the SQLite export and read on a 100 k-kernel H200 report with every table

@@ -193,7 +193,7 @@ PHASES_INTRO = (
     "each kernel), each phase the median over every stamped call with its 95% interval, a later kernel's phases "
     "hatched, the black tick the median nsys span. Below, one call CTA by CTA: nsys's kernels on top, each CTA's "
     "phases on its own lane (program order; hover for its SM). Then what bounds each row: the floor probes, the "
-    "fixed-cost verdict and the HBM roofline share; the numbers, folded, as the terminal prints them."
+    "fixed-cost verdict and the roofline share compare shows; the numbers, folded, as the terminal prints them."
 )
 
 
