@@ -251,7 +251,7 @@ def _show_and_write(
     notes: Sequence[str] = (),
     shown: Shown,
 ) -> None:
-    from traceattr.present.comparison import by_context, render_fit, render_summary, render_verdicts
+    from traceattr.present.comparison import render_fit, render_summary, render_verdicts
     from traceattr.present.console import console
     from traceattr.present.terminal import render_across, render_notes, render_traces
 
@@ -285,7 +285,7 @@ def _show_and_write(
     if out is not None:
         tables = (
             (analysis.calls, runfolder.CALLS),
-            (by_context(analysis.summary), runfolder.SUMMARY),  # in the terminal's order: by ctx, not as text
+            (analysis.summary, runfolder.SUMMARY),  # in the terminal's order (summary.in_context_order)
             (analysis.crossovers, runfolder.CROSSOVERS),
             (analysis.fit, runfolder.FIT),
             *extra,

@@ -132,7 +132,8 @@ def collect(
     c = c.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series")))
     c = _mark_medians(c)
     peak, source = analysis.peak_bytes_per_s, analysis.peak_source
-    full = _natural_order(analysis.summary).join(_median_call_parts(c), on=list(GROUP), how="left")
+    # in the summary's own order (summary.in_context_order), as the terminal and summary.csv
+    full = analysis.summary.join(_median_call_parts(c), on=list(GROUP), how="left", maintain_order="left")
     # why nothing can be compared is a finding (the decision section says it); sampling notes are not
     notes: dict[str, list[str]] = {"decision": [analysis.note]} if analysis.note else {}
 
@@ -189,13 +190,6 @@ def collect(
         compute_peak=analysis.compute_peak,
         decision=analysis.decision,
     )
-
-
-def _natural_order(summary: pl.DataFrame) -> pl.DataFrame:
-    """Shapes by family then context length (8k before 32k before 131k), backends fastest first."""
-    fam = with_family(summary).select("shape", "family", "ctx").unique()
-    ordered = summary.join(fam, on="shape", how="left").sort("family", "ctx", "shape", "median_us", nulls_last=True)
-    return ordered.drop("family", "ctx")
 
 
 # -- selections -----------------------------------------------------------------------------
