@@ -37,7 +37,7 @@ from traceattr.present.report.figures_compare import attribution_figure, distrib
 from traceattr.present.report.figures_decision import context_figure, context_notes
 from traceattr.present.report.figures_timeline import picker_html, timeline_figure
 from traceattr.present.report.html import Section, facts_html, notes_html, page, run_html
-from traceattr.present.report.round import gated_rules, round_page
+from traceattr.present.report.round import round_page, with_round_decision
 from traceattr.present.report.style import backend_colors, figure_html
 from traceattr.present.report.table import numbers_table
 
@@ -121,9 +121,8 @@ class _Options:
 def _build(att: Attribution, o: _Options) -> _Built:
     d = collect(att, o.peak_bytes_per_s, o.limits, group=o.group, events=o.events, same_program=o.same_program,
                 basis=o.basis)  # fmt: skip
-    rule_notes: list[str] = []
-    if o.receipt is not None:  # a round's page draws only the rules its receipt supports
-        d, rule_notes = gated_rules(d, o.receipt)
+    if o.receipt is not None:  # a round's page states the round's decision (its receipt's), not the first capture's
+        d = with_round_decision(d, o.receipt, o.title or "")
     colors = backend_colors(d.table["backend"])
     title = o.title or f"traceattr report: {att.meta.path.name}"
     sections = _sections(d, colors)
@@ -139,7 +138,7 @@ def _build(att: Attribution, o: _Options) -> _Built:
     )
     folded = f"<details><summary>{summary}</summary>{details}</details>"
     if o.receipt is not None:  # a round's page leads with its receipt; the first capture's figures follow
-        sections, header = round_page(o.receipt, sections, folded, rule_notes), ""
+        sections, header = round_page(o.receipt, sections, folded), ""
     else:
         sections.append(Section("run", "Run details", "What was measured, where, and with which tool.", folded))
         header = f'<p class="subtitle">{html_text.escape(_subtitle(att, d))}</p>'

@@ -141,7 +141,7 @@ def collect(
     # thousands of panels: the figures draw the shapes with the most GPU time, the table more rows.
     # Time vs context and its crossovers use every shape and call: a family's curve never loses a point.
     context = _context(full)
-    crossings = _crossings(analysis.crossovers, context)  # the very frame `compare` prints
+    crossings = crossings_at(analysis.crossovers, context)  # the very frame `compare` prints
     pair_time = c.group_by(GROUP).agg(pl.col("gpu_span_ns").sum())
     heavy = c.group_by("shape").agg(pl.col("gpu_span_ns").sum()).sort("gpu_span_ns", "shape", descending=[True, False])
     if heavy.height > limits.shapes:
@@ -251,8 +251,9 @@ def _context(summary: pl.DataFrame) -> pl.DataFrame:
     return fam.join(multi.select("family"), on="family", how="semi").sort("family", "backend", "ctx")
 
 
-def _crossings(cross: pl.DataFrame, context: pl.DataFrame) -> pl.DataFrame:
-    """*cross* (analysis.crossover.crossovers) plus ``at_us``: the time at the crossing (log-log interpolation)."""
+def crossings_at(cross: pl.DataFrame, context: pl.DataFrame) -> pl.DataFrame:
+    """*cross* (analysis.crossover.crossovers) plus ``at_us``: the time at the crossing on *context*'s curves
+    (log-log interpolation)."""
     if cross.height == 0:
         return cross.with_columns(pl.lit(None, pl.Float64).alias("at_us"))
     t = context.select("family", "backend", "ctx", "median_us")
