@@ -133,12 +133,16 @@ def compare_command(
         _compare_many(paths, settings, out, json_out, peak, workers, dask, shown, fail_on, basis.value)
         return
     trace = paths[0]
-    from traceattr.present.terminal import working  # a spinner on stderr (a terminal only): big traces take a while
+    from traceattr.present.steps import attributing, steps  # on stderr, a terminal only: seconds per step
 
-    with working(f"reading {trace}") as step:
-        att = Session(trace).attribute(rules=role_rules, domain=domain, match=match)
+    with steps() as step:
+        session = Session(trace)
+        step(f"read {trace}")
+        loaded = session.trace
+        step(attributing(loaded))
+        att = session.attribute(rules=role_rules, domain=domain, match=match)
         check_selected(att, domain, match)
-        step("comparing the calls")
+        step("analyse the calls")
         # a profile run folder: add the CUDA-event cross-check
         events = runner_events(trace)
         analysis = analyse(

@@ -97,16 +97,16 @@ def report_command(
     target = _target(trace, out)
     events = runner_events(trace)
     check_file_target(target, (trace, path), ours=_is_report)
-    from traceattr.present.terminal import working  # a spinner on stderr (a terminal only): big traces take a while
+    from traceattr.present.steps import attributing, steps  # on stderr, a terminal only: seconds per step
 
-    with working(f"reading {path}") as step:
+    with steps() as step:
+        step(f"read {path}")
         loaded = load_trace(path)
-        step(f"attributing {path}")
+        step(attributing(loaded))
         att = attribute(loaded, mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
-        step(f"analysing and drawing {target.name}")
         info = write_report(
             att, target, title=title, run=_run_info(trace), group=group, events=events, same_program=same_program,
-            basis=basis.value,
+            basis=basis.value, step=step,
         )  # fmt: skip
     for note in info.notes:
         print(f"note: {printable(note)}", file=sys.stderr)

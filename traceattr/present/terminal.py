@@ -282,15 +282,3 @@ def report_progress(total: int, what: str = "traces") -> Iterator[Callable[[Any]
     ) as bar:  # fmt: skip
         task = bar.add_task(what, total=total)
         yield lambda _result: bar.advance(task)
-
-
-@contextlib.contextmanager
-def working(what: str) -> Iterator[Callable[[str], None]]:
-    """A spinner saying *what* runs, on stderr, only when stderr is a terminal (a 1.25 M-kernel trace takes
-    half a minute); yields the callback that names the next step."""
-    err = Console(stderr=True)
-    if not err.is_terminal:
-        yield lambda _step: None
-        return
-    with err.status(printable(what)) as status:
-        yield lambda step: status.update(printable(step))

@@ -40,6 +40,7 @@ from traceattr.present.report.html import Section, facts_html, notes_html, page,
 from traceattr.present.report.round import round_page, with_round_decision
 from traceattr.present.report.style import backend_colors, figure_html
 from traceattr.present.report.table import numbers_table
+from traceattr.present.steps import Step, no_step
 
 __all__ = ["Limits", "ReportInfo", "build_report", "write_report"]
 
@@ -73,11 +74,13 @@ def build_report(
     events: list[dict[str, Any]] | None = None,
     same_program: SameProgram = same_label,
     basis: str = "span",
+    step: Step = no_step,
 ) -> str:
     """The report of *att* as one HTML document (see the module doc); *group*: how call names group
     (:mod:`traceattr.core.callnames`); *events*: a runner.json's CUDA-event times (the cross-check column);
     *same_program*: which arms run one program (the commands pass the backends' declarations)."""
-    return _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis)).html
+    options = _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis)
+    return _build(att, options, step).html
 
 
 def write_report(
@@ -93,12 +96,16 @@ def write_report(
     events: list[dict[str, Any]] | None = None,
     same_program: SameProgram = same_label,
     basis: str = "span",
+    step: Step = no_step,
 ) -> ReportInfo:
     """Write the report of *att* to *path* atomically (temp file, then rename).
 
-    *run* is a run folder's run.json, *events* a runner.json's CUDA-event times (the cross-check column).
+    *run* is a run folder's run.json, *events* a runner.json's CUDA-event times (the cross-check column);
+    *step* is told each step of the work as it starts (:func:`traceattr.present.steps.steps`).
     """
-    built = _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis))
+    options = _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis)
+    built = _build(att, options, step)
+    step(f"write {Path(path).name}")
     path = write_text(Path(path), built.html)
     return ReportInfo(path=path, size_bytes=path.stat().st_size, figures=built.sections, notes=built.notes)
 
@@ -118,11 +125,13 @@ class _Options:
     basis: str = "span"  # what a call's time is (analysis.pipeline.BASES)
 
 
-def _build(att: Attribution, o: _Options) -> _Built:
+def _build(att: Attribution, o: _Options, step: Step = no_step) -> _Built:
+    step("analyse the calls")
     d = collect(att, o.peak_bytes_per_s, o.limits, group=o.group, events=o.events, same_program=o.same_program,
                 basis=o.basis)  # fmt: skip
     if o.receipt is not None:  # a round's page states the round's decision (its receipt's), not the first capture's
         d = with_round_decision(d, o.receipt, o.title or "")
+    step("draw the figures")
     colors = backend_colors(d.table["backend"])
     title = o.title or f"traceattr report: {att.meta.path.name}"
     sections = _sections(d, colors)
