@@ -6,6 +6,7 @@ import fcntl
 import io
 import os
 import pty
+import shutil
 import struct
 import subprocess
 import sys
@@ -39,10 +40,25 @@ def test_each_step_shows_by_name_then_done() -> None:
     assert " s" in drawn  # each step's seconds
 
 
+@pytest.mark.slow
+def test_a_step_over_traces_counts_them() -> None:
+    con, out = _terminal()
+    with steps(con, after=0) as step:
+        advance = step.counted("attribute 3 traces", 3)
+        for _ in range(2):
+            advance(None)
+            time.sleep(0.3)
+        step("combine the traces")
+        time.sleep(0.3)
+    drawn = out.getvalue()
+    assert "attribute 3 traces" in drawn and "2/3" in drawn and "combine the traces" in drawn
+
+
 def test_nothing_when_not_a_terminal_or_quick() -> None:
     out = io.StringIO()
     with steps(Console(file=out, width=80), after=0) as step:  # a pipe or a file
         step("read run.sqlite")
+        step.counted("attribute 2 traces", 2)(None)
         time.sleep(0.2)
     assert out.getvalue() == ""
     con, out = _terminal()
@@ -99,3 +115,11 @@ def test_a_report_in_a_pty_names_its_steps(tmp_path: Path) -> None:
     for name in ("read ", "analyse the calls", "draw the figures", "write r.html"):
         assert name in drawn, (name, drawn[-2000:])
     assert (tmp_path / "r.html").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_many_traces_in_a_pty_are_counted(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        shutil.copyfile(EXAMPLE, tmp_path / f"{name}.sqlite")
+    drawn = _in_pty(["attribute", str(tmp_path), "-j", "1"])
+    assert "attribute 2 traces" in drawn and "2/2" in drawn and "combine the traces" in drawn, drawn[-2000:]
