@@ -414,7 +414,7 @@ def test_cli_round_through_profile_with_a_fake_capture(
         "sensitivity",
     ]
     out = captured.out
-    assert "**2 / 2 rows pass**" in out and "| q1_ctx8k |" in out
+    assert out.index("Round receipt") < out.index("2 / 2 rows pass") and "q1_ctx8k" in out and "receipt.md" in out
     receipt = read_receipt(folder)
     assert receipt.header["protocol"]["between"] == "flush+fa2" and receipt.rows["verdict"].to_list() == ["faster"] * 2
     assert receipt.rows["sensitivity"].is_not_null().all() and receipt.header["protocol"]["flush_bytes"] == 256 << 20

@@ -18,8 +18,9 @@ from traceattr.core.errors import TraceattrError
 from traceattr.core.progress import parse
 from traceattr.core.protocol import CAPTURES, ROUND, Protocol
 from traceattr.jobs.round import ROW_SETS, RoundJob, round_job
+from traceattr.present.columns import print_wrapped
 from traceattr.present.console import console
-from traceattr.present.receipt import markdown
+from traceattr.present.receipt_view import render_round
 
 _RETRY_MAY_SET = {"retry", "captures", "out_root", "dry_run"}
 
@@ -64,15 +65,19 @@ def round_command(
     job = round_job(rows, baseline, candidate, out_root, captures=captures, protocol=protocol, gates=gates, retry=retry,
                     runnable=not dry_run)  # fmt: skip
     con = console()
-    _say(con, job.headline())
+    print_wrapped(con, job.headline())  # a long folder name folds after its separators, never mid-word
     if dry_run:
         for line in job.dry_run_lines():
-            con.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+            print_wrapped(con, f"  {line}", hang=2)
         return
     receipt = _run_with_progress(job, con)
-    _say(con, markdown(receipt))
-    _say(con, f"receipts: {job.plan.folder}/receipt.md, receipt.csv, receipt.json, report.html")
-    gate(receipt_decision(receipt, str(job.plan.folder)), fail_on)  # a CI gate on what the receipt states
+    decision = receipt_decision(receipt, str(job.plan.folder))
+    # the receipt as every terminal shows it (report ROUND --format text): fitted to the width; receipt.md holds
+    # the markdown table to paste into a PR
+    render_round(receipt, decision, con)
+    folder = job.plan.folder
+    print_wrapped(con, f"receipts: {folder}/receipt.md (to paste into a PR), receipt.csv, receipt.json, report.html")
+    gate(decision, fail_on)  # a CI gate on what the receipt states
 
 
 def _say(con: Console, text: str) -> None:
