@@ -154,10 +154,16 @@ def evidence_section(receipt: Receipt) -> Section:
             _list_us(r["baseline_captures_us"]), _list_us(r["candidate_captures_us"]),
             _split(r, "baseline"), _split(r, "candidate"), _host(r, names), _modes(r, names), r["stopped"] or "",
         ]  # fmt: skip
-        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+        # the intervals, host-bound counts and groups are text that wraps: the table fits 1,400 px, nothing cut
+        tds = (f'<td class="text">{html.escape(c)}</td>' if i >= 5 else f"<td>{html.escape(c)}</td>"
+               for i, c in enumerate(cells))  # fmt: skip
+        rows.append("<tr>" + "".join(tds) + "</tr>")
+    # the heads wrap from the third column on, the text cells from the sixth: 1,400 px show every column
+    ths = (f'<th class="text">{html.escape(x)}</th>' if i >= 2 else f"<th>{html.escape(x)}</th>"
+           for i, x in enumerate(head))  # fmt: skip
     body = (
         '<div class="table-wrap"><table class="numbers">'
-        f"<thead><tr>{''.join(f'<th>{html.escape(x)}</th>' for x in head)}</tr></thead>"
+        f"<thead><tr>{''.join(ths)}</tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
     return Section(
