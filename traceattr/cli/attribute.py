@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from traceattr.jobs.many import Combined, Settings
-    from traceattr.present.steps import Step
+    from traceattr.present.steps import Steps
 
 MANIFEST = "attribution.json"  # names the set in --out DIR; see traceattr.core.output.ResultSet
 Format = Enum("Format", {f: f for f in ("table", "csv", "json", "parquet")}, type=str)  # type: ignore[misc]
@@ -154,15 +154,19 @@ def attribute_command(
 
 
 def _render(
-    att: Attribution, limit: int, each_range: bool, wide: bool, group: str | None, step: Step
+    att: Attribution, limit: int, each_range: bool, wide: bool, group: str | None, step: Steps
 ) -> Callable[[], None]:
     """The tables of *att*, made as one more step (a million ranges take seconds), and the call that prints them
-    once the steps are gone from the terminal."""
+    once the steps are gone from the terminal; with no steps drawn, printed as they are made (a reader that leaves
+    early, `| head`, stops the work)."""
     # rich's table machinery is imported only when a table is shown: `--out` never pays for it
     from traceattr.present.console import console
     from traceattr.present.terminal import render_attribution
 
     con = console(wide)
+    if not step.drawn:
+        render_attribution(att, con, limit, ranges=each_range, group=group)
+        return lambda: None
     step("make the tables")
     with con.capture() as made:
         render_attribution(att, con, limit, ranges=each_range, group=group)

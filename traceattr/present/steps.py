@@ -42,6 +42,11 @@ class Steps:
         self._progress = progress
         self._tasks: list[tuple[TaskID, int]] = []  # each step and its total
 
+    @property
+    def drawn(self) -> bool:
+        """Whether these steps may show (stderr is a terminal): output made meanwhile waits until they are gone."""
+        return self._progress is not None
+
     def __call__(self, name: str) -> None:
         self._start(name, 1, counted=False)
 
