@@ -113,6 +113,9 @@ def test_checker_catches_cut_numbers_and_wide_lines() -> None:
 
 # ------------------------------------------------------------- every command, on shipped and public data
 WIDTHS = [20, 40, 80, 100]
+EXAMPLES = Path(__file__).parents[1] / "examples"
+ROUND = EXAMPLES / "rounds" / "h200_smoke_fa2_vs_fa3"  # a real round folder (its second capture's trace not shipped)
+SWEEP_FOLDER = EXAMPLES / "sweeps" / "h200_q8_eager"
 
 
 @pytest.fixture(scope="module")
@@ -152,6 +155,26 @@ def commands(exports: dict[str, Path], folder: Path, round_folder: Path) -> dict
             "--out-root",
             round_folder.parent / "plans",
         ],
+        "round plan": [
+            "round",
+            "--rows",
+            "smoke",
+            "--baseline",
+            "fa3",
+            "--candidate",
+            "fa3[splits=4]",
+            "--dry-run",
+            "--out-root",
+            round_folder.parent / "plans",
+        ],
+        "shipped round receipt": ["report", ROUND, "--format", "text"],
+        "compare round": ["compare", ROUND],
+        "compare capture": ["compare", ROUND / "capture-1"],
+        "dispatch round": ["dispatch", ROUND],
+        "sweep steps": ["report", SWEEP_FOLDER, "--format", "text"],
+        "dispatch sweep": ["dispatch", SWEEP_FOLDER],
+        "report text": ["report", e, "--format", "text"],
+        "attribute ranges": ["attribute", e, "--ranges"],
         "compare": ["compare", e],
         "attribute": ["attribute", e],
         "compare many": ["compare", folder, "-j", "1"],
@@ -186,6 +209,23 @@ def test_every_command_fits_every_width(
                 raise AssertionError(f"{name} at {width} columns: {e}") from None
             if width >= 80 and "not shown at" not in wide:
                 assert out.count("not shown at") <= out.count("┏") + out.count("per-call")  # one per section at most
+
+
+@pytest.mark.slow
+def test_a_round_run_fits_every_width(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `traceattr round` itself prints (its folder, the runner's lines, the receipt, where the receipts are):
+    at 80 columns its receipt was the markdown table, rows broken over lines."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    faked_round(tmp_path / "wide", monkeypatch)
+    wide = capsys.readouterr().out
+    for width in (40, 80, 100):
+        monkeypatch.setenv("COLUMNS", str(width))
+        faked_round(tmp_path / str(width), monkeypatch)
+        out = capsys.readouterr().out
+        check_screen(out, wide, width)
+        assert ("┏" in out) == (width >= 80) and "| row |" not in out and "receipt.md" in out  # 40: records
 
 
 @pytest.mark.parametrize("columns", ["0", "1", str(MIN_WIDTH - 1)])

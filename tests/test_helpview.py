@@ -9,9 +9,9 @@ from traceattr.cli import COMMANDS
 from traceattr.cli.helpview import paragraphs
 
 
-@pytest.mark.parametrize("name", list(COMMANDS))
+@pytest.mark.parametrize("name", ["", *COMMANDS])  # "": traceattr --help itself
 def test_help_has_no_type_metavars(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, _ = cli(capsys, name, "-h")
+    rc, out, _ = cli(capsys, *([name] if name else []), "-h")
     assert rc == 0 and "Usage: traceattr" in out
     for python in ("<bool>", "<list[", "<int", "<float", "<str>", "<path>", "2147483648", "Path]"):
         assert python not in out, (name, python)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -140,3 +141,28 @@ def test_shapes_command() -> None:
     assert "``" not in out.stdout and ":meth:" not in out.stdout  # plain text, not reST
     assert "So q8_ctx900k is 8 verify tokens" in out.stdout and "Grammar (parts joined by _, any order" in out.stdout
     assert all(name in out.stdout for name in ("traceattr", "keyvalue", "slash", "pipe", "dot", "underscore"))
+
+
+@pytest.mark.slow
+def test_a_run_folder_lists_shapes_by_ctx(exports: dict[str, Path], tmp_path: Path, monkeypatch) -> None:
+    """summary.csv and summary.json of `profile` go by ctx (8k … 900k), as the terminal and the HTML do, not as
+    text (131k, 32k, 512k, 8k, 900k); the capture stands in for nsys with the real run's export and runner.json."""
+    from traceattr.jobs import profile as job
+    from traceattr.jobs.capture import CaptureResult
+
+    def capture(_nsys: Path, output: Path, _app: list[str], **_: object) -> CaptureResult:
+        sqlite = output.with_suffix(".sqlite")
+        shutil.copyfile(exports[SWEEP], sqlite)
+        shutil.copyfile(DATA / SWEEP / "runner.json", output.parent / "runner.json")
+        return CaptureResult(("nsys",), 0, output.with_suffix(".nsys-rep"), sqlite, ())
+
+    monkeypatch.setattr(job, "capture", capture)
+    monkeypatch.setattr(job, "require_runnable", lambda _plan: None)
+    result = job.execute(make_plan([parse_shape("q8_ctx8k")], ["fa3"], out_root=tmp_path), report=False)
+    ctx_order = [f"q8_ctx{c}_h16_b1_bf16_p64" for c in ("8k", "32k", "131k", "512k", "900k")]
+    written = pl.read_csv(result.folder / "summary.csv")
+    assert written["shape"].unique(maintain_order=True).to_list() == ctx_order
+    from_json = pl.read_json(result.folder / "summary.json")
+    assert from_json["shape"].unique(maintain_order=True).to_list() == ctx_order
+    first = written.filter(pl.col("shape") == ctx_order[-1])
+    assert first["median_us"].is_sorted() and first["backend"][0] == "flashmla"  # the fastest first in a shape

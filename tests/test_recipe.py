@@ -114,3 +114,29 @@ def test_recipe_bad_rules_stop_once(nsys: Path, reports: Path, tmp_path: Path) -
     res = _recipe(nsys, tmp_path, "--input", str(reports), "--mode", "none", "--rules", str(bad), "--output", str(out))
     assert res.returncode != 0 and (res.stdout + res.stderr).count("role must be one of") == 1
     assert not out.exists()  # the framework removes its output folder on failure
+
+
+@pytest.mark.slow
+def test_recipe_reads_a_folder_of_exports_as_readme_says(nsys: Path, tmp_path: Path) -> None:
+    """`--input ranks/` with only `.sqlite` exports in it (what `traceattr attribute ranks/` reads): the framework's
+    own `--input` takes `.nsys-rep` files alone and refused this folder."""
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    rank_trace(ranks / "rank0.sqlite", [10_000, 10_000])
+    rank_trace(ranks / "rank1.sqlite", [12_000, 30_000])
+    res = _recipe(nsys, tmp_path, "--input", "ranks/", "--mode", "none", "--output", "out")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert pl.read_parquet(tmp_path / "out" / "traces.parquet")["trace"].to_list() == ["rank0", "rank1"]
+    # the framework's DIR:N (a folder's first N traces) and a quoted pattern, as `traceattr attribute` takes one
+    res = _recipe(nsys, tmp_path, "--input", "ranks:1", str(ranks / "rank1.*"), "--mode", "none", "--output", "two")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert pl.read_parquet(tmp_path / "two" / "traces.parquet")["trace"].to_list() == ["rank0", "rank1"]
+
+
+@pytest.mark.slow
+def test_recipe_input_without_traces_is_refused_by_name(nsys: Path, tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    res = _recipe(nsys, tmp_path, "--input", "empty", "--mode", "none", "--output", "out")
+    said = res.stdout + res.stderr
+    assert res.returncode != 0 and "argument --input: empty: is a directory without nsys exports" in said, said
+    assert not (tmp_path / "out").exists()

@@ -40,6 +40,7 @@ from traceattr.attribution.engine import Attribution
 from traceattr.cli import main
 from traceattr.core.records import RunRecord
 from traceattr.present.formats import rule_text
+from traceattr.present.names import SEPARATORS, name_lines
 from traceattr.present.report import Limits, build_report, write_report
 from traceattr.present.report.data import _evenly_in_time, collect
 from traceattr.present.report.figures_compare import attribution_figure
@@ -373,6 +374,31 @@ def test_header_does_not_count_unparsed_names_as_backends(exports: dict[str, Pat
     page = build_report(traceattr.open(exports["h200_torch_tiny"]).attribute())
     assert "· 8 calls, 2 series named without backend and shape</p>" in page
     assert "backends" not in re.findall(r'<p class="subtitle">(.*?)</p>', page)[0]
+
+
+def test_names_break_only_after_a_separator() -> None:
+    assert name_lines("KernelExecutor::runFusion", 24) == ["KernelExecutor::", "runFusion"]
+    assert name_lines("nvjet_tst_192x192_64x4_2x1_v_bz_coopB_bias_TNN", 24) == [
+        "nvjet_tst_192x192_64x4_", "2x1_v_bz_coopB_bias_TNN",
+    ]  # fmt: skip
+    assert name_lines("std::array<char*, 1>", 6) == ["std::", "array<", "char*,", "1>"]  # "::" stays whole
+    assert name_lines("x" * 30, 10) == ["x" * 30]  # a part with no separator is never cut
+    for name in ("a b  c", "fa3|q8_ctx131k|0", ""):
+        assert "".join(name_lines(name, 3)).replace(" ", "") == name.replace(" ", "")
+
+
+@pytest.mark.slow
+def test_a_public_fixture_page_breaks_labels_only_at_separators(exports: dict[str, Path]) -> None:
+    """fuser's one series, KernelExecutor::runFusion, is 25 characters: its per-call tick label read
+    ``KernelExecutor::runFusio`` / ``n``."""
+    figures = page_figures(build_report(traceattr.open(exports["fuser_h200_nsys2024_6"]).attribute()))
+    labels = [t for f in figures.values() for k, v in f["layout"].items() if k.startswith("xaxis")
+              for t in v.get("ticktext", ())]  # fmt: skip
+    titles = [a["text"] for f in figures.values() for a in f["layout"].get("annotations", ())]
+    assert "KernelExecutor::<br>runFusion" in labels, labels
+    for text in [*labels, *titles]:
+        for cut in re.finditer("<br>", text):
+            assert text[cut.start() - 1] in SEPARATORS or text[cut.start() - 1] == " ", text
 
 
 # -- the command ------------------------------------------------------------------------------

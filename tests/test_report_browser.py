@@ -433,3 +433,27 @@ def test_the_harness_sees_problems(browser: Browser, tmp_path: Path) -> None:
     assert "console.error: ['broken']" in found
     assert "exception: TypeError" in found
     assert "request: http://127.0.0.1:9/nothing" in found
+
+
+ROUND = Path(__file__).parents[1] / "examples" / "rounds" / "h200_smoke_fa2_vs_fa3"
+
+
+def test_round_page_fits_1400_px_and_states_the_receipt(browser: Browser, tmp_path: Path) -> None:
+    """The shipped round's page in a 1,400 px window: no table scrolls or is cut (the evidence table ran past it,
+    its host-bound column hidden), and its decision section is the receipt's (the refused row with its gate)."""
+    from traceattr.jobs.round import read_receipt, write_round_report
+
+    page = write_round_report(read_receipt(ROUND), ROUND, tmp_path / "round.html")
+    _open_report(browser, page)
+    seen = browser.evaluate("""
+      (function () {
+        var wraps = Array.from(document.querySelectorAll('.table-wrap'));
+        return {tables: wraps.length, cut: wraps.filter(function (w) { return w.scrollWidth > w.clientWidth + 1; })
+                  .map(function (w) { return w.closest('section').id + ' ' + w.scrollWidth + '>' + w.clientWidth; }),
+                decision: document.querySelector('#decision').innerText, width: window.innerWidth};
+      })()
+    """)
+    assert seen["width"] == 1400 and seen["tables"] >= 3 and seen["cut"] == [], seen
+    assert "q1_ctx8k_h16_b1_bf16_p64: directional 0.0201 > 0.02" in seen["decision"], seen["decision"]
+    assert "(first capture)" not in seen["decision"].splitlines()[0]
+    assert browser.problems() == []

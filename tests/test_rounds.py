@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -413,7 +414,7 @@ def test_cli_round_through_profile_with_a_fake_capture(
         "sensitivity",
     ]
     out = captured.out
-    assert "**2 / 2 rows pass**" in out and "| q1_ctx8k |" in out
+    assert out.index("Round receipt") < out.index("2 / 2 rows pass") and "q1_ctx8k" in out and "receipt.md" in out
     receipt = read_receipt(folder)
     assert receipt.header["protocol"]["between"] == "flush+fa2" and receipt.rows["verdict"].to_list() == ["faster"] * 2
     assert receipt.rows["sensitivity"].is_not_null().all() and receipt.header["protocol"]["flush_bytes"] == 256 << 20
@@ -690,11 +691,45 @@ def test_round_page_never_draws_a_rule_through_a_refused_row(tmp_path: Path, ref
     assert "<details open>" not in page and "(first capture)" in page and "first capture only" in page
     drawn = '"name":"rule"' in page
     assert drawn is not refused
-    if refused:
-        assert "is not drawn: the round refused q1_ctx131k (directional" in page
+    if refused:  # the first capture's rule (decided there) is nowhere; the round's decision says why there is none
+        assert f"{CAND} below ≈" not in page and "<b>q1_ctx*</b>: no rule: the round refused 131k (directional" in page
         assert "Why each refused row was refused" in page and "position in the group: fa3" in page
         assert "fa3 first / second in group" in page
     assert page.index("rows pass") < page.index('id="metadata"')
+
+
+@pytest.mark.slow
+def test_a_rule_missing_for_a_refused_row_is_not_blamed_on_noise(tmp_path: Path) -> None:
+    """At 131k the first capture ties within noise and the round refuses the row (the order gate): the page's
+    decision and the context chart's note name the refused row and its gate, from the round's one decision record,
+    and say nothing of noise for that family or that row."""
+    from traceattr.analysis.round_decision import receipt_decision
+    from traceattr.jobs.round import write_round_report
+    from traceattr.present.verdicts import verdict_lines
+
+    short, long = timing(0.8, noise=0.001), timing(1.03, first_bias=0.05, noise=0.01, seed=1)
+    t = lambda shape, arm, i, pos: (short if shape == SWEEP[0].shape else long)(shape, arm, i, pos)  # noqa: E731
+    caps = [synth_capture(tmp_path, r, (BASE, CAND) if r % 2 == 0 else (CAND, BASE), t, rows=SWEEP, name=f"c{r}.sqlite")
+            for r in range(3)]  # fmt: skip
+    plan = RoundPlan(rows=SWEEP, baseline=BASE, candidate=CAND, folder=tmp_path / "round")
+    receipt = with_causes_of(Receipt(plan.header(), round_rows(SWEEP, caps, BASE, CAND)))
+    assert receipt.rows["status"].to_list() == ["pass", "refused"]
+    gate = receipt.rows["refused_by"][1]
+    assert gate.startswith("directional")
+    decision = receipt_decision(receipt, "round")
+    (family,) = decision.families
+    assert [(r.shape, r.ctx, r.why) for r in family.refused] == [(SWEEP[1].shape, 131_000, gate)]
+    assert f"q1_ctx*: no rule: the round refused 131k ({gate}); {CAND} at 8k" in verdict_lines(decision)
+    plan.folder.mkdir()
+    page = write_round_report(receipt, plan.folder, first=caps[0]).read_text(encoding="utf-8")  # type: ignore[union-attr]
+    part = page[page.index('id="decision"') : page.index('id="attribution"')]
+    part = re.sub(
+        r'<script.*?</script>|<p class="intro">.*?</p>', "", part, flags=re.S
+    )  # what it says, not how to read
+    said = html.unescape(re.sub(r"<[^>]+>", "", part))
+    assert said.count(f"q1_ctx*: no rule: the round refused 131k ({gate})") == 2  # the decision, the chart's note
+    assert "noise" not in said and "tie" not in said, said
+    assert f"{SWEEP[1].shape}: {gate}" in said  # the refused row with its gate, as the terminal lists it
 
 
 @pytest.mark.slow

@@ -11,6 +11,8 @@ runs, so both give the same tables.
 
 from __future__ import annotations
 
+import argparse
+import re
 import shutil
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +22,31 @@ from nsys_recipe.lib.args import Option
 from nsys_recipe.log import logger
 
 from traceattr.attribution.engine import MODES
+from traceattr.core.errors import TraceattrError
 from traceattr.jobs import many
+from traceattr.jobs.many_inputs import expand_inputs
+
+_FIRST_N = re.compile(r"(?P<folder>.+):(?P<n>\d+)")  # the framework's DIR:N, its first N traces
+
+
+class _Traces(argparse.Action):
+    """``--input``: what ``traceattr attribute`` takes (exports ``.sqlite`` and Arrow folders, reports
+    ``.nsys-rep``, run folders, folders of these, quoted glob patterns), not only the framework's ``.nsys-rep``
+    files and folders of them, so ``--input ranks/`` reads a folder of exports; ``DIR:N`` takes a folder's first N
+    traces, as the framework's own recipes do."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:  # type: ignore[no-untyped-def]
+        found: list[str] = []
+        try:
+            for value in values:
+                first = _FIRST_N.fullmatch(value)
+                if first is not None and Path(first["folder"]).is_dir() and not Path(value).exists():
+                    found.extend(str(p) for p in expand_inputs([first["folder"]])[: int(first["n"])])
+                else:
+                    found.extend(str(p) for p in expand_inputs([value]))
+        except TraceattrError as err:
+            raise argparse.ArgumentError(self, str(err)) from None
+        setattr(namespace, self.dest, list(dict.fromkeys(found)))
 
 
 class TraceattrAttribution(recipe.Recipe):
@@ -88,7 +114,14 @@ class TraceattrAttribution(recipe.Recipe):
     @classmethod
     def get_argument_parser(cls):  # type: ignore[no-untyped-def]
         parser = super().get_argument_parser()
-        parser.add_recipe_argument(Option.INPUT, required=True)
+        parser.add_recipe_argument(
+            "--input",
+            nargs="+",
+            required=True,
+            action=_Traces,
+            help="Traces: nsys exports (.sqlite, Arrow folders), reports (.nsys-rep), traceattr run folders, folders "
+            "of these (DIR:N: the first N) or quoted glob patterns.",
+        )
         parser.add_recipe_argument(Option.OUTPUT)
         parser.add_recipe_argument(Option.FORCE_OVERWRITE)
         parser.add_recipe_argument(Option.CSV)

@@ -137,8 +137,18 @@ class LeftOut:
 
 
 @dataclass(frozen=True)
+class RefusedPoint:
+    """A ctx of a family whose row a round's receipt refused: no point of the family's line, and why."""
+
+    shape: str
+    ctx: int
+    why: str  # the gate that failed, as the receipt words it (``directional 0.0201 > 0.02``)
+
+
+@dataclass(frozen=True)
 class FamilyVerdict:
-    """One shape family along ctx: the dispatch (segments), its breakpoints, the arms left out."""
+    """One shape family along ctx: the dispatch (segments), its breakpoints, the arms left out, and the rows a round
+    refused (a rule there may be missing for that reason, not for noise)."""
 
     family: str
     ctx: tuple[int, ...]  # measured, ascending
@@ -148,6 +158,12 @@ class FamilyVerdict:
     points: tuple[ShapePoint, ...]  # per measured ctx: the competitors' medians and which of them are good
     left_out: tuple[LeftOut, ...] = ()
     competitors: tuple[str, ...] = ()
+    refused: tuple[RefusedPoint, ...] = ()  # ascending ctx
+
+    @property
+    def along_ctx(self) -> bool:
+        """Measured at two or more ctx, refused rows included: a family with a line to state (or to say why not)."""
+        return len({*self.ctx, *(r.ctx for r in self.refused)}) >= 2
 
     @property
     def rules(self) -> tuple[Breakpoint, ...]:
@@ -182,6 +198,7 @@ class FamilyVerdict:
             "left_out": [
                 {"arm": x.arm, "why": x.why, "as": x.as_arm, "measured": x.measured, "of": x.of} for x in self.left_out
             ],
+            "refused": [{"shape": r.shape, "ctx": r.ctx, "why": r.why} for r in self.refused],
         }
 
 
@@ -266,14 +283,27 @@ def decide(
     rows = summary.filter(~pl.col("shape").is_in(list(refused))) if refused else summary
     shapes = tuple(_shape_verdict(shape, part) for shape, part in _by_shape(rows))
     fam = with_family(rows.select("shape", "backend", "median_us", "verdict", "same_program_as", *_extra(rows)))
+    held = _refused_points(refused)
     families = []
-    for family in sorted(fam["family"].unique().to_list()):
+    for family in sorted(fam["family"].unique().to_list()):  # a family every row of which was refused has no line
         part = fam.filter(pl.col("family") == family)
-        families.append(_family_verdict(family, part, crossings_for))
+        families.append(replace(_family_verdict(family, part, crossings_for), refused=held.get(family, ())))
     placed = {s: (f, c) for s, f, c in fam.select("shape", "family", "ctx").unique().iter_rows()}
     shapes = tuple(replace(v, family=placed[v.shape][0], ctx=placed[v.shape][1]) if v.shape in placed else v
                    for v in shapes)  # fmt: skip
     return Decision(shapes, tuple(families), provenance or Provenance(), refused)
+
+
+def _refused_points(refused: Mapping[str, str]) -> dict[str, tuple[RefusedPoint, ...]]:
+    """Per family, the refused rows that belong to it (by ctx); a refused name that is no shape has none."""
+    out: dict[str, list[RefusedPoint]] = {}
+    for name, why in refused.items():
+        try:
+            shape = parse_shape(name)
+        except ShapeError:
+            continue
+        out.setdefault(shape.family, []).append(RefusedPoint(name, shape.ctx, why))
+    return {f: tuple(sorted(points, key=lambda r: r.ctx)) for f, points in out.items()}
 
 
 def _extra(rows: pl.DataFrame) -> list[str]:

@@ -139,7 +139,7 @@ def with_events(summary: pl.DataFrame, calls: pl.DataFrame, events: Sequence[dic
         .median()
         .alias("event_unexplained_us"),
     )
-    return summary.join(med, on=["shape", "backend"], how="left").with_columns(
+    return summary.join(med, on=["shape", "backend"], how="left", maintain_order="left").with_columns(
         (pl.col("event_us") / pl.col("median_us") - 1).alias("event_vs_span")
     )
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceattr.analysis.decision import shape_key
 from traceattr.analysis.roofline import ComputePeak, bound_columns, shape_work
 from traceattr.analysis.verdicts import SameProgram, call_samples, same_label, shape_verdicts
 from traceattr.attribution.calltime import EXPOSED_COLUMNS, LAUNCH_COLUMNS
@@ -84,9 +85,23 @@ def summarize(
         .with_columns((pl.col("median_us") / best).alias("ratio_to_best"))
     )
     return (
-        agg.join(_rounds(c, time), on=["shape", "backend"], how="left")
-        .select(SUMMARY_COLUMNS)
-        .sort("shape", "median_us")
+        agg.join(_rounds(c, time), on=["shape", "backend"], how="left").select(SUMMARY_COLUMNS).pipe(in_context_order)
+    )
+
+
+def in_context_order(summary: pl.DataFrame) -> pl.DataFrame:
+    """*summary* in the one order every surface shows and writes it (terminal, summary.csv|json of profile and
+    compare, HTML): shapes of a family by ctx (8k, 32k, 131k, …, not as text: 131k, 32k, 512k; :func:`shape_key`),
+    the fastest backend first within a shape."""
+    if summary.height == 0 or "shape" not in summary.columns:
+        return summary
+    shapes = sorted(summary["shape"].unique().to_list(), key=shape_key)
+    order = pl.DataFrame({"shape": shapes}, schema={"shape": summary.schema["shape"]}).with_row_index("_order")
+    keys = [k for k in ("_order", "median_us", "backend") if k == "_order" or k in summary.columns]
+    return (
+        summary.join(order, on="shape", how="left", maintain_order="left")
+        .sort(keys, nulls_last=True, maintain_order=True)
+        .drop("_order")
     )
 
 

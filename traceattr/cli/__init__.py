@@ -100,6 +100,12 @@ class _LazyCommands(TyperGroup):
     def get_help_option(self, ctx: Context) -> Any:
         return _plain_flag(super().get_help_option(ctx))
 
+    def format_help(self, ctx: Context, formatter: Any) -> None:
+        from traceattr.cli.helpview import plain_help
+
+        plain_help(self, ctx)  # `traceattr --help` in words too (no <bool> on --version, --verbose, --help)
+        super().format_help(ctx, formatter)
+
 
 def _plain_flag(option: Any) -> Any:
     """*option* (a help flag) taken as it comes: typer ≥ 0.2x coerces every value through a pydantic

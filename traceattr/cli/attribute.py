@@ -37,7 +37,10 @@ from traceattr.trace.inputs import resolve_trace
 from traceattr.trace.loader import load_trace
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from traceattr.jobs.many import Combined, Settings
+    from traceattr.present.steps import Steps
 
 MANIFEST = "attribution.json"  # names the set in --out DIR; see traceattr.core.output.ResultSet
 Format = Enum("Format", {f: f for f in ("table", "csv", "json", "parquet")}, type=str)  # type: ignore[misc]
@@ -95,16 +98,18 @@ def attribute_command(
     fmt_value = fmt.value
     if out is None and fmt_value == "parquet":
         raise TraceattrError("--format parquet needs --out DIR")
-    if out is None:
-        from traceattr.present.terminal import working  # a spinner on stderr (a terminal only): big traces take a while
+    from traceattr.present.steps import attributing, steps  # on stderr, a terminal only: seconds per step
 
-        with working(f"reading {path}") as step:
+    if out is None:
+        with steps() as step:
+            step(f"read {path}")
             trace = load_trace(path)
-            step(f"attributing {path}")
+            step(attributing(trace))
             att = attribute(trace, mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
-        check_selected(att, domain, match)
-        if fmt_value == "table":
-            _render(att, limit, each_range, wide, group)
+            check_selected(att, domain, match)
+            tables = _render(att, limit, each_range, wide, group, step) if fmt_value == "table" else None
+        if tables is not None:
+            tables()
         elif fmt_value == "csv":
             sys.stdout.write(csv_text(att.ranges))
         else:
@@ -112,14 +117,14 @@ def attribute_command(
         return
     file_fmt = "csv" if fmt_value == "table" else fmt_value
     # opened before the work, so a --out that cannot be used is refused at once
-    with ResultSet(out, command="attribute", manifest=MANIFEST, inputs=(paths[0], path)) as result:
+    with ResultSet(out, command="attribute", manifest=MANIFEST, inputs=(paths[0], path)) as result, steps() as step:
+        step(f"read {path}")
+        trace = load_trace(path)
+        step(f"{attributing(trace)}, writing ranges.{file_fmt}")
         run = Attributing(
-            load_trace(path),
-            mode=mode.value,
-            rules=role_rules,
-            select=RangeFilter(domain, match),
-            keep_calls=fmt_value == "table",
+            trace, mode=mode.value, rules=role_rules, select=RangeFilter(domain, match), keep_calls=fmt_value == "table"
         )
+        del trace  # only the run holds the trace: `del run` below frees its frames before kernels are written
         check_selected(run, domain, match)
         shown = None
         if fmt_value == "table":  # the terminal table after the files: the range table is held whole
@@ -127,6 +132,7 @@ def attribute_command(
             ranges_file = result.table(shown.ranges, "ranges", file_fmt)
         else:  # each window's range rows written as they are attributed, none held
             ranges_file = result.table(run.ranges_lazy(), "ranges", file_fmt)
+        step(f"write kernels.{file_fmt}")
         manifest = {
             "version": __version__, "input": str(path), "nsys_version": run.meta.nsys_version,
             "schema_version": run.meta.schema_version, "engine": run.meta.engine, "mode": run.mode, "domain": domain,
@@ -141,17 +147,30 @@ def attribute_command(
             **manifest, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
             "seconds": round(time.time() - started, 3),
         })  # fmt: skip
-    if shown is not None:
-        _render(shown, limit, each_range, wide, group)
+        tables = _render(shown, limit, each_range, wide, group, step) if shown is not None else None
+    if tables is not None:
+        tables()
     print(f"wrote {ranges_file}, {kernels_file}", file=sys.stderr)
 
 
-def _render(att: Attribution, limit: int, each_range: bool, wide: bool, group: str | None = None) -> None:
+def _render(
+    att: Attribution, limit: int, each_range: bool, wide: bool, group: str | None, step: Steps
+) -> Callable[[], None]:
+    """The tables of *att*, made as one more step (a million ranges take seconds), and the call that prints them
+    once the steps are gone from the terminal; with no steps drawn, printed as they are made (a reader that leaves
+    early, `| head`, stops the work)."""
     # rich's table machinery is imported only when a table is shown: `--out` never pays for it
     from traceattr.present.console import console
     from traceattr.present.terminal import render_attribution
 
-    render_attribution(att, console(wide), limit, ranges=each_range, group=group)
+    con = console(wide)
+    if not step.drawn:
+        render_attribution(att, con, limit, ranges=each_range, group=group)
+        return lambda: None
+    step("make the tables")
+    with con.capture() as made:
+        render_attribution(att, con, limit, ranges=each_range, group=group)
+    return lambda: con.file.write(made.get())
 
 
 def _attribute_many(

@@ -132,12 +132,16 @@ def compare_command(
         _compare_many(paths, settings, out, json_out, peak, workers, dask, shown, fail_on, basis.value)
         return
     trace = paths[0]
-    from traceattr.present.terminal import working  # a spinner on stderr (a terminal only): big traces take a while
+    from traceattr.present.steps import attributing, steps  # on stderr, a terminal only: seconds per step
 
-    with working(f"reading {trace}") as step:
-        att = Session(trace).attribute(rules=role_rules, domain=domain, match=match)
+    with steps() as step:
+        session = Session(trace)
+        step(f"read {trace}")
+        loaded = session.trace
+        step(attributing(loaded))
+        att = session.attribute(rules=role_rules, domain=domain, match=match)
         check_selected(att, domain, match)
-        step("comparing the calls")
+        step("analyse the calls")
         # a profile run folder: add the CUDA-event cross-check
         events = runner_events(trace)
         analysis = analyse(
@@ -263,7 +267,7 @@ def _show_and_write(
     notes: Sequence[str] = (),
     shown: Shown,
 ) -> None:
-    from traceattr.present.comparison import by_context, render_fit, render_summary, render_verdicts
+    from traceattr.present.comparison import render_fit, render_summary, render_verdicts
     from traceattr.present.console import console
     from traceattr.present.terminal import render_across, render_notes, render_traces
 
@@ -297,7 +301,7 @@ def _show_and_write(
     if out is not None:
         tables = (
             (analysis.calls, runfolder.CALLS),
-            (by_context(analysis.summary), runfolder.SUMMARY),  # in the terminal's order: by ctx, not as text
+            (analysis.summary, runfolder.SUMMARY),  # in the terminal's order (summary.in_context_order)
             (analysis.crossovers, runfolder.CROSSOVERS),
             (analysis.fit, runfolder.FIT),
             *extra,

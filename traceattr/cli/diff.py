@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
+import polars as pl
 import typer
 
 from traceattr.analysis.diff import diff_tallies, tally
@@ -88,8 +89,23 @@ def diff_command(
     inputs = (*before, *after)
     if out is not None:  # refused before the work, not after it
         check_out_folder(out, command="diff", manifest=MANIFEST, inputs=inputs)
-    # one capture attributed at a time: only its tally is kept
-    d = diff_tallies([tally(Session(p).attribute()) for p in before], [tally(Session(p).attribute()) for p in after])
+    from traceattr.present.steps import (  # on stderr, a terminal only: a big trace takes seconds per step
+        attributing,
+        steps,
+    )
+
+    with steps() as step:
+
+        def tallied(path: Path, side: str) -> pl.DataFrame:  # one capture at a time: only its tally is kept
+            session = Session(path)
+            step(f"{side}: read {path}")
+            loaded = session.trace
+            step(f"{side}: {attributing(loaded)}")
+            return tally(session.attribute())
+
+        tallies = [tallied(p, "before") for p in before], [tallied(p, "after") for p in after]
+        step("compare before and after")
+        d = diff_tallies(*tallies)
     from traceattr.present.phases import load_diff
 
     phases = load_diff(before, after)  # in-kernel stamps on both sides: per phase the change (docs/phases.md)

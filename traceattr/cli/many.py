@@ -15,17 +15,19 @@ from traceattr.jobs.many import Combined, Settings, combine, parts_folder, run_t
 def attribute_many(
     paths: list[Path], settings: Settings, *, workers: int | None, dask: str | None, out: Path | None
 ) -> Iterator[Combined]:
-    """Attribute *paths* under a progress bar; yields the combined result while the workers' per-op parts exist.
+    """Attribute *paths*, counted on stderr (:mod:`traceattr.present.steps`); yields the combined result while the workers' per-op parts exist.
 
     Each failed trace is printed as one line; when none could be read the
     command ends with an error (exit 2).
     """
-    from traceattr.present.terminal import report_progress  # rich only when this runs
+    from traceattr.present.steps import steps  # on stderr, a terminal only, after a second
 
     with parts_folder(out) if out is not None else contextlib.nullcontext() as parts:
-        with report_progress(len(paths)) as advance:
+        with steps() as step:
+            advance = step.counted(f"attribute {len(paths):,} traces", len(paths))
             results = run_traces(paths, settings, workers=workers, dask=dask, parts=parts, on_done=advance)
-        combined = combine(results)
+            step("combine the traces")
+            combined = combine(results)
         for reason in combined.failures:
             print(f"traceattr: error: {reason}", file=sys.stderr)
         if len(combined.failures) == len(paths):

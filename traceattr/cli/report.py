@@ -61,7 +61,7 @@ def report_command(
             "--format",
             "-f",
             help="html (the page), or text: the decision on the terminal, nothing written (a round folder: its "
-            "receipt, then the decision it states).",
+            "receipt, then the decision it states; a sweep: its steps and answer).",
         ),
     ] = ReportFormat.html,  # type: ignore[attr-defined]
 ) -> None:
@@ -98,18 +98,18 @@ def report_command(
     events = runner_events(trace)
     check_file_target(target, (trace, path), ours=_is_report)
     from traceattr.present.phases import load
+    from traceattr.present.steps import attributing, steps  # on stderr, a terminal only: seconds per step
 
     phases = load(trace)  # a run folder's in-kernel stamps: the page's "Inside the kernel" (docs/phases.md)
-    from traceattr.present.terminal import working  # a spinner on stderr (a terminal only): big traces take a while
 
-    with working(f"reading {path}") as step:
+    with steps() as step:
+        step(f"read {path}")
         loaded = load_trace(path)
-        step(f"attributing {path}")
+        step(attributing(loaded))
         att = attribute(loaded, mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
-        step(f"analysing and drawing {target.name}")
         info = write_report(
             att, target, title=title, run=_run_info(trace), group=group, events=events, same_program=same_program,
-            basis=basis.value, phases=phases,
+            basis=basis.value, phases=phases, step=step,
         )  # fmt: skip
     for note in info.notes:
         print(f"note: {printable(note)}", file=sys.stderr)
@@ -118,10 +118,24 @@ def report_command(
 
 def _text_report(trace: Path, chosen: tuple[Any, ...], mode: str, select: RangeFilter, group: str | None,
                  rules: Path | None, basis: str) -> None:  # fmt: skip
-    """The decision on the terminal: a round folder's receipt and what it states, or a trace's verdict."""
+    """The decision on the terminal: a round folder's receipt and what it states, a sweep's steps and answer, or a
+    trace's verdict."""
     from traceattr.present.console import console
 
     con = console()
+    record_file = (sweep_file(trace) or trace) if trace.is_dir() else trace
+    if record_file.suffix == ".json" and record_file.is_file():  # a sweep (its folder or sweep.json), as it ended
+        from traceattr.present.sweep_view import render_steps
+
+        decode = _decode_receipt(trace)
+        if decode is not None:
+            raise TraceattrError(f"{trace}: a decode receipt's text is {decode.with_suffix('.md').name} beside it; "
+                                 "drop --format text for its page")  # fmt: skip
+        if any(chosen):
+            raise TraceattrError(f"{trace}: a sweep's report reads its sweep.json; drop "
+                                 "--mode/--domain/--match/--group/--rules/--time")  # fmt: skip
+        render_steps(SweepRecord.read(record_file), con)
+        return
     folder = runfolder.round_folder_of(trace)
     if folder is not None and trace == folder:
         from traceattr.analysis.round_decision import receipt_decision

@@ -10,16 +10,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from traceattr.analysis.round_decision import receipt_decision
-from traceattr.analysis.rounds import Gates, Receipt
+from traceattr.analysis.rounds import Gates
 from traceattr.cli import app, options_given
 from traceattr.cli.decide import FailOnOpt, check_fail_on, gate
 from traceattr.cli.options import GatesOption, protocol_options
-from traceattr.core import runfolder
 from traceattr.core.errors import TraceattrError
 from traceattr.core.progress import parse
 from traceattr.core.protocol import CAPTURES, ROUND, Protocol
-from traceattr.jobs.round import ROW_SETS, RoundJob, round_job
+from traceattr.jobs.round import ROW_SETS, RoundJob, RoundResult, round_job
+from traceattr.present.columns import print_wrapped
 from traceattr.present.console import console
+from traceattr.present.receipt_view import render_round
 
 _RETRY_MAY_SET = {"retry", "captures", "out_root", "dry_run"}
 
@@ -64,16 +65,21 @@ def round_command(
     job = round_job(rows, baseline, candidate, out_root, captures=captures, protocol=protocol, gates=gates, retry=retry,
                     runnable=not dry_run)  # fmt: skip
     con = console()
-    _say(con, job.headline())
+    print_wrapped(con, job.headline())  # a long folder name folds after its separators, never mid-word
     if dry_run:
         for line in job.dry_run_lines():
-            con.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+            print_wrapped(con, f"  {line}", hang=2)
         return
-    receipt = _run_with_progress(job, con)
-    _say(con, (job.plan.folder / f"{runfolder.RECEIPT}.md").read_text(encoding="utf-8"))  # as written, phases too
-    phases = ", phases.md" if (job.plan.folder / f"{runfolder.PHASES}.md").is_file() else ""
-    _say(con, f"receipts: {job.plan.folder}/receipt.md, receipt.csv, receipt.json, report.html{phases}")
-    gate(receipt_decision(receipt, str(job.plan.folder)), fail_on)  # a CI gate on what the receipt states
+    result = _run_with_progress(job, con)
+    folder = job.plan.folder
+    decision = receipt_decision(result.receipt, str(folder))
+    # the receipt as every terminal shows it (report ROUND --format text): fitted to the width, which phase moved
+    # and the phase tables with stamps; receipt.md holds the markdown table to paste into a PR
+    render_round(result.receipt, decision, con, result.phases)
+    phases = ", phases.md" if result.phases is not None else ""
+    print_wrapped(con, f"receipts: {folder}/receipt.md (to paste into a PR), receipt.csv, receipt.json, "
+                       f"report.html{phases}")  # fmt: skip
+    gate(decision, fail_on)  # a CI gate on what the receipt states
 
 
 def _say(con: Console, text: str) -> None:
@@ -88,7 +94,7 @@ def _refuse_given(given: list[str]) -> None:
         )
 
 
-def _run_with_progress(job: RoundJob, con: Console) -> Receipt:
+def _run_with_progress(job: RoundJob, con: Console) -> RoundResult:
     """Run the round with a progress bar on stderr (a terminal only: one step per row and capture, the runner's
     lines dimmed above it); elsewhere the runner's lines alone, on stdout, so a log holds no bar frames."""
     err = Console(stderr=True)

@@ -51,8 +51,9 @@ def sweep_command(
     dispatch table; `traceattr report SWEEP_FOLDER` writes the page again.
     """
     from traceattr.present.console import console
+    from traceattr.present.steps import steps
     from traceattr.present.sweep_view import render_steps
-    from traceattr.present.terminal import render_plan, working
+    from traceattr.present.terminal import render_plan
 
     plan = plan_sweep(family, tuple(arm), ctx_range_text, out_root, width=width, max_steps=max_steps,
                        protocol=protocol)  # fmt: skip
@@ -64,8 +65,9 @@ def sweep_command(
     render_plan(first, con)
     if dry_run:
         return
-    with working("sweeping …"):  # on stderr and a terminal only: a piped log holds the steps alone
-        record = run_sweep(plan, on_step=lambda step: _show_step(con, step))
+    with steps(after=0) as step:  # on stderr and a terminal only: a piped log holds the sweep's own lines alone
+        step(f"sweep {plan.folder.name}")
+        record = run_sweep(plan, on_step=lambda done: _show_step(con, done))
     render_steps(record, con)
     from traceattr.present.report.sweep import write_sweep_report
 

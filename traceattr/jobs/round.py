@@ -204,6 +204,15 @@ def profile_executor(request: CaptureRequest, plan: RoundPlan, on_line: Callable
                    attribution=result.attribution, run=result.run, shapes=request.shapes)  # fmt: skip
 
 
+@dataclass(frozen=True)
+class RoundResult:
+    """What a finished round answers: its receipt, and its phases when the captures hold stamps (computed once:
+    receipt.md, phases.md, the page and the terminal all render these)."""
+
+    receipt: Receipt
+    phases: RoundPhases | None
+
+
 def run_round(
     plan: RoundPlan,
     executor: Executor = profile_executor,
@@ -218,6 +227,20 @@ def run_round(
     receipt.json is written last (after report.html with *report*): a round folder with receipt.json is
     complete; one without is an interrupted round, whose captures are kept (each a run folder of its own).
     """
+    return round_result(plan, executor, on_line=on_line, on_progress=on_progress, previous=previous,
+                        report=report).receipt  # fmt: skip
+
+
+def round_result(
+    plan: RoundPlan,
+    executor: Executor = profile_executor,
+    *,
+    on_line: Callable[[str], None] | None = None,
+    on_progress: Callable[[str], None] | None = None,
+    previous: Receipt | None = None,
+    report: bool = False,
+) -> RoundResult:
+    """:func:`run_round`, answering the phases too."""
     plan.folder.mkdir(parents=True, exist_ok=False)
     captures: list[Capture] = []
     sensitivity: list[Capture] = []
@@ -261,7 +284,7 @@ def run_round(
         first = captures[0] if previous is None and captures else None
         write_round_report(receipt, plan.folder, first=first, phases=phases)
     write_receipt(receipt, plan.folder, phases)
-    return receipt
+    return RoundResult(receipt, phases)
 
 
 def _round_phases(receipt: Receipt, folder: Path) -> RoundPhases | None:
@@ -422,10 +445,11 @@ class RoundJob:
         return len(self.plan.rows) * len(self.requests)
 
     def run(self, on_line: Callable[[str], None] = lambda _: None,
-            on_progress: Callable[[str], None] = lambda _: None) -> Receipt:  # fmt: skip
+            on_progress: Callable[[str], None] = lambda _: None) -> RoundResult:  # fmt: skip
         """Capture, judge, write the receipts and the page; an empty round folder is removed when it stops."""
         try:
-            return run_round(self.plan, on_line=on_line, on_progress=on_progress, previous=self.previous, report=True)
+            return round_result(self.plan, on_line=on_line, on_progress=on_progress, previous=self.previous,
+                                report=True)  # fmt: skip
         except BaseException:
             with contextlib.suppress(OSError):  # an empty round folder says nothing; one with a capture is kept
                 self.plan.folder.rmdir()

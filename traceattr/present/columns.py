@@ -12,7 +12,6 @@ wide enough that nothing is dropped (:func:`traceattr.present.console.console`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -22,13 +21,14 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from traceattr.present.names import SEPARATORS, name_parts
+
 # Below this many columns no table is drawn at all: the console refuses (traceattr.present.console).
 MIN_WIDTH = 20
 RECORD_INDENT = 2
 # A name longer than this is shortened (with "…") even in a table that fits: NVTX text can be 1,024 characters
 # (see trace.validate) and would fill a screen. Call-series and kernel names are far shorter.
 LONG_NAME = 200
-SEPARATORS = frozenset("_:/|=;")  # where a name too long for a line is folded
 NAME_MIN = 24  # a name column is never folded narrower than this: below it, the table is printed as records
 
 
@@ -55,11 +55,6 @@ def _lines(texts: Iterable[str]) -> int:
     return max((cell_len(line) for t in texts for line in t.splitlines() or [""]), default=1)
 
 
-def _parts(word: str) -> list[str]:
-    """*word* split after each separator: the pieces a long name may be folded into."""
-    return [p for p in re.split(f"(?<=[{re.escape(''.join(SEPARATORS))}])", word) if p]
-
-
 def _need(column: Column, cells: Iterable[Cell]) -> int:
     """The narrowest this column can be with nothing cut: a name's longest word (but not narrower than its
     longest cell or :data:`NAME_MIN`, whichever is less: text wraps into lines, not a column of words), or,
@@ -72,7 +67,7 @@ def _need(column: Column, cells: Iterable[Cell]) -> int:
     longest = max((cell_len(w) for w in words), default=1)
     if longest <= NAME_MIN:  # wrapped at spaces, but not into a column of single words
         return max(longest, min(NAME_MIN, _lines(texts[1:] or texts)))
-    piece = max((cell_len(p) for w in words for p in _parts(w)), default=1)
+    piece = max((cell_len(p) for w in words for p in name_parts(w)), default=1)
     return max(NAME_MIN, piece)
 
 
@@ -159,7 +154,7 @@ def _wrapped(text: str, width: int) -> list[str]:
             while cell_len(word[:cut]) > width:
                 cut -= 1
             # after the last separator that fits (``backend=`` | ``fa3``), so that no line ends mid-part
-            seps = [i + 1 for i, ch in enumerate(word[:cut]) if ch in SEPARATORS]
+            seps = [i + 1 for i, ch in enumerate(word[:cut]) if ch in SEPARATORS and word[i + 1 : i + 2] != ":"]
             cut = seps[-1] if seps else cut
             lines.append(word[:cut])
             word = word[cut:]

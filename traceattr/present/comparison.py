@@ -11,7 +11,8 @@ import polars as pl
 from rich.console import Console
 from rich.text import Text
 
-from traceattr.analysis.decision import Decision, shape_key
+from traceattr.analysis.decision import Decision
+from traceattr.analysis.summary import in_context_order
 from traceattr.present.columns import Column, dropped_line, fitted_table, print_wrapped
 from traceattr.present.formats import decimals, roofline_share, signed_pct, tie_text, times, us, with_interval
 from traceattr.present.names import printable
@@ -55,7 +56,8 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
         *[Column(heads[c], drop=value.get(c, 6 + len(parts) - i)) for i, c in enumerate(parts)],
         Column("kernels", drop=len(parts) + 9), Column("roofline", drop=len(parts) + 8), Column("vs best"),
     ]  # fmt: skip
-    shapes = sorted(summary["shape"].unique().to_list(), key=shape_key)
+    summary = in_context_order(summary)  # the order summary.csv and the HTML have
+    shapes = summary["shape"].unique(maintain_order=True).to_list()
     rows = {
         shape: [
             [
@@ -65,7 +67,7 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
                 us(row["median_us"]), f"{us(row['p10_us'])}–{us(row['p90_us'])}", *[us(row[c]) for c in parts],
                 decimals(row["kernels"], 0), roofline_share(row["roofline"]), times(row["ratio_to_best"]),
             ]
-            for row in summary.filter(pl.col("shape") == shape).sort("median_us").iter_rows(named=True)
+            for row in summary.filter(pl.col("shape") == shape).iter_rows(named=True)
         ]
         for shape in shapes
     }  # fmt: skip
@@ -96,17 +98,6 @@ def render_summary(summary: pl.DataFrame, console: Console, unavailable: list[tu
 
 
 _MARKS = {"winner": "★ ", "tie": "≈ ", "same program": "= "}
-
-
-def by_context(summary: pl.DataFrame) -> pl.DataFrame:
-    """*summary* in the order the terminal and the HTML show it: shapes of a family by ctx (8k, 32k, 131k, …, not
-    as text: 131k, 32k, 512k), the fastest backend first within a shape."""
-    if summary.height == 0 or "shape" not in summary.columns:
-        return summary
-    shapes = sorted(summary["shape"].unique().to_list(), key=shape_key)
-    order = pl.DataFrame({"shape": shapes}, schema={"shape": summary.schema["shape"]}).with_row_index("_order")
-    keys = ["_order", "median_us"] if "median_us" in summary.columns else ["_order"]
-    return summary.join(order, on="shape", how="left").sort(keys, nulls_last=True, maintain_order=True).drop("_order")
 
 
 def verdict_caption(part: pl.DataFrame) -> Text | None:

@@ -12,6 +12,32 @@ import inspect
 import re
 import unicodedata
 
+# Where a name too long for its line is broken: after one of these (``backend=`` | ``fa3``, ``Executor::`` |
+# ``runFusion``, ``vectorized_`` | ``kernel<``), or at a space; never inside a part, which is what tells names apart.
+SEPARATORS = frozenset("_:/|=;,<>()")
+_AFTER_SEPARATOR = re.compile(f"(?<=[{re.escape(''.join(sorted(SEPARATORS)))} ])(?!:)")  # ``::`` stays whole
+
+
+def name_parts(name: str) -> list[str]:
+    """*name* split after each separator and space: the pieces a long name may be broken into (joined, *name*)."""
+    return [p for p in _AFTER_SEPARATOR.split(name) if p]
+
+
+def name_lines(name: str, width: int) -> list[str]:
+    """*name* in lines of at most *width* characters, broken only after a separator or at a space; a part longer
+    than *width* keeps a line of its own, whole (a label a little wider, never ``runFusio`` / ``n``)."""
+    lines: list[str] = []
+    line = ""
+    for part in name_parts(name):
+        if line and len(line.rstrip(" ")) + len(part.rstrip(" ")) > width:
+            lines.append(line.rstrip(" "))
+            line = part.lstrip(" ")
+        else:
+            line += part
+    if line.strip() or not lines:
+        lines.append(line.rstrip(" "))
+    return lines
+
 
 def shorten(name: str | None, width: int) -> str:
     """*name* made :func:`printable` and cut to *width* characters (an ellipsis marks the cut)."""

@@ -28,8 +28,10 @@ def render_receipt(receipt: Receipt, console: Console, phases: RoundPhases | Non
     head = f"Round receipt: {h.get('candidate', '?')} vs {h.get('baseline', '?')}"
     console.print(Text(printable(head), "bold"))
     console.print(Text(printable(protocol_text(h)), "dim"))
+    # what gives way on a narrow terminal, by value to the reader: the two medians (the ratio with its interval says
+    # how they compare), the candidate's first; the row, the ratio, the verdict and the gates stay to the last
     columns = [
-        Column("row", "left", wraps=True), Column("baseline µs"), Column("candidate µs"),
+        Column("row", "left", wraps=True), Column("baseline µs", drop=1), Column("candidate µs", drop=2),
         Column("candidate / baseline"), Column("verdict", "left"), Column("gates", "left", wraps=True),
     ]  # fmt: skip
     rows = []

@@ -12,7 +12,7 @@ from rich.markup import escape
 from traceattr.analysis.sweep_points import time_falls
 from traceattr.core.records import SweepRecord
 from traceattr.core.shapes import fmt_ctx
-from traceattr.present.columns import Column, dropped_line, fitted_table
+from traceattr.present.columns import Column, dropped_line, fitted_table, print_wrapped
 from traceattr.present.formats import decimals, interval, sweep_text, time_fall_text, us
 from traceattr.present.names import printable
 
@@ -29,10 +29,13 @@ def render_steps(record: SweepRecord, con: Console) -> None:
     """One row per measured point: its step, ctx, who is faster (ratio above/below and interval), gates."""
     h = record.header
     title = f"{h['family']}: {h.get('above', '?')} / {h.get('below', '?')} per measured ctx (ratio of medians, 95%)"
+    # what gives way on a narrow terminal, by value to the reader: the seconds, where the sweep went next, the side
+    # (the verdict says it), the fastest's µs, then the step number; ctx, the ratio with its interval, the verdict,
+    # the fastest arm and the gates stay
     columns = [
-        Column("step"), Column("ctx"), Column("ratio"), Column("interval", "left"), Column("verdict", "left"),
-        Column("side", "left", drop=3), Column("fastest", "left"), Column("µs", drop=2),
-        Column("gates", "left", wraps=True), Column("next", "left", drop=4), Column("s", drop=1),
+        Column("step", drop=2), Column("ctx"), Column("ratio"), Column("interval", "left"), Column("verdict", "left"),
+        Column("side", "left", drop=4), Column("fastest", "left"), Column("µs", drop=3),
+        Column("gates", "left", wraps=True), Column("next", "left", drop=5), Column("s", drop=6),
     ]  # fmt: skip
     rows = []
     for s in record.steps_taken:
@@ -51,4 +54,4 @@ def render_steps(record: SweepRecord, con: Console) -> None:
     dropped_line(con, dropped)
     con.print(escape(sweep_text(h, record.result)))
     for fall in time_falls(record):
-        con.print(escape(f"note: {time_fall_text(*fall)}"), soft_wrap=True, highlight=False)
+        print_wrapped(con, printable(f"note: {time_fall_text(*fall)}"))

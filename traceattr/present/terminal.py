@@ -8,8 +8,7 @@ terminal in :mod:`traceattr.present.columns`. Notes go to stderr, so stdout hold
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import polars as pl
@@ -264,33 +263,3 @@ def render_across(across: pl.DataFrame, console: Console, key: str, limit: int =
     dropped_line(console, dropped)
     if across.height > shown.height:
         console.print(f"… {across.height - shown.height:,} more (--limit 0 shows all; --out DIR writes them)")
-
-
-@contextlib.contextmanager
-def report_progress(total: int, what: str = "traces") -> Iterator[Callable[[Any], None]]:
-    """A progress bar over traces on stderr, only when stderr is a terminal (elsewhere rich left an empty
-    line in the log above the run's messages); yields the callback that advances it by one."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    err = Console(stderr=True)
-    if not err.is_terminal:
-        yield lambda _result: None
-        return
-    with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err, transient=True,
-    ) as bar:  # fmt: skip
-        task = bar.add_task(what, total=total)
-        yield lambda _result: bar.advance(task)
-
-
-@contextlib.contextmanager
-def working(what: str) -> Iterator[Callable[[str], None]]:
-    """A spinner saying *what* runs, on stderr, only when stderr is a terminal (a 1.25 M-kernel trace takes
-    half a minute); yields the callback that names the next step."""
-    err = Console(stderr=True)
-    if not err.is_terminal:
-        yield lambda _step: None
-        return
-    with err.status(printable(what)) as status:
-        yield lambda step: status.update(printable(step))

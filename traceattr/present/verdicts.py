@@ -36,8 +36,17 @@ def _where(ctx_from: int | None, ctx_to: int | None) -> str:
     return f"≈{fmt_ctx(ctx_from)}–≈{fmt_ctx(ctx_to)}"
 
 
+def refused_text(f: FamilyVerdict) -> str:
+    """The rows of *f* a round refused, with the gate of each: ``the round refused 131k (directional 0.1 > 0.02)``."""
+    return "the round refused " + ", ".join(f"{fmt_ctx(r.ctx)} ({r.why})" for r in f.refused)
+
+
 def family_line(f: FamilyVerdict) -> str:
-    """A family's one line: its dispatch along ctx, and whether each switch is a rule; without its name."""
+    """A family's one line: its dispatch along ctx, and whether each switch is a rule; without its name. Where a
+    round refused rows and fewer than two ctx are left, the refusal is why there is no rule (not noise)."""
+    if f.refused and len(f.ctx) < 2:
+        kept = f"; {f.segments[0].backend} at {fmt_ctx(f.ctx[0])}" if f.ctx and f.segments else ""
+        return f"no rule: {refused_text(f)}{kept}"
     span = ctx_span(f.ctx[0], f.ctx[-1])
     if f.outcome == "none":
         return f"no dispatch: no backend was measured at every ctx ({span})"
@@ -87,6 +96,8 @@ def family_lines(f: FamilyVerdict) -> list[str]:
             lines.append(f"≈{fmt_ctx(b.ctx)}: {b.below} → {b.above} ({_bracket(b)})")
             lines += [f"  {line}" for line in breakpoint_lines(b)] if b.decided else []
     lines += [x.text() for x in f.left_out]
+    if f.refused and len(f.ctx) >= 2:
+        lines.append(f"{refused_text(f)}: not a point of the line")
     return lines
 
 
@@ -95,7 +106,7 @@ def verdict_lines(decision: Decision, shapes: Sequence[str] | None = None) -> li
     under the name), then per shape its answer; *shapes* limits the shape lines (default: every shape)."""
     lines: list[str] = [f"note: {decision.provenance.note}"] if decision.provenance.note else []
     for f in decision.families:
-        if len(f.ctx) < 2:
+        if not f.along_ctx:
             continue  # one ctx: its shape's line says it all
         first, *rest = family_lines(f)
         lines.append(f"{f.family}: {first}")

@@ -42,9 +42,10 @@ from traceattr.present.report.figures_decision import context_figure, context_no
 from traceattr.present.report.figures_phases import phases_section
 from traceattr.present.report.figures_timeline import picker_html, timeline_figure
 from traceattr.present.report.html import Section, facts_html, notes_html, page, run_html
-from traceattr.present.report.round import gated_rules, round_page
+from traceattr.present.report.round import round_page, with_round_decision
 from traceattr.present.report.style import backend_colors, figure_html
 from traceattr.present.report.table import numbers_table
+from traceattr.present.steps import Step, no_step
 
 __all__ = ["Limits", "ReportInfo", "build_report", "write_report"]
 
@@ -80,13 +81,15 @@ def build_report(
     basis: str = "span",
     phases: PhaseReport | None = None,
     round_phases: RoundPhases | None = None,
+    step: Step = no_step,
 ) -> str:
     """The report of *att* as one HTML document (see the module doc); *group*: how call names group
     (:mod:`traceattr.core.callnames`); *events*: a runner.json's CUDA-event times (the cross-check column);
     *same_program*: which arms run one program (the commands pass the backends' declarations); *phases*: a
     stamped run folder's phases (:func:`traceattr.present.phases.load`), *round_phases* a round's."""
-    return _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis,
-                                phases, round_phases)).html  # fmt: skip
+    options = _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis,
+                       phases, round_phases)  # fmt: skip
+    return _build(att, options, step).html
 
 
 def write_report(
@@ -104,13 +107,17 @@ def write_report(
     basis: str = "span",
     phases: PhaseReport | None = None,
     round_phases: RoundPhases | None = None,
+    step: Step = no_step,
 ) -> ReportInfo:
     """Write the report of *att* to *path* atomically (temp file, then rename).
 
-    *run* is a run folder's run.json, *events* a runner.json's CUDA-event times (the cross-check column).
+    *run* is a run folder's run.json, *events* a runner.json's CUDA-event times (the cross-check column);
+    *step* is told each step of the work as it starts (:func:`traceattr.present.steps.steps`).
     """
-    built = _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis,
-                                 phases, round_phases))  # fmt: skip
+    options = _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis,
+                       phases, round_phases)  # fmt: skip
+    built = _build(att, options, step)
+    step(f"write {Path(path).name}")
     path = write_text(Path(path), built.html)
     return ReportInfo(path=path, size_bytes=path.stat().st_size, figures=built.sections, notes=built.notes)
 
@@ -132,12 +139,13 @@ class _Options:
     round_phases: RoundPhases | None = None  # a round's: its first capture's figures, which phase moved
 
 
-def _build(att: Attribution, o: _Options) -> _Built:
+def _build(att: Attribution, o: _Options, step: Step = no_step) -> _Built:
+    step("analyse the calls")
     d = collect(att, o.peak_bytes_per_s, o.limits, group=o.group, events=o.events, same_program=o.same_program,
                 basis=o.basis)  # fmt: skip
-    rule_notes: list[str] = []
-    if o.receipt is not None:  # a round's page draws only the rules its receipt supports
-        d, rule_notes = gated_rules(d, o.receipt)
+    if o.receipt is not None:  # a round's page states the round's decision (its receipt's), not the first capture's
+        d = with_round_decision(d, o.receipt, o.title or "")
+    step("draw the figures")
     colors = backend_colors(d.table["backend"])
     title = o.title or f"traceattr report: {att.meta.path.name}"
     sections = _sections(d, colors)
@@ -157,7 +165,7 @@ def _build(att: Attribution, o: _Options) -> _Built:
     )
     folded = f"<details><summary>{summary}</summary>{details}</details>"
     if o.receipt is not None:  # a round's page leads with its receipt; the first capture's figures follow
-        sections, header = round_page(o.receipt, sections, folded, rule_notes, o.round_phases), ""
+        sections, header = round_page(o.receipt, sections, folded, o.round_phases), ""
     else:
         sections.append(Section("run", "Run details", "What was measured, where, and with which tool.", folded))
         header = f'<p class="subtitle">{html_text.escape(_subtitle(att, d))}</p>'

@@ -132,7 +132,8 @@ def collect(
     c = c.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series")))
     c = _mark_medians(c)
     peak, source = analysis.peak_bytes_per_s, analysis.peak_source
-    full = _natural_order(analysis.summary).join(_median_call_parts(c), on=list(GROUP), how="left")
+    # in the summary's own order (summary.in_context_order), as the terminal and summary.csv
+    full = analysis.summary.join(_median_call_parts(c), on=list(GROUP), how="left", maintain_order="left")
     # why nothing can be compared is a finding (the decision section says it); sampling notes are not
     notes: dict[str, list[str]] = {"decision": [analysis.note]} if analysis.note else {}
 
@@ -140,7 +141,7 @@ def collect(
     # thousands of panels: the figures draw the shapes with the most GPU time, the table more rows.
     # Time vs context and its crossovers use every shape and call: a family's curve never loses a point.
     context = _context(full)
-    crossings = _crossings(analysis.crossovers, context)  # the very frame `compare` prints
+    crossings = crossings_at(analysis.crossovers, context)  # the very frame `compare` prints
     pair_time = c.group_by(GROUP).agg(pl.col("gpu_span_ns").sum())
     heavy = c.group_by("shape").agg(pl.col("gpu_span_ns").sum()).sort("gpu_span_ns", "shape", descending=[True, False])
     if heavy.height > limits.shapes:
@@ -189,13 +190,6 @@ def collect(
         compute_peak=analysis.compute_peak,
         decision=analysis.decision,
     )
-
-
-def _natural_order(summary: pl.DataFrame) -> pl.DataFrame:
-    """Shapes by family then context length (8k before 32k before 131k), backends fastest first."""
-    fam = with_family(summary).select("shape", "family", "ctx").unique()
-    ordered = summary.join(fam, on="shape", how="left").sort("family", "ctx", "shape", "median_us", nulls_last=True)
-    return ordered.drop("family", "ctx")
 
 
 # -- selections -----------------------------------------------------------------------------
@@ -257,8 +251,9 @@ def _context(summary: pl.DataFrame) -> pl.DataFrame:
     return fam.join(multi.select("family"), on="family", how="semi").sort("family", "backend", "ctx")
 
 
-def _crossings(cross: pl.DataFrame, context: pl.DataFrame) -> pl.DataFrame:
-    """*cross* (analysis.crossover.crossovers) plus ``at_us``: the time at the crossing (log-log interpolation)."""
+def crossings_at(cross: pl.DataFrame, context: pl.DataFrame) -> pl.DataFrame:
+    """*cross* (analysis.crossover.crossovers) plus ``at_us``: the time at the crossing on *context*'s curves
+    (log-log interpolation)."""
     if cross.height == 0:
         return cross.with_columns(pl.lit(None, pl.Float64).alias("at_us"))
     t = context.select("family", "backend", "ctx", "median_us")

@@ -51,7 +51,7 @@ def has_decision(d: ReportData) -> bool:
     """Whether there is anything to decide: a shape with two or more backends, or a family's rule. A trace that
     is not a sweep (no call names read as backend and shape) has none, and its page opens on its numbers."""
     families = d.decision.families if d.decision is not None else ()
-    return bool(shape_verdicts(d)) or any(len(f.ctx) >= 2 for f in families)
+    return bool(shape_verdicts(d)) or any(f.along_ctx for f in families) or bool(d.decision and d.decision.refused)
 
 
 def decision_html(d: ReportData) -> str:
@@ -63,7 +63,7 @@ def decision_html(d: ReportData) -> str:
         parts.append(f'<p class="note">{html.escape(d.decision.provenance.note)}</p>')
     rules = []
     for f in d.decision.families if d.decision is not None else ():
-        if len(f.ctx) < 2:
+        if not f.along_ctx:
             continue
         first, *rest = family_lines(f)
         more = "".join(f"<br>{html.escape(line)}" for line in rest)
@@ -87,9 +87,13 @@ def decision_html(d: ReportData) -> str:
     undecided = [v for v in verdicts if not v[4]]
     if decided:
         parts.append(head.format("fastest (95%)", rows(decided)))
+    refused = sorted(d.decision.refused.items()) if d.decision is not None else []
+    if refused:  # a round's: no verdict, the gate that failed (as the terminal's verdict lists them)
+        items = "".join(f"<li>{html.escape(s)}: {html.escape(why)}</li>" for s, why in refused)
+        parts.append(f"<p>Refused by the round's gates (no verdict):</p><ul>{items}</ul>")
     if undecided:
         table = head.format("answer", rows(undecided))
         parts.append(f"<details><summary>{len(undecided):,} shapes without a winner</summary>{table}</details>")
-    if not verdicts and not d.notes.get("decision"):
+    if not verdicts and not refused and not d.notes.get("decision"):
         parts.append('<p class="hint">No shape was measured with two or more backends: nothing to decide.</p>')
     return "".join(parts)

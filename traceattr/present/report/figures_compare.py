@@ -162,7 +162,7 @@ def distributions_figure(d: ReportData, colors: dict[str, str]) -> go.Figure:
         template=TEMPLATE,
         # each panel's height, plus the lines its wrapped title and tick labels take
         height=110 + (260 + 14 * (_lines(shapes, 45) + _lines(d.summary["backend"].to_list(), 24) - 2)) * rows,
-        margin={"t": 70},
+        margin={"t": 90},  # as the role bars': the unit buttons sit below the toolbar, not under it
         updatemenus=[_unit_buttons(visible, ("µs", "% from own median"),
                                    ({f"{a}.title.text": "µs per call" for a in first_col},
                                     {f"{a}.title.text": "% from median" for a in first_col}))],

@@ -228,7 +228,7 @@ def context_notes(d: ReportData) -> list[str]:
     rules)."""
     out = []
     for f in d.decision.families if d.decision is not None else ():
-        if len(f.ctx) < 2 or f.rules:
+        if not f.along_ctx or f.rules:
             continue
         out.append(f"{f.family}: {family_line(f)}")
     return out

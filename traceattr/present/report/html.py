@@ -37,6 +37,7 @@ nav a { color: inherit; margin-right: 14px; }
         font-size: 13px; }
 .table-wrap { overflow-x: auto; max-width: 100%; }
 table.numbers td:last-child, table.numbers td.text { white-space: normal; min-width: 20ch; max-width: 60ch; }
+table.numbers th.text { white-space: normal; }
 table { border-collapse: collapse; font-size: 12px; }
 th, td { padding: 3px 7px; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
 th { background: var(--bg2); position: sticky; top: 0; }

@@ -4,10 +4,11 @@ Order: the receipt (verdict table, geomean, "k / n rows pass", every refusal
 with its cause), the per-row evidence (per-capture medians, the predecessor
 split, host-bound counts, the two groups of a bimodal arm, iterations spent),
 then the first capture's figures, each saying that it shows the first capture
-only, and the run's metadata folded at the end. The first capture's decision
-rules go through the round's gated verdicts first (:func:`gated_rules`): a
-rule is drawn only between two rows the round passed, with decided verdicts
-that agree with it, so the page never contradicts its receipt.
+only, and the run's metadata folded at the end. The decision section, the
+rules the context chart draws and its notes are the round's one decision
+(:func:`traceattr.analysis.round_decision.receipt_decision`, what the terminal
+prints), not the first capture's: no rule rests on a refused row, and a rule
+missing for one names that row and its gate.
 """
 
 from __future__ import annotations
@@ -20,72 +21,78 @@ from typing import Any
 import polars as pl
 
 from traceattr.analysis.causes import row_values
+from traceattr.analysis.decision import Decision
 from traceattr.analysis.hostbound import HOST_SHARE
+from traceattr.analysis.round_decision import receipt_decision
 from traceattr.analysis.rounds import Receipt
 from traceattr.phases.compare import RoundPhases
-from traceattr.present.formats import count, pct, rule_text, us, with_interval
+from traceattr.present.formats import count, pct, us, with_interval
 from traceattr.present.phases import moved_rows, row_labels
 from traceattr.present.receipt import cause_text, led, protocol_text, totals_text
-from traceattr.present.report.data import ReportData
+from traceattr.present.report.data import ReportData, crossings_at
 from traceattr.present.report.figures_phases import moved_html, phases_section, round_phases_section
 from traceattr.present.report.html import Section, page, run_html
 from traceattr.present.report.table import receipt_table
 
 FIRST_CAPTURE = (
-    "From here on, the figures show the round's first capture only (one of its captures); the verdicts are the "
-    "receipt's. A decision rule is drawn only between rows the round passed."
+    "From here on, the figures show the round's first capture only (one of its captures); the verdicts and the rules "
+    "are the receipt's, as in the decision above."
+)
+DECISION_INTRO = (
+    "The round's decision, from its receipt as the terminal prints it: per passing row its verdict, per family of "
+    "rows along ctx its dispatch through the passing rows, and each refused row with the gate that refused it (no "
+    "verdict, no point of a family's line, so no rule rests on it)."
 )
 
 
-def gated_rules(d: ReportData, receipt: Receipt) -> tuple[ReportData, list[str]]:
-    """*d* with only the crossings the receipt supports, and one note per crossing left out (why)."""
-    if d.crossovers.height == 0:
-        return d, []
-    final = {r["shape"]: r for r in receipt.final.iter_rows(named=True)}
-    where = {(f, c): s for f, c, s in d.context.select("family", "ctx", "shape").unique().iter_rows()}
-    candidate = str(receipt.header.get("candidate"))
-    keep, notes = [], []
-    for r in d.crossovers.iter_rows(named=True):
-        ends = [(where.get((r["family"], r[k])), k) for k in ("ctx_low", "ctx_high")]
-        why = None
-        for shape, k in ends:
-            row = final.get(shape) if shape else None
-            if row is None:
-                why = f"{shape or r[k]} is not a row of the receipt"
-            elif row["status"] != "pass":
-                why = f"the round refused {row['row']} ({row['refused_by']})"
-            elif r["decided"] and row["verdict"] not in ("faster", "slower"):
-                why = f"the round's verdict on {row['row']} is {row['verdict']}"
-            elif r["decided"]:
-                wins = candidate if row["verdict"] == "faster" else str(receipt.header.get("baseline"))
-                expected = r["faster_below"] if k == "ctx_low" else r["faster_above"]
-                if wins != expected:
-                    why = f"the round found {wins} faster at {row['row']}"
-            if why:
-                break
-        if why is None:
-            keep.append(True)
-        else:
-            keep.append(False)
-            notes.append(f"{r['family']}: the first capture's {rule_text(r)} is not drawn: {why}")
-    crossovers = d.crossovers.filter(pl.Series(keep, dtype=pl.Boolean))
-    return replace(d, crossovers=crossovers), notes
+def with_round_decision(d: ReportData, receipt: Receipt, source: str = "") -> ReportData:
+    """*d* (the first capture's figures) stating the round's one decision (:func:`receipt_decision`): the decision
+    section, the rules the context chart draws and its notes all render the receipt's record, so the page never
+    contradicts its receipt and a rule missing for a refused row says so (not noise)."""
+    decision = receipt_decision(receipt, source)
+    return replace(
+        d,
+        decision=decision,
+        crossovers=crossings_at(decision.crossings_frame(), d.context),
+        table=_with_verdicts(d.table, decision),
+    )
+
+
+def _with_verdicts(table: pl.DataFrame, decision: Decision) -> pl.DataFrame:
+    """*table* (the first capture's numbers) with the round's verdicts as its badges: the winner and the tie of each
+    passing row, none on a refused row; the first capture's own verdicts are not the round's."""
+    rows = [
+        (v.shape, arm, "winner" if v.outcome == "winner" else "tie", v.tie_pct if v.outcome == "tie" else None)
+        for v in decision.shapes
+        for arm in ((v.backend,) if v.outcome == "winner" else v.tied)
+    ]
+    stated = pl.DataFrame(
+        rows,
+        schema={"shape": pl.String, "backend": pl.String, "verdict": pl.String, "tie_pct": pl.Float64},
+        orient="row",
+    )
+    return (
+        table.drop("verdict", "tie_pct")
+        .join(stated, on=["shape", "backend"], how="left", maintain_order="left")
+        .with_columns((pl.col("verdict") == "winner").fill_null(False).alias("winner"))
+        .select(table.columns)
+    )
 
 
 def round_page(
-    receipt: Receipt,
-    figures: Sequence[Section],
-    metadata: str,
-    rule_notes: Sequence[str] = (),
-    phases: RoundPhases | None = None,
+    receipt: Receipt, figures: Sequence[Section], metadata: str, phases: RoundPhases | None = None
 ) -> list[Section]:
     """The sections of a round's page, in order (see the module doc); *metadata*: trusted HTML, folded; *phases*:
-    the round's phases (stamped captures): which phase moved in the receipt, every phase after the evidence."""
-    first = []
-    for i, s in enumerate(figures):
-        notes = ((FIRST_CAPTURE,) if i == 0 else ()) + s.notes
-        if s.id == "context":
-            notes += tuple(rule_notes)
+    the round's phases (stamped captures): which phase moved in the receipt, every phase after the evidence. The
+    decision section (the receipt's, :func:`with_round_decision`) keeps its title; the others show the first
+    capture, the first of them saying so."""
+    first: list[Section] = []
+    for s in figures:
+        if s.id == "decision":
+            first.append(replace(s, intro=DECISION_INTRO))
+            continue
+        said = any(FIRST_CAPTURE in f.notes for f in first)
+        notes = (() if said else (FIRST_CAPTURE,)) + s.notes
         first.append(replace(s, title=f"{s.title} (first capture)", notes=notes))
     folded = metadata.replace("<details open>", "<details>")  # the run's facts stay one click away
     return [
@@ -171,10 +178,16 @@ def evidence_section(receipt: Receipt) -> Section:
             _list_us(r["baseline_captures_us"]), _list_us(r["candidate_captures_us"]),
             _split(r, "baseline"), _split(r, "candidate"), _host(r, names), _modes(r, names), r["stopped"] or "",
         ]  # fmt: skip
-        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+        # the intervals, host-bound counts and groups are text that wraps: the table fits 1,400 px, nothing cut
+        tds = (f'<td class="text">{html.escape(c)}</td>' if i >= 5 else f"<td>{html.escape(c)}</td>"
+               for i, c in enumerate(cells))  # fmt: skip
+        rows.append("<tr>" + "".join(tds) + "</tr>")
+    # the heads wrap from the third column on, the text cells from the sixth: 1,400 px show every column
+    ths = (f'<th class="text">{html.escape(x)}</th>' if i >= 2 else f"<th>{html.escape(x)}</th>"
+           for i, x in enumerate(head))  # fmt: skip
     body = (
         '<div class="table-wrap"><table class="numbers">'
-        f"<thead><tr>{''.join(f'<th>{html.escape(x)}</th>' for x in head)}</tr></thead>"
+        f"<thead><tr>{''.join(ths)}</tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
     return Section(

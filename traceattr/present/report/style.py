@@ -9,13 +9,13 @@ a name would be markup rather than text.
 from __future__ import annotations
 
 import html
-import textwrap
 from typing import Any
 
 import plotly.graph_objects as go
 import plotly.io as pio
 
 from traceattr.attribution.roles import ROLES
+from traceattr.present.names import name_lines
 from traceattr.present.palette import backend_colors as backend_colors  # one palette, keyed by name
 
 GAPS = "gaps"
@@ -74,12 +74,12 @@ def esc(text: object) -> str:
 
 
 def wrap_name(name: str | None, width: int = 110) -> str:
-    """A long (C++) name as escaped hover text, broken into lines of *width* characters."""
+    """A long (C++) name as escaped label or hover text, in lines of about *width* characters broken only after a
+    separator or at a space (:func:`~traceattr.present.names.name_lines`), never mid-word."""
     if not name:
         return ""
     # wrap first, escape each piece: an entity is never cut in two
-    lines = textwrap.wrap(name, width, break_long_words=True, break_on_hyphens=False) or [name]
-    return "<br>".join(esc(line) for line in lines)
+    return "<br>".join(esc(line) for line in name_lines(name, width))
 
 
 def new_figure(height: int, **layout: Any) -> go.Figure:
