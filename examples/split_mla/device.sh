@@ -14,11 +14,11 @@ log() { tee -a "$OUT/log"; }
 T0=$(date +%s)
 (date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)") 2>&1 | log
-B="q1_ctx8k:old q1_ctx8k q1_ctx8k:block_n=64,stages=2 q1_ctx8k:min_chunk=512 q1_ctx131k:old q1_ctx131k
-   q1_ctx131k:block_n=64,stages=2"
-timeout 100 python3 -m pytest -q -n 4 -m gpu -p no:cacheprovider tests/test_split_mla_gpu.py >/tmp/tests.log 2>&1 &
+B="${WARM_ROWS:-q1_ctx8k:old q1_ctx8k q1_ctx8k:block_n=64,stages=2 q1_ctx8k:min_chunk=512 q1_ctx131k:old q1_ctx131k
+   q1_ctx131k:block_n=64,stages=2}"
+timeout "${WARM_S:-100}" python3 -m pytest -q -n 4 -m gpu -p no:cacheprovider tests/test_split_mla_gpu.py >/tmp/tests.log 2>&1 &
 for s in $B q1_ctx32k q8_ctx8k q8_ctx32k q8_ctx131k; do
-  timeout 100 python3 examples/split_mla/bench.py --warm "$s" >"/tmp/warm.$s.log" 2>&1 &
+  timeout "${WARM_S:-100}" python3 examples/split_mla/bench.py --warm "$s" >"/tmp/warm.$s.log" 2>&1 &
 done
 wait
 echo "compiled and tested at $(( $(date +%s) - T0 )) s" | log; grep -l -i "error" /tmp/warm.*.log | log
@@ -39,7 +39,7 @@ done
 (cd /tmp && tar -cJf "$OUT/rounds.tar.xz" --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='report.html' \
   --exclude='stamps' rr oh)
 printf 'q1_ctx8k\n' >/tmp/ship_rows.txt
-timeout 45 traceattr round --rows /tmp/ship_rows.txt --baseline "split-mla[merge=reduce$OPTS]" \
+timeout "${SHIP_S:-45}" traceattr round --rows /tmp/ship_rows.txt --baseline "split-mla[merge=reduce$OPTS]" \
   --candidate "split-mla[merge=inkernel$OPTS]" --captures 2 --iters 3 --max-noise 0 --out-root /tmp/ship 2>&1 | tail -3 | log
 (cd /tmp/ship && tar -cJf "$OUT/ship.tar.xz" --exclude='*.nsys-rep' --exclude='report.html' .)
 echo "shipped round done at $(( $(date +%s) - T0 )) s" | log
