@@ -33,18 +33,18 @@ timeout "${ROUND_S:-100}" traceattr round --rows examples/split_mla/rows.txt \
   --baseline "split-mla[merge=reduce$OPTS]" --candidate "split-mla[merge=inkernel$OPTS]" --captures 2 \
   --iters "${ROUND_MIN_ITERS:-20}" --max-iters "${ROUND_ITERS:-60}" --out-root /tmp/rr 2>&1 | grep -A10 '^| row' | log
 echo "round done at $(( $(date +%s) - T0 )) s" | log
-for r in /tmp/rr/*/ /tmp/oh/*/; do
-  timeout 25 python3 -m traceattr.cli.phases "$r" >"$OUT/phases_$(basename "$r").md" 2>&1
-done
-(cd /tmp && tar -cJf "$OUT/rounds.tar.xz" --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='report.html' \
-  --exclude='stamps' rr oh)
+# the rounds' stamps and kernel tables (no traces): their phases can be read again anywhere (PHASES_MD=0: only there)
+(cd /tmp && tar -cJf "$OUT/rounds.tar.xz" --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='report.html' rr oh)
+if [ "${PHASES_MD:-1}" = 1 ]; then
+  for r in /tmp/rr/*/ /tmp/oh/*/; do
+    timeout 25 python3 -m traceattr.cli.phases "$r" >"$OUT/phases_$(basename "$r").md" 2>&1
+  done
+fi
 printf 'q1_ctx8k\n' >/tmp/ship_rows.txt
 timeout "${SHIP_S:-45}" traceattr round --rows /tmp/ship_rows.txt --baseline "split-mla[merge=reduce$OPTS]" \
   --candidate "split-mla[merge=inkernel$OPTS]" --captures 2 --iters 3 --max-noise 0 --out-root /tmp/ship 2>&1 | tail -3 | log
 (cd /tmp/ship && tar -cJf "$OUT/ship.tar.xz" --exclude='*.nsys-rep' --exclude='report.html' .)
 echo "shipped round done at $(( $(date +%s) - T0 )) s" | log
-# the merge round's stamps and kernel tables (no traces): its phase figures can be drawn again anywhere
-(cd /tmp && tar -cJf "$OUT/rr_stamps.tar.xz" --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='report.html' rr)
 # shellcheck disable=SC2086
 timeout 60 python3 examples/split_mla/bench.py "$OUT/bench.json" ${BENCH-$B} 2>&1 | log
 echo "all done at $(( $(date +%s) - T0 )) s" | log
