@@ -18,7 +18,6 @@ import math
 
 import numpy as np
 import polars as pl
-from scipy import special
 
 from traceattr.analysis.crossover import with_family
 
@@ -46,6 +45,8 @@ def fit(calls: pl.DataFrame, *, confidence: float = 0.95, time: str = "gpu_span_
             continue
         x, y = part["ctx"].cast(pl.Float64).to_numpy(), part["t_us"].to_numpy()
         a, b, sa, sb, r = _least_squares(x, y)
+        from scipy import special  # only where a line is fitted: its import takes ~0.35 s
+
         t = float(special.stdtrit(len(x) - 2, 0.5 + confidence / 2))  # Student t's quantile (stats.t.ppf)
         da, db = t * sa, t * sb
         out.append((family, backend, contexts, len(x), a, a - da, a + da, 1e3 * b, 1e3 * (b - db), 1e3 * (b + db),
