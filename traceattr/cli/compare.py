@@ -15,8 +15,9 @@ import typer
 from rich.text import Text
 
 from traceattr import __version__
-from traceattr.analysis.calls import comparable, comparable_shapes
+from traceattr.analysis.calls import comparable, comparable_shapes, reduced_calls
 from traceattr.analysis.pipeline import Analysis, analyse, analyse_calls
+from traceattr.attribution.engine import RangeFilter
 from traceattr.attribution.roles import RoleRules
 from traceattr.backends.arms import same_program
 from traceattr.cli import app
@@ -55,6 +56,8 @@ from traceattr.present.dispatch import decision_doc
 from traceattr.present.names import printable
 from traceattr.present.phases import show_phases
 from traceattr.session import Session
+from traceattr.trace.inputs import resolve_trace
+from traceattr.trace.loader import load_trace
 
 MANIFEST = "compare.json"  # names the set in --out DIR; see traceattr.core.output.ResultSet
 Format = Enum("Format", {f: f for f in ("table", "csv", "json")}, type=str)  # type: ignore[misc]
@@ -136,14 +139,19 @@ def compare_command(
     from traceattr.present.terminal import working  # a spinner on stderr (a terminal only): big traces take a while
 
     with working(f"reading {trace}") as step:
-        att = Session(trace).attribute(rules=role_rules, domain=domain, match=match)
+        # the attribution reduced to its calls as it is made: compare reads no range or op beyond them
+        # the trace handed over, not held here: the attribution lets go what it no longer needs (and compare shows
+        # no op: no launch configuration is read)
+        att, calls = reduced_calls(load_trace(resolve_trace(trace), launch_config=False), rules=role_rules,
+                                   select=RangeFilter(domain, match), group=group)  # fmt: skip
         check_selected(att, domain, match)
         step("comparing the calls")
         # a profile run folder: add the CUDA-event cross-check
         events = runner_events(trace)
         analysis = analyse(
-            att, peak_bytes_per_s=peak, events=events, group=group, same_program=same_program, basis=basis.value
-        )
+            att, peak_bytes_per_s=peak, events=events, group=group, same_program=same_program, basis=basis.value,
+            calls=calls,
+        )  # fmt: skip
     if analysis.calls.height == 0:
         raise NoDataError(trace, "has no NVTX ranges with GPU work to compare")
     _show_and_write(analysis, out, json_out, str(trace), inputs=paths, notes=att.notes, shown=shown)

@@ -92,7 +92,9 @@ def report_command(
     role_rules = RoleRules.load(rules)
     check_regex(match)
     check_group(group)
+    from traceattr.analysis.calls import reduced_calls
     from traceattr.present.report import write_report  # imports plotly: after the cheap checks, so errors come fast
+    from traceattr.present.report.data import TIMELINE_RANGES
 
     target = _target(trace, out)
     events = runner_events(trace)
@@ -100,13 +102,13 @@ def report_command(
     from traceattr.present.terminal import working  # a spinner on stderr (a terminal only): big traces take a while
 
     with working(f"reading {path}") as step:
-        loaded = load_trace(path)
-        step(f"attributing {path}")
-        att = attribute(loaded, mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
+        # the attribution reduced to its calls as it is made, with what the timeline draws of the rest
+        att, calls = reduced_calls(load_trace(path), mode.value, role_rules, RangeFilter(domain, match), group,
+                                   keep=TIMELINE_RANGES, ops=True)  # fmt: skip
         step(f"analysing and drawing {target.name}")
         info = write_report(
             att, target, title=title, run=_run_info(trace), group=group, events=events, same_program=same_program,
-            basis=basis.value,
+            basis=basis.value, calls=calls,
         )  # fmt: skip
     for note in info.notes:
         print(f"note: {printable(note)}", file=sys.stderr)

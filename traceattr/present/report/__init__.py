@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 from plotly.offline import get_plotlyjs
 
 from traceattr import __version__
@@ -93,12 +94,15 @@ def write_report(
     events: list[dict[str, Any]] | None = None,
     same_program: SameProgram = same_label,
     basis: str = "span",
+    calls: pl.DataFrame | None = None,
 ) -> ReportInfo:
     """Write the report of *att* to *path* atomically (temp file, then rename).
 
-    *run* is a run folder's run.json, *events* a runner.json's CUDA-event times (the cross-check column).
+    *run* is a run folder's run.json, *events* a runner.json's CUDA-event times (the cross-check column),
+    *calls* the call table where made already (:func:`traceattr.analysis.calls.reduced_calls`).
     """
-    built = _build(att, _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis))
+    options = _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis, calls)
+    built = _build(att, options)
     path = write_text(Path(path), built.html)
     return ReportInfo(path=path, size_bytes=path.stat().st_size, figures=built.sections, notes=built.notes)
 
@@ -116,11 +120,12 @@ class _Options:
     events: list[dict[str, Any]] | None
     same_program: SameProgram
     basis: str = "span"  # what a call's time is (analysis.pipeline.BASES)
+    calls: pl.DataFrame | None = None  # the call table, where made already
 
 
 def _build(att: Attribution, o: _Options) -> _Built:
     d = collect(att, o.peak_bytes_per_s, o.limits, group=o.group, events=o.events, same_program=o.same_program,
-                basis=o.basis)  # fmt: skip
+                basis=o.basis, calls=o.calls)  # fmt: skip
     rule_notes: list[str] = []
     if o.receipt is not None:  # a round's page draws only the rules its receipt supports
         d, rule_notes = gated_rules(d, o.receipt)

@@ -26,6 +26,10 @@ from traceattr.core.errors import NoDataError
 from traceattr.present.formats import us_from_ns
 
 GROUP = ("shape", "backend")
+# what the report reads of the range table besides the calls: the timeline's ranges (an attribution reduced to
+# its calls keeps these columns only, analysis.calls.reduced_calls)
+TIMELINE_RANGES = ("range_id", "parent_id", "level", "name", "duration_ns", "gpu_start_ns", "gpu_span_ns",
+                   "launch_latency_ns", "gpu_ops")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -105,15 +109,18 @@ def collect(
     events: list[dict[str, Any]] | None = None,
     same_program: SameProgram = same_label,
     basis: str = "span",
+    calls: pl.DataFrame | None = None,
 ) -> ReportData:
     """Every frame of the report for *att*; raises :class:`NoDataError` when no range launched GPU work.
 
-    *events*: a runner.json's CUDA-event times, for the table's cross-check columns.
+    *events*: a runner.json's CUDA-event times, for the table's cross-check columns; *calls*: the call table,
+    where made already (*att* reduced to its calls: its range table needs only :data:`TIMELINE_RANGES`).
     """
     limits = limits or Limits()
     analysis = analyse(
-        att, peak_bytes_per_s=peak_bytes_per_s, group=group, events=events, same_program=same_program, basis=basis
-    )
+        att, peak_bytes_per_s=peak_bytes_per_s, group=group, events=events, same_program=same_program, basis=basis,
+        calls=calls,
+    )  # fmt: skip
     c = analysis.calls
     if c.height == 0:
         why = "the --domain/--match filter chose no range that" if att.selected else "no NVTX range"
@@ -349,7 +356,9 @@ def _timeline_rows(
 ) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
     """Bars of the offered calls (*picked*: their (range_id, call_id)): ops and NVTX ranges, µs from the call's start."""
     notes: list[str] = []
-    ops = att.ops_lazy().join(picked.lazy(), on="range_id", how="inner").collect()
+    # the wide rows of the offered calls' ops only, in op_id order (not every op's, then joined)
+    ids = att.placement.join(picked.select("range_id").unique(), on="range_id", how="semi", maintain_order="left")
+    ops = att.ops_at(ids["op_id"]).join(picked, on="range_id", how="inner", maintain_order="left")
     ops = ops.with_columns(
         pl.col("start_ns").min().over("call_id").alias("_t0"),
         pl.len().over("call_id").alias("_n"),
