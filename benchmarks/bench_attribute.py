@@ -91,6 +91,27 @@ sys.argv = ["traceattr", *sys.argv[1:]]
 from traceattr.cli import main
 main()
 """
+# the I/O floor of `attribute --out` (issue 36): the loader's own SQLite reads of the columns attribution needs
+# (its queries, its reader, its threads; nothing labelled, checked or attributed), then the command's output bytes
+# written (copied from a reference run's files, as the sinks write: 256 KiB at a time), in one fresh process
+FLOOR_SNIPPET = """
+import shutil, sys
+from pathlib import Path
+from traceattr.cli.process import start
+start()  # the program's settings (threads, allocator), made before polars loads
+from traceattr.trace.loader import _op_tables, _read_sqlite
+from traceattr.trace.sqlite_source import SqliteSource
+src = SqliteSource(Path(sys.argv[1]))
+try:
+    read = _read_sqlite(src, _op_tables(src))
+finally:
+    src.close()
+reference, out = Path(sys.argv[2]), Path(sys.argv[3])
+out.mkdir()
+for f in sorted(reference.glob("*")):
+    with f.open("rb") as fin, (out / f.name).open("wb") as fout:
+        shutil.copyfileobj(fin, fout, 256 << 10)
+"""
 SHAPES = {"nested": ["--shape", "nested"], "sweep": []}  # make_sweep_trace.py's two shapes (benchmarks/README.md)
 METRICS = ("wall", "cpu", "rss", "load", "workers_rss")
 WORKERS_RSS = re.compile(r"^bench: workers' peak RSS (\d+)$", re.M)
@@ -130,6 +151,7 @@ def contenders(
     command = [sys.executable, "-m", "traceattr", "attribute", str(trace), *out]
     runs: dict[str, tuple[list[str], dict[str, str] | None]] = {
         "read": ([sys.executable, "-c", READ_SNIPPET, str(trace)], None),
+        "floor": ([sys.executable, "-c", FLOOR_SNIPPET, str(trace), str(work / "reference"), str(work / "out")], None),
         "traceattr": (command, None),
         "sqlite3": ([sys.executable, "-c", FALLBACK_SNIPPET, "attribute", str(trace), *out], None),
         # the fallback reading on one thread, in its own process (as before its worker processes)
@@ -146,7 +168,10 @@ def contenders(
     if baseline is not None:
         # before any path already there (a device's bundled packages stay importable)
         paths = [str(baseline), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-        runs["baseline"] = (command, {**os.environ, "PYTHONPATH": os.pathsep.join(paths)})
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+        runs["baseline"] = (command, env)
+        for name in analyses:  # the same command from the baseline checkout: before and after in one loop
+            runs[f"baseline-{name}"] = (runs[name][0], env)
     if nsys:
         copy = work / "nsys-copy.sqlite"
         runs["nsys"] = ([nsys, "stats", "-q", "-r", "nvtx_gpu_proj_trace", "--format", "csv", "-o",
@@ -166,6 +191,11 @@ def bench(
     analyses: tuple[str, ...] = (),
 ) -> dict:
     plan = contenders(trace, work, nsys, skip, baseline, fmt, analyses)
+    if "floor" in plan:  # the output bytes the floor writes: a reference run's files, made once (not timed)
+        shutil.rmtree(work / "reference", ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "traceattr", "attribute", str(trace), "--out", str(work / "reference"),
+                        "--format", fmt], cwd=work, check=True, capture_output=True)  # fmt: skip
+        (work / "reference" / "attribution.json").unlink(missing_ok=True)  # the manifest: a few hundred bytes
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in plan}
     for _ in range(repeat):
         for name, (argv, env) in plan.items():
@@ -174,7 +204,8 @@ def bench(
             # run from the scratch folder: `python -m traceattr` started in a checkout would import that
             # checkout (the current folder comes first on sys.path), whatever PYTHONPATH says
             # compare's "nothing to compare" (exit 2, a trace without backend/shape names) is an answer too
-            runs[name].append(measure(argv, env, cwd=work, answers=(0, 2) if name in ANALYSES else (0,)))
+            answers = (0, 2) if name.removeprefix("baseline-") in ANALYSES else (0,)
+            runs[name].append(measure(argv, env, cwd=work, answers=answers))
             shutil.rmtree(work / "out", ignore_errors=True)
             (work / "report.html").unlink(missing_ok=True)
             for f in [*work.glob("nsys*.csv"), *work.glob("nsys-copy*")]:
@@ -190,7 +221,12 @@ def bench(
         }
         for k, v in runs.items()
     }
-    return {"trace": str(trace), "mb": trace.stat().st_size / 1e6, "runs": runs, "median": med}
+    result = {"trace": str(trace), "mb": trace.stat().st_size / 1e6, "runs": runs, "median": med}
+    if "floor" in med and "traceattr" in med:  # issue 36's 2-core target: traceattr <= 1.25 x its floor
+        result["floor_ratio"] = {m: med["traceattr"][m] / med["floor"][m] for m in ("wall", "cpu")}
+        pairs = zip(runs["traceattr"], runs["floor"], strict=True)
+        result["floor_ratio"]["per_run"] = [a["wall"] / f["wall"] for a, f in pairs]
+    return result
 
 
 def report(result: dict) -> None:
@@ -200,9 +236,12 @@ def report(result: dict) -> None:
         print(f"  {k:10s} wall {m['wall']:7.2f} s ({m['wall_min']:.2f}–{m['wall_max']:.2f})  cpu {m['cpu']:7.2f} s  "
               f"peak RSS {m['rss']:6.0f} MB  load {m['load']:.1f}"
               + (f"  workers' peak RSS {m['workers_rss']:.0f} MB" if m["workers_rss"] else ""))  # fmt: skip
-    for name, other, target in (("traceattr", "read", 1.5), ("traceattr", "nsys", 0.10), ("sqlite3", "traceattr", 3.0),
-                                ("sqlite3-1", "traceattr", None), ("traceattr", "baseline", None),
-                                ("compare", "traceattr", 1.5), ("report", "traceattr", 1.5), ("compare", "nsys", None),
+    for name, other, target in (("traceattr", "read", 1.5), ("traceattr", "floor", 1.25), ("traceattr", "nsys", 0.10),
+                                ("sqlite3", "traceattr", 3.0), ("sqlite3-1", "traceattr", None),
+                                ("traceattr", "baseline", None), ("compare", "traceattr", 1.5),
+                                ("report", "traceattr", 1.5), ("compare", "baseline-compare", None),
+                                ("report", "baseline-report", None), ("baseline-compare", "baseline", None),
+                                ("baseline-report", "baseline", None), ("compare", "nsys", None),
                                 ("report", "nsys", None)):  # fmt: skip
         if name in med and other in med:
             a, o = med[name], med[other]
@@ -211,8 +250,14 @@ def report(result: dict) -> None:
                   f"rss {a['rss'] / o['rss']:.2f}{goal}")  # fmt: skip
             if other == "nsys":  # what better overlap alone could reach: every core busy from start to end
                 cores = _affinity() or os.cpu_count() or 1
-                print(f"  {name} / {other:9s} wall at best {a['cpu'] / cores / o['wall']:.3f}  "
-                      f"(its CPU time over all {cores} cores)")  # fmt: skip
+                floor = (
+                    f"  floor {med['floor']['wall'] / o['wall']:.3f}" if "floor" in med and name == "traceattr" else ""
+                )
+                print(f"  {name} / {other:9s} wall at best {a['cpu'] / cores / o['wall']:.3f}{floor}  "
+                      f"(its CPU time over all {cores} cores; floor: the reads and writes alone)")  # fmt: skip
+            if other == "floor":
+                per_run = ", ".join(f"{r:.2f}" for r in result["floor_ratio"]["per_run"])
+                print(f"  {name} / {other:9s} per run {per_run}")
 
 
 def _affinity() -> int | None:
@@ -267,7 +312,8 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=500_000, help="calls in a generated trace without --generate")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--nsys", default=os.environ.get("TRACEATTR_NSYS") or shutil.which("nsys"), help="nsys binary")
-    ap.add_argument("--skip", action="append", default=[], choices=("read", "traceattr", "sqlite3", "sqlite3-1", "nsys"),
+    ap.add_argument("--skip", action="append", default=[],
+                    choices=("read", "floor", "traceattr", "sqlite3", "sqlite3-1", "nsys"),
                     help="leave a contender out")  # fmt: skip
     ap.add_argument("--format", choices=("csv", "parquet"), default="csv", help="traceattr's output format")
     ap.add_argument("--baseline", type=Path, metavar="TREE", help="also time the traceattr checkout in TREE")
