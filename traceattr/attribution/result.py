@@ -93,7 +93,7 @@ def wide_ops(gpu_ops: pl.DataFrame, placement: pl.DataFrame, names: pl.DataFrame
 
     def slices(n_rows: int | None, batch_size: int | None) -> Iterator[pl.DataFrame]:
         end = gpu_ops.height if n_rows is None else min(n_rows, gpu_ops.height)
-        step = max(batch_size or _OPS_PER_SLICE, 1)
+        step = max(min(batch_size or _OPS_PER_SLICE, _OPS_PER_SLICE), 1)
         for start in range(0, end, step):
             yield piece(start, min(step, end - start))
 
@@ -156,7 +156,11 @@ def python_source(
     return register_io_source(source, schema=text).with_columns(pl.col(c).cast(t) for c, t in enums.items())
 
 
-_OPS_PER_SLICE = 65_536  # a parquet row group: a slice's name views are a few MB
+# ops per slice, whatever batch size the reader asks for: a slice is one morsel of a sink, and the sink holds the
+# text of each morsel in flight. polars 2.1 asks for 100 k rows, ~70 MB of CSV text for these wide rows, and the
+# CSV sink of the sweep's kernels peaked at ~910 MB (attribute --out; nsys stats: 634 MB). 8 k rows (~6 MB of text):
+# 580-620 MB for the same CPU time within the noise (2 cores; 4 k rows cost ~1 s more in slicing)
+_OPS_PER_SLICE = 8_192
 
 
 def range_table(ranges: pl.DataFrame, metrics: pl.DataFrame, laminar: pl.DataFrame | None = None) -> pl.DataFrame:
