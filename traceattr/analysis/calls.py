@@ -33,8 +33,10 @@ from traceattr.attribution.calltime import (
     QUEUE_COLUMNS,
     event_records,
     op_times,
+    owners,
     record_calls,
     stream_free_at,
+    subtrees,
     with_queue_times,
 )
 from traceattr.attribution.engine import (
@@ -114,21 +116,28 @@ def reduced_calls(
     window as it is made, on the windows' threads: what is held is the calls, not the whole range table (sweep:
     281 MB).
 
-    The :class:`Attribution` keeps the range table's *keep* columns only, and the trace's CUDA API rows are let go
-    once the launches are found; with *ops* it keeps the per-op placement and the trace's GPU ops (what a timeline
-    of chosen calls draws, :meth:`Attribution.ops_at`), else those go too and it says what describes the trace
-    (meta, notes, devices). Pass the trace itself (``reduced_calls(load_trace(path))``), not one held elsewhere,
+    The :class:`Attribution` keeps the range table's *keep* columns only (range_id among them) and only the rows of
+    the ranges in its calls' subtrees, and lets the trace's CUDA API rows go once the launches are found; with *ops*
+    it keeps the per-op placement and the trace's GPU ops: what a timeline of chosen calls draws (their ranges, and
+    their ops' rows, :meth:`Attribution.ops_at`). Else those go too, and it says what describes the trace (meta,
+    notes, devices). Pass the trace itself (``reduced_calls(load_trace(path))``), not one held elsewhere,
     or its frames stay held. A selection (*select*) changes what a call owns after every window is attributed:
     then the whole attribution is made, kept, and read as :func:`calls` reads it."""
     select = select or RangeFilter()
     if select.active:
         att = attribute(trace, mode, rules, select)
         return att, calls(att, group)
-    finder = CallFinder(trace, group, nested=mode == "nsys")
+    finder = CallFinder(trace, group, nested=mode == "nsys", members=bool(keep))
     run = Attributing(trace, mode, rules, select, keep_calls=False, keep_placement=ops)
     del trace  # the attribution holds what it needs of it (and lets the API rows go)
-    kept = list(keep)
-    parts = list(run.reduced(lambda w: (finder.window(w), w.rows.select(kept))))
+
+    def reduce(w: WindowRows) -> tuple[CallPart, pl.DataFrame]:
+        part = finder.window(w)
+        if not keep:
+            return part, pl.DataFrame()
+        return part, w.rows.filter(pl.col("range_id").is_in(part.members.implode())).select(keep)
+
+    parts = list(run.reduced(reduce))
     finder.done()
     att = run.result(pl.concat([ranges for _, ranges in parts]))
     del run
@@ -183,6 +192,7 @@ class CallPart:
     unclosed: int  # of those, never closed
     usable: int  # closed, with GPU time: the ranges that can be calls
     example: pl.DataFrame  # the usable range with the most ops (name, message, gpu_ops), or none
+    members: pl.Series  # with CallFinder(members=True): the range ids of these calls' subtrees
 
 
 class CallFinder:
@@ -195,8 +205,10 @@ class CallFinder:
     Each window's calls are finished there (CALL_COLUMNS, a column of one value kept once), so the table is
     their concatenation: a column added to a million-row frame of many parts copies every column."""
 
-    def __init__(self, trace: Trace, group: str | None, *, nested: bool) -> None:
-        self.tries, self.group, self.nested = _tries(group), group, nested
+    def __init__(self, trace: Trace, group: str | None, *, nested: bool, members: bool = False) -> None:
+        """*members*: name the ranges of each window's calls' subtrees (CallPart.members), for a caller that keeps
+        some of the range table for them only."""
+        self.tries, self.group, self.nested, self.members = _tries(group), group, nested, members
         # per op: what a call's own columns read; op_id == row
         self.ops = trace.gpu_ops.select("start", "end", stream_free_at(trace.gpu_ops).alias("stream_free_ns"))
         self.records = record_calls(trace.api, trace.strings)
@@ -226,7 +238,12 @@ class CallFinder:
         top = usable.head(0) if self.group is not None or self._named else _top(usable)
         ids = pl.concat([named["range_id"], top["range_id"]]).unique()
         ops = self.ops if w.op_ids is None else self.ops[w.op_ids]
-        times = op_times(ids, w.ranges, w.placement, ops, nested=self.nested).join(
+        owner = owners(w.ranges, ids, nested=self.nested)
+        # the ranges a timeline of these calls draws: their own and every range nested in them, in either mode
+        members = pl.Series("range_id", [], pl.Int64)
+        if self.members:
+            members = (owner if self.nested else subtrees(w.ranges, ids))["range_id"]
+        times = op_times(owner, w.placement, ops).join(
             event_records(pl.DataFrame({"call_id": ids}), w.ranges, self.records), on="call_id", how="left"
         )
 
@@ -243,6 +260,7 @@ class CallFinder:
             int((~worked["closed"]).sum()),
             usable.height,
             _most_ops(usable.select("name", "message", "gpu_ops")),
+            members,
         )
 
     def _named_calls(self, picked: pl.DataFrame, *, keep_shape: bool) -> pl.DataFrame:
@@ -373,7 +391,7 @@ def grouping_note(calls: pl.DataFrame) -> str | None:
     if calls.height == 0:
         return None
     hint = "give --group with a preset or a regex (traceattr shapes lists them)"
-    named = calls.filter(pl.col("shape").is_not_null())
+    named = calls.select("shape", "backend", "name").filter(pl.col("shape").is_not_null())
     if named.height == 0:
         examples = ", ".join(repr(s) for s in calls["series"].unique(maintain_order=True).head(2).to_list())
         return f"no range name reads as a backend and a shape (e.g. {examples}): nothing to compare; {hint}"
@@ -417,4 +435,5 @@ def comparable() -> pl.Expr:
 
 def comparable_shapes(frame: pl.DataFrame) -> list[str]:
     """The shapes of *frame* (calls or summary rows) that are :func:`comparable`, sorted."""
-    return sorted(frame.filter(pl.col("shape").is_not_null() & comparable())["shape"].unique().to_list())
+    chosen = frame.select("shape", "backend").filter(pl.col("shape").is_not_null() & comparable())
+    return sorted(chosen["shape"].unique().to_list())

@@ -33,7 +33,10 @@ MIN_CONTEXTS = 3  # two points always fit a line exactly: no interval, no check
 def fit(calls: pl.DataFrame, *, confidence: float = 0.95, time: str = "gpu_span_ns") -> pl.DataFrame:
     """:data:`FIT_SCHEMA` rows for every (family, backend) of *calls* measured at ≥ 3 context lengths; *time*:
     the per-call time column (the chosen basis)."""
-    c = calls.filter(pl.col("shape").is_not_null() & pl.col("backend").is_not_null() & pl.col(time).is_not_null())
+    # the three columns read, then filtered: a filter of the whole call table copies every column
+    c = calls.select("shape", "backend", time).filter(
+        pl.col("shape").is_not_null() & pl.col("backend").is_not_null() & pl.col(time).is_not_null()
+    )
     if c.height == 0:
         return pl.DataFrame(schema=FIT_SCHEMA)
     fam = with_family(c.select("shape", "backend", (pl.col(time) / 1e3).alias("t_us")))

@@ -132,7 +132,8 @@ def with_events(summary: pl.DataFrame, calls: pl.DataFrame, events: Sequence[dic
         return summary.with_columns([pl.lit(None, pl.Float64).alias(c) for c in EVENT_SUMMARY])
     ev = pl.DataFrame(list(events)).select("backend", "shape", pl.col("iter").cast(pl.Int64), "event_us")
     # events are keyed by the canonical shape name; calls carry it too (from the NVTX message)
-    per_call = calls.join(ev, on=["backend", "shape", "iter"], how="inner").with_columns(
+    read = calls.select("backend", "shape", "iter", "gpu_span_ns", "event_lead_ns", "event_tail_ns")
+    per_call = read.join(ev, on=["backend", "shape", "iter"], how="inner").with_columns(
         (pl.col("event_us") - pl.col("gpu_span_ns") * 1e-3).alias("_diff")
     )
     med = per_call.group_by("shape", "backend").agg(
@@ -167,8 +168,8 @@ def _with_basis(table: pl.DataFrame, basis: str, events: Sequence[dict[str, Any]
             .alias("event_ns")
         )  # fmt: skip
     time = BASES[basis][0]
-    compared = table.filter(comparable())
-    if basis != "span" and compared.height and compared[time].null_count() == compared.height:
+    compared = table.select("shape", "backend", time).filter(comparable()) if basis != "span" else table.head(0)
+    if compared.height and compared[time].null_count() == compared.height:
         why = {"attention": "no call has a kernel of role attention or reduce (the role rules: --rules)",
                "work": "every op of every call has role flush", "events": "no call has CUDA-event times (a traceattr run folder's runner.json, or two "
                "cudaEventRecord calls inside each call's range)"}  # fmt: skip

@@ -98,7 +98,8 @@ def _rounds(c: pl.DataFrame, time: str = "gpu_span_ns") -> pl.DataFrame:
     # an iteration number held by one call only is no round of two arms (the filter below): left out first, as
     # grouping a million calls by (shape, backend, iter) costs a second where every call has its own number
     per = (
-        c.filter(pl.col("iter").is_not_null())
+        c.select("shape", "backend", "iter", time)
+        .filter(pl.col("iter").is_not_null())
         .filter(pl.col("iter").is_duplicated())
         .group_by("shape", "backend", "iter")
         .agg(pl.col(time).min().alias("gpu_span_ns"))

@@ -174,16 +174,16 @@ def record_calls(api: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
     return api.filter(pl.col("name_id").is_in(names.implode())).select("global_tid", "start", "end").sort("start")
 
 
-def op_times(
-    calls: pl.Series, tree: pl.DataFrame, placement: pl.DataFrame, ops: pl.DataFrame, *, nested: bool
-) -> pl.DataFrame:
-    """Per call of *calls* (range ids): the EXPOSED and BASIS columns, and ``stream_free_ns`` before its first op.
+def owners(tree: pl.DataFrame, calls: pl.Series, *, nested: bool) -> pl.DataFrame:
+    """(range_id, call_id): the ranges whose ops each call of *calls* owns: in ``nsys`` mode (*nested*) its range
+    and every range nested in it (*tree*: ``range_id, parent_id``), else its own only."""
+    return subtrees(tree, calls) if nested else pl.DataFrame({"range_id": calls, "call_id": calls})
 
-    *tree*: ``range_id, parent_id`` of the ranges (a call owns the ops of the ranges nested in it in
-    ``nsys`` mode, *nested*, else only its own); *placement*: ``op_id, range_id, role`` per op; *ops*:
-    ``start, end, stream_free_ns`` per op, op_id == row.
+
+def op_times(owner: pl.DataFrame, placement: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """Per call of *owner* (:func:`owners`): the EXPOSED and BASIS columns, and ``stream_free_ns`` before its first
+    op. *placement*: ``op_id, range_id, role`` per op; *ops*: ``start, end, stream_free_ns`` per op, op_id == row.
     """
-    owner = subtrees(tree, calls) if nested else pl.DataFrame({"range_id": calls, "call_id": calls})
     mine = placement.select("op_id", "range_id", "role").join(owner, on="range_id", how="inner")
     mine = mine.hstack(ops.select("start", "end", "stream_free_ns")[mine["op_id"]].get_columns())
     mine = _in_order(mine, "call_id", "start", "op_id")

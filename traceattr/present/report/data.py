@@ -77,7 +77,7 @@ class Totals:
 
 @dataclass(frozen=True)
 class ReportData:
-    calls: pl.DataFrame  # analysis.calls() of the drawn shapes, shape/backend filled, is_median
+    calls: pl.DataFrame  # analysis.calls() of the drawn shapes, shape/backend filled, is_median (the _DRAWN columns)
     summary: pl.DataFrame  # summarize() of the drawn shapes, plus the median call's parts (call_<part>_us)
     table: pl.DataFrame  # summarize() rows of the numbers table
     totals: Totals  # over every measured call, drawn or not
@@ -131,15 +131,17 @@ def collect(
             + (hint if att.mode == "innermost" else ""),
         )
     named = pl.col("backend").is_not_null() & pl.col("shape").is_not_null()
-    read = c.filter(named)
+    labels = c.select("backend", "shape", "series")  # a filter of the whole call table would copy every column
+    read = labels.filter(named)
     totals = Totals(
-        c.height, read["backend"].n_unique(), read["shape"].n_unique(), c.filter(~named)["series"].n_unique()
+        c.height, read["backend"].n_unique(), read["shape"].n_unique(), labels.filter(~named)["series"].n_unique()
     )
     # the same fill as summarize(): a call whose name says no backend/shape is its own series
     c = c.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series")))
     c = _mark_medians(c)
     peak, source = analysis.peak_bytes_per_s, analysis.peak_source
     full = _natural_order(analysis.summary).join(_median_call_parts(c), on=list(GROUP), how="left")
+    c = c.select(_DRAWN)  # what the figures and the timeline read of each call (the filters below copy it)
     # why nothing can be compared is a finding (the decision section says it); sampling notes are not
     notes: dict[str, list[str]] = {"decision": [analysis.note]} if analysis.note else {}
 
@@ -196,6 +198,11 @@ def collect(
         compute_peak=analysis.compute_peak,
         decision=analysis.decision,
     )
+
+
+# what the report reads of each call once the medians' parts are taken: the points, boxes and timeline
+_DRAWN = ("call_id", "name", "shape", "backend", "iter", "gpu_start_ns", "gpu_span_ns", "launch_overhead_ns",
+          "queue_wait_ns", "is_median")  # fmt: skip
 
 
 def _natural_order(summary: pl.DataFrame) -> pl.DataFrame:
