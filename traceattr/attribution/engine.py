@@ -107,7 +107,8 @@ class Attributing(OfTrace):
         """*keep_calls*: keep the trace's CUDA API rows (and its strings) once the ops' launches (and names) are
         found (the :class:`Attribution` carries them for per-call analyses); a writer of the tables lets them go.
         *keep_placement*: keep every op's placement (the per-op table reads it); else only that of the ops in no
-        range, which the buckets' rows are made of (a caller that reduces each window to what it needs)."""
+        range, which the buckets' rows are made of (a caller that reduces each window to what it needs), and of the
+        trace's GPU ops only the columns attribution reads: no per-op table can be made then."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
         if select is not None and select.active and not keep_placement:
@@ -133,6 +134,8 @@ class Attributing(OfTrace):
             self.trace = trace = replace(trace, api=trace.api.clear(), strings=trace.strings.clear())
         # a call logged twice can reach two chains of ranges: its ranges are no longer one subtree's ancestors
         self.subtree = mode == "nsys" and _SUBTREES and not self.dedupe and few_distinct(trace.gpu_ops)
+        if not keep_placement:  # names and launches are found: the windows read these columns only
+            self.trace = trace = replace(trace, gpu_ops=trace.gpu_ops.select(_FACT_COLUMNS))
         self.roles_from = None  # range rules read the op's innermost range of the whole trace: every range is here
         # windows need one launch row per op (no call logged twice), the whole trace's ranges for roles
         # and ranges in start order (as the loader leaves them)

@@ -93,8 +93,7 @@ def report_command(
     check_regex(match)
     check_group(group)
     from traceattr.analysis.calls import reduced_calls
-    from traceattr.present.report import write_report  # imports plotly: after the cheap checks, so errors come fast
-    from traceattr.present.report.data import TIMELINE_RANGES
+    from traceattr.attribution.columns import TIMELINE_COLUMNS
 
     target = _target(trace, out)
     events = runner_events(trace)
@@ -104,8 +103,11 @@ def report_command(
     with working(f"reading {path}") as step:
         # the attribution reduced to its calls as it is made, with what the timeline draws of the rest
         att, calls = reduced_calls(load_trace(path), mode.value, role_rules, RangeFilter(domain, match), group,
-                                   keep=TIMELINE_RANGES, ops=True)  # fmt: skip
+                                   keep=TIMELINE_COLUMNS, ops=True)  # fmt: skip
         step(f"analysing and drawing {target.name}")
+        # plotly (~25 MB) imported once the attribution's scratch is freed, not held beside it
+        from traceattr.present.report import write_report
+
         info = write_report(
             att, target, title=title, run=_run_info(trace), group=group, events=events, same_program=same_program,
             basis=basis.value, calls=calls,

@@ -26,10 +26,6 @@ from traceattr.core.errors import NoDataError
 from traceattr.present.formats import us_from_ns
 
 GROUP = ("shape", "backend")
-# what the report reads of the range table besides the calls: the timeline's ranges (an attribution reduced to
-# its calls keeps these columns only, analysis.calls.reduced_calls)
-TIMELINE_RANGES = ("range_id", "parent_id", "level", "name", "duration_ns", "gpu_start_ns", "gpu_span_ns",
-                   "launch_latency_ns", "gpu_ops")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -114,7 +110,8 @@ def collect(
     """Every frame of the report for *att*; raises :class:`NoDataError` when no range launched GPU work.
 
     *events*: a runner.json's CUDA-event times, for the table's cross-check columns; *calls*: the call table,
-    where made already (*att* reduced to its calls: its range table needs only :data:`TIMELINE_RANGES`).
+    where made already (*att* reduced to its calls: its range table needs only
+    :data:`~traceattr.attribution.columns.TIMELINE_COLUMNS`).
     """
     limits = limits or Limits()
     analysis = analyse(
