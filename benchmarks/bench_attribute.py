@@ -15,6 +15,12 @@ follows nsys (traceattr after nsys 1.96-2.26 s, the same code after the fallback
 
 * read:  the tables traceattr needs (kernels, runtime, NVTX, StringIds) read whole (``SELECT *``) into
   polars, one ADBC read per table, the fastest plain reader we know;
+* floor: traceattr's own SQLite reads of the columns it needs (the loader's queries, reader and threads),
+  then the command's output tables written again by its writer from a copy in memory (a reference run's,
+  made before the loop): reading and writing with nothing labelled or attributed. Issue 36's 2-core target
+  is traceattr <= 1.25 x floor (printed per run, and in bench.json's ``floor_ratio``);
+* floor-io: the same reads, then the reference run's output bytes copied (256 KiB writes): the bare I/O,
+  no text made;
 * traceattr: ``traceattr attribute TRACE --out DIR --format csv``, the whole job: load, attribute in
   nsys mode, write ranges and kernels; csv as nsys writes it, and as issue 20 measures it (``--format
   parquet`` to time that writer: it holds a 64 k-row group of every column while it encodes, ~20 MB more
@@ -24,7 +30,8 @@ follows nsys (traceattr after nsys 1.96-2.26 s, the same code after the fallback
   recorded too (``workers_rss``);
 * sqlite3-1: the same, reading on one thread in its own process (``TRACEATTR_READ_PROCESSES=0``);
 * baseline (``--baseline TREE``): the same command from another checkout of traceattr (``PYTHONPATH``),
-  e.g. ``git worktree add --detach /tmp/base main`` for a before/after in one interleaved session;
+  e.g. ``git archive main | tar -x -C /tmp/base`` for a before/after in one interleaved session; with
+  ``--with``, baseline-compare and baseline-report too;
 * nsys:  ``nsys stats -r nvtx_gpu_proj_trace --format csv`` (on a private copy: nsys may write into the
   file it reads); the binary is ``--nsys``, else ``$TRACEATTR_NSYS``, else ``nsys`` on PATH.
 
@@ -91,10 +98,12 @@ sys.argv = ["traceattr", *sys.argv[1:]]
 from traceattr.cli import main
 main()
 """
-# the I/O floor of `attribute --out` (issue 36): the loader's own SQLite reads of the columns attribution needs
-# (its queries, its reader, its threads; nothing labelled, checked or attributed), then the command's output bytes
-# written (copied from a reference run's files, as the sinks write: 256 KiB at a time), in one fresh process
-FLOOR_SNIPPET = """
+# The floor of `attribute --out` (issue 36): the loader's own SQLite reads of the columns attribution needs (its
+# queries, reader and threads; nothing labelled, checked or attributed), then the command's output tables written by
+# its own writer (core.output.write_table) from a copy held in memory: what reading and writing cost with nothing
+# attributed, in one fresh process. floor-io writes the same bytes instead (a reference run's files copied 256 KiB
+# at a time, as the sinks write): reading plus the bare I/O, no text made.
+_FLOOR_READ = """
 import shutil, sys
 from pathlib import Path
 from traceattr.cli.process import start
@@ -108,9 +117,35 @@ finally:
     src.close()
 reference, out = Path(sys.argv[2]), Path(sys.argv[3])
 out.mkdir()
-for f in sorted(reference.glob("*")):
+"""
+FLOOR_SNIPPET = (
+    _FLOOR_READ
+    + """
+import polars as pl
+from traceattr.core.output import write_table
+for stem in ("ranges", "kernels"):
+    write_table(pl.read_ipc(reference / f"{stem}.arrow"), out, stem, sys.argv[4])
+"""
+)
+FLOOR_IO_SNIPPET = (
+    _FLOOR_READ
+    + """
+for f in sorted(f for f in reference.iterdir() if f.suffix != ".arrow"):  # the written tables
     with f.open("rb") as fin, (out / f.name).open("wb") as fout:
         shutil.copyfileobj(fin, fout, 256 << 10)
+"""
+)
+# the reference run: the command's output files, and its tables as Arrow files for the floor to write again
+REFERENCE_SNIPPET = """
+import sys
+from pathlib import Path
+from traceattr.cli.process import start
+start()
+from traceattr.attribution.engine import attribute
+from traceattr.trace.loader import load_trace
+att = attribute(load_trace(sys.argv[1]))
+att.ranges.write_ipc(Path(sys.argv[2]) / "ranges.arrow")
+att.ops_lazy().collect().write_ipc(Path(sys.argv[2]) / "kernels.arrow")
 """
 SHAPES = {"nested": ["--shape", "nested"], "sweep": []}  # make_sweep_trace.py's two shapes (benchmarks/README.md)
 METRICS = ("wall", "cpu", "rss", "load", "workers_rss")
@@ -151,7 +186,10 @@ def contenders(
     command = [sys.executable, "-m", "traceattr", "attribute", str(trace), *out]
     runs: dict[str, tuple[list[str], dict[str, str] | None]] = {
         "read": ([sys.executable, "-c", READ_SNIPPET, str(trace)], None),
-        "floor": ([sys.executable, "-c", FLOOR_SNIPPET, str(trace), str(work / "reference"), str(work / "out")], None),
+        "floor": ([sys.executable, "-c", FLOOR_SNIPPET, str(trace), str(work / "reference"), str(work / "out"), fmt],
+                  None),
+        "floor-io": ([sys.executable, "-c", FLOOR_IO_SNIPPET, str(trace), str(work / "reference"), str(work / "out")],
+                     None),
         "traceattr": (command, None),
         "sqlite3": ([sys.executable, "-c", FALLBACK_SNIPPET, "attribute", str(trace), *out], None),
         # the fallback reading on one thread, in its own process (as before its worker processes)
@@ -191,11 +229,13 @@ def bench(
     analyses: tuple[str, ...] = (),
 ) -> dict:
     plan = contenders(trace, work, nsys, skip, baseline, fmt, analyses)
-    if "floor" in plan:  # the output bytes the floor writes: a reference run's files, made once (not timed)
+    if "floor" in plan or "floor-io" in plan:  # what the floors write: a reference run's output, made once, untimed
         shutil.rmtree(work / "reference", ignore_errors=True)
         subprocess.run([sys.executable, "-m", "traceattr", "attribute", str(trace), "--out", str(work / "reference"),
                         "--format", fmt], cwd=work, check=True, capture_output=True)  # fmt: skip
         (work / "reference" / "attribution.json").unlink(missing_ok=True)  # the manifest: a few hundred bytes
+        subprocess.run([sys.executable, "-c", REFERENCE_SNIPPET, str(trace), str(work / "reference")], cwd=work,
+                       check=True, capture_output=True)  # fmt: skip
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in plan}
     for _ in range(repeat):
         for name, (argv, env) in plan.items():
@@ -236,7 +276,8 @@ def report(result: dict) -> None:
         print(f"  {k:10s} wall {m['wall']:7.2f} s ({m['wall_min']:.2f}–{m['wall_max']:.2f})  cpu {m['cpu']:7.2f} s  "
               f"peak RSS {m['rss']:6.0f} MB  load {m['load']:.1f}"
               + (f"  workers' peak RSS {m['workers_rss']:.0f} MB" if m["workers_rss"] else ""))  # fmt: skip
-    for name, other, target in (("traceattr", "read", 1.5), ("traceattr", "floor", 1.25), ("traceattr", "nsys", 0.10),
+    for name, other, target in (("traceattr", "read", 1.5), ("traceattr", "floor", 1.25), ("traceattr", "floor-io", None),
+                                ("traceattr", "nsys", 0.10),
                                 ("sqlite3", "traceattr", 3.0), ("sqlite3-1", "traceattr", None),
                                 ("traceattr", "baseline", None), ("compare", "traceattr", 1.5),
                                 ("report", "traceattr", 1.5), ("compare", "baseline-compare", None),
@@ -313,7 +354,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--nsys", default=os.environ.get("TRACEATTR_NSYS") or shutil.which("nsys"), help="nsys binary")
     ap.add_argument("--skip", action="append", default=[],
-                    choices=("read", "floor", "traceattr", "sqlite3", "sqlite3-1", "nsys"),
+                    choices=("read", "floor", "floor-io", "traceattr", "sqlite3", "sqlite3-1", "nsys"),
                     help="leave a contender out")  # fmt: skip
     ap.add_argument("--format", choices=("csv", "parquet"), default="csv", help="traceattr's output format")
     ap.add_argument("--baseline", type=Path, metavar="TREE", help="also time the traceattr checkout in TREE")
