@@ -15,6 +15,12 @@ follows nsys (traceattr after nsys 1.96-2.26 s, the same code after the fallback
 
 * read:  the tables traceattr needs (kernels, runtime, NVTX, StringIds) read whole (``SELECT *``) into
   polars, one ADBC read per table, the fastest plain reader we know;
+* floor: traceattr's own SQLite reads of the columns it needs (the loader's queries, reader and threads),
+  then the command's output tables written again by its writer from a copy in memory (a reference run's,
+  made before the loop): reading and writing with nothing labelled or attributed. Issue 36's 2-core target
+  is traceattr <= 1.25 x floor (printed per run, and in bench.json's ``floor_ratio``);
+* floor-io: the same reads, then the reference run's output bytes copied (256 KiB writes): the bare I/O,
+  no text made;
 * traceattr: ``traceattr attribute TRACE --out DIR --format csv``, the whole job: load, attribute in
   nsys mode, write ranges and kernels; csv as nsys writes it, and as issue 20 measures it (``--format
   parquet`` to time that writer: it holds a 64 k-row group of every column while it encodes, ~20 MB more
@@ -24,7 +30,8 @@ follows nsys (traceattr after nsys 1.96-2.26 s, the same code after the fallback
   recorded too (``workers_rss``);
 * sqlite3-1: the same, reading on one thread in its own process (``TRACEATTR_READ_PROCESSES=0``);
 * baseline (``--baseline TREE``): the same command from another checkout of traceattr (``PYTHONPATH``),
-  e.g. ``git worktree add --detach /tmp/base main`` for a before/after in one interleaved session;
+  e.g. ``git archive main | tar -x -C /tmp/base`` for a before/after in one interleaved session; with
+  ``--with``, baseline-compare and baseline-report too;
 * nsys:  ``nsys stats -r nvtx_gpu_proj_trace --format csv`` (on a private copy: nsys may write into the
   file it reads); the binary is ``--nsys``, else ``$TRACEATTR_NSYS``, else ``nsys`` on PATH.
 
@@ -91,6 +98,55 @@ sys.argv = ["traceattr", *sys.argv[1:]]
 from traceattr.cli import main
 main()
 """
+# The floor of `attribute --out` (issue 36): the loader's own SQLite reads of the columns attribution needs (its
+# queries, reader and threads; nothing labelled, checked or attributed), then the command's output tables written by
+# its own writer (core.output.write_table) from a copy held in memory: what reading and writing cost with nothing
+# attributed, in one fresh process. floor-io writes the same bytes instead (a reference run's files copied 256 KiB
+# at a time, as the sinks write): reading plus the bare I/O, no text made.
+_FLOOR_READ = """
+import shutil, sys
+from pathlib import Path
+from traceattr.cli.process import start
+start()  # the program's settings (threads, allocator), made before polars loads
+from traceattr.trace.loader import _op_tables, _read_sqlite
+from traceattr.trace.sqlite_source import SqliteSource
+src = SqliteSource(Path(sys.argv[1]))
+try:
+    read = _read_sqlite(src, _op_tables(src))
+finally:
+    src.close()
+reference, out = Path(sys.argv[2]), Path(sys.argv[3])
+out.mkdir()
+"""
+FLOOR_SNIPPET = (
+    _FLOOR_READ
+    + """
+import polars as pl
+from traceattr.core.output import write_table
+for stem in ("ranges", "kernels"):
+    write_table(pl.read_ipc(reference / f"{stem}.arrow"), out, stem, sys.argv[4])
+"""
+)
+FLOOR_IO_SNIPPET = (
+    _FLOOR_READ
+    + """
+for f in sorted(f for f in reference.iterdir() if f.suffix != ".arrow"):  # the written tables
+    with f.open("rb") as fin, (out / f.name).open("wb") as fout:
+        shutil.copyfileobj(fin, fout, 256 << 10)
+"""
+)
+# the reference run: the command's output files, and its tables as Arrow files for the floor to write again
+REFERENCE_SNIPPET = """
+import sys
+from pathlib import Path
+from traceattr.cli.process import start
+start()
+from traceattr.attribution.engine import attribute
+from traceattr.trace.loader import load_trace
+att = attribute(load_trace(sys.argv[1]))
+att.ranges.write_ipc(Path(sys.argv[2]) / "ranges.arrow")
+att.ops_lazy().collect().write_ipc(Path(sys.argv[2]) / "kernels.arrow")
+"""
 SHAPES = {"nested": ["--shape", "nested"], "sweep": []}  # make_sweep_trace.py's two shapes (benchmarks/README.md)
 METRICS = ("wall", "cpu", "rss", "load", "workers_rss")
 WORKERS_RSS = re.compile(r"^bench: workers' peak RSS (\d+)$", re.M)
@@ -130,6 +186,10 @@ def contenders(
     command = [sys.executable, "-m", "traceattr", "attribute", str(trace), *out]
     runs: dict[str, tuple[list[str], dict[str, str] | None]] = {
         "read": ([sys.executable, "-c", READ_SNIPPET, str(trace)], None),
+        "floor": ([sys.executable, "-c", FLOOR_SNIPPET, str(trace), str(work / "reference"), str(work / "out"), fmt],
+                  None),
+        "floor-io": ([sys.executable, "-c", FLOOR_IO_SNIPPET, str(trace), str(work / "reference"), str(work / "out")],
+                     None),
         "traceattr": (command, None),
         "sqlite3": ([sys.executable, "-c", FALLBACK_SNIPPET, "attribute", str(trace), *out], None),
         # the fallback reading on one thread, in its own process (as before its worker processes)
@@ -146,7 +206,10 @@ def contenders(
     if baseline is not None:
         # before any path already there (a device's bundled packages stay importable)
         paths = [str(baseline), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-        runs["baseline"] = (command, {**os.environ, "PYTHONPATH": os.pathsep.join(paths)})
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+        runs["baseline"] = (command, env)
+        for name in analyses:  # the same command from the baseline checkout: before and after in one loop
+            runs[f"baseline-{name}"] = (runs[name][0], env)
     if nsys:
         copy = work / "nsys-copy.sqlite"
         runs["nsys"] = ([nsys, "stats", "-q", "-r", "nvtx_gpu_proj_trace", "--format", "csv", "-o",
@@ -166,6 +229,13 @@ def bench(
     analyses: tuple[str, ...] = (),
 ) -> dict:
     plan = contenders(trace, work, nsys, skip, baseline, fmt, analyses)
+    if "floor" in plan or "floor-io" in plan:  # what the floors write: a reference run's output, made once, untimed
+        shutil.rmtree(work / "reference", ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "traceattr", "attribute", str(trace), "--out", str(work / "reference"),
+                        "--format", fmt], cwd=work, check=True, capture_output=True)  # fmt: skip
+        (work / "reference" / "attribution.json").unlink(missing_ok=True)  # the manifest: a few hundred bytes
+        subprocess.run([sys.executable, "-c", REFERENCE_SNIPPET, str(trace), str(work / "reference")], cwd=work,
+                       check=True, capture_output=True)  # fmt: skip
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in plan}
     for _ in range(repeat):
         for name, (argv, env) in plan.items():
@@ -174,7 +244,8 @@ def bench(
             # run from the scratch folder: `python -m traceattr` started in a checkout would import that
             # checkout (the current folder comes first on sys.path), whatever PYTHONPATH says
             # compare's "nothing to compare" (exit 2, a trace without backend/shape names) is an answer too
-            runs[name].append(measure(argv, env, cwd=work, answers=(0, 2) if name in ANALYSES else (0,)))
+            answers = (0, 2) if name.removeprefix("baseline-") in ANALYSES else (0,)
+            runs[name].append(measure(argv, env, cwd=work, answers=answers))
             shutil.rmtree(work / "out", ignore_errors=True)
             (work / "report.html").unlink(missing_ok=True)
             for f in [*work.glob("nsys*.csv"), *work.glob("nsys-copy*")]:
@@ -190,7 +261,12 @@ def bench(
         }
         for k, v in runs.items()
     }
-    return {"trace": str(trace), "mb": trace.stat().st_size / 1e6, "runs": runs, "median": med}
+    result = {"trace": str(trace), "mb": trace.stat().st_size / 1e6, "runs": runs, "median": med}
+    if "floor" in med and "traceattr" in med:  # issue 36's 2-core target: traceattr <= 1.25 x its floor
+        result["floor_ratio"] = {m: med["traceattr"][m] / med["floor"][m] for m in ("wall", "cpu")}
+        pairs = zip(runs["traceattr"], runs["floor"], strict=True)
+        result["floor_ratio"]["per_run"] = [a["wall"] / f["wall"] for a, f in pairs]
+    return result
 
 
 def report(result: dict) -> None:
@@ -200,9 +276,13 @@ def report(result: dict) -> None:
         print(f"  {k:10s} wall {m['wall']:7.2f} s ({m['wall_min']:.2f}–{m['wall_max']:.2f})  cpu {m['cpu']:7.2f} s  "
               f"peak RSS {m['rss']:6.0f} MB  load {m['load']:.1f}"
               + (f"  workers' peak RSS {m['workers_rss']:.0f} MB" if m["workers_rss"] else ""))  # fmt: skip
-    for name, other, target in (("traceattr", "read", 1.5), ("traceattr", "nsys", 0.10), ("sqlite3", "traceattr", 3.0),
-                                ("sqlite3-1", "traceattr", None), ("traceattr", "baseline", None),
-                                ("compare", "traceattr", 1.5), ("report", "traceattr", 1.5), ("compare", "nsys", None),
+    for name, other, target in (("traceattr", "read", 1.5), ("traceattr", "floor", 1.25), ("traceattr", "floor-io", None),
+                                ("traceattr", "nsys", 0.10),
+                                ("sqlite3", "traceattr", 3.0), ("sqlite3-1", "traceattr", None),
+                                ("traceattr", "baseline", None), ("compare", "traceattr", 1.5),
+                                ("report", "traceattr", 1.5), ("compare", "baseline-compare", None),
+                                ("report", "baseline-report", None), ("baseline-compare", "baseline", None),
+                                ("baseline-report", "baseline", None), ("compare", "nsys", None),
                                 ("report", "nsys", None)):  # fmt: skip
         if name in med and other in med:
             a, o = med[name], med[other]
@@ -211,8 +291,14 @@ def report(result: dict) -> None:
                   f"rss {a['rss'] / o['rss']:.2f}{goal}")  # fmt: skip
             if other == "nsys":  # what better overlap alone could reach: every core busy from start to end
                 cores = _affinity() or os.cpu_count() or 1
-                print(f"  {name} / {other:9s} wall at best {a['cpu'] / cores / o['wall']:.3f}  "
-                      f"(its CPU time over all {cores} cores)")  # fmt: skip
+                floor = (
+                    f"  floor {med['floor']['wall'] / o['wall']:.3f}" if "floor" in med and name == "traceattr" else ""
+                )
+                print(f"  {name} / {other:9s} wall at best {a['cpu'] / cores / o['wall']:.3f}{floor}  "
+                      f"(its CPU time over all {cores} cores; floor: the reads and writes alone)")  # fmt: skip
+            if other == "floor":
+                per_run = ", ".join(f"{r:.2f}" for r in result["floor_ratio"]["per_run"])
+                print(f"  {name} / {other:9s} per run {per_run}")
 
 
 def _affinity() -> int | None:
@@ -267,7 +353,8 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=500_000, help="calls in a generated trace without --generate")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--nsys", default=os.environ.get("TRACEATTR_NSYS") or shutil.which("nsys"), help="nsys binary")
-    ap.add_argument("--skip", action="append", default=[], choices=("read", "traceattr", "sqlite3", "sqlite3-1", "nsys"),
+    ap.add_argument("--skip", action="append", default=[],
+                    choices=("read", "floor", "floor-io", "traceattr", "sqlite3", "sqlite3-1", "nsys"),
                     help="leave a contender out")  # fmt: skip
     ap.add_argument("--format", choices=("csv", "parquet"), default="csv", help="traceattr's output format")
     ap.add_argument("--baseline", type=Path, metavar="TREE", help="also time the traceattr checkout in TREE")

@@ -123,3 +123,24 @@ def test_attribute_out_streams_windows_to_the_same_bytes(
         assert rc == 0, err
         written[name] = {f: (tmp_path / name / f"{f}.{fmt}").read_bytes() for f in ("ranges", "kernels")}
     assert written["windows"] == written["whole"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["nsys", "innermost"])
+def test_a_reduced_run_keeps_the_rows_and_notes_without_every_placement(
+    loaded: dict[str, Trace], mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """keep_placement=False (compare reduces each window to its calls): the same range rows and notes, and of the
+    placement only the ops in no range (the buckets' rows are made of them)."""
+    monkeypatch.setattr(engine, "usable_cpus", lambda: 8)
+    for trace in loaded.values():
+        whole, _ = _with_windows(None, trace, mode=mode)
+        parts, _ = _with_windows(max(1, trace.gpu_ops.height // 12), trace, 2, mode=mode, keep_placement=False)
+        assert_frame_equal(parts.ranges, whole.ranges)
+        assert_frame_equal(parts.placement, whole.placement.filter(pl.col("range_id").is_null()))
+        assert parts.notes == whole.notes
+
+
+def test_a_selection_keeps_every_placement(loaded: dict[str, Trace]) -> None:
+    with pytest.raises(ValueError, match="keep_placement"):
+        Attributing(loaded["h200_torch_tiny"], select=RangeFilter(match="x"), keep_placement=False)

@@ -29,7 +29,7 @@ from collections.abc import Callable
 import polars as pl
 
 from traceattr.analysis.stats import Comparison
-from traceattr.analysis.verdicts import SameProgram, call_samples, compare_arms, same_label
+from traceattr.analysis.verdicts import SameProgram, Samples, call_samples, compare_arms, same_label
 from traceattr.core.shapes import ShapeError, parse_shape
 
 CROSSOVER_SCHEMA = {
@@ -69,14 +69,17 @@ Judge = Callable[[str, str, str], Comparison]
 
 
 def sample_crossings(
-    summary: pl.DataFrame, calls: pl.DataFrame, same_program: SameProgram = same_label, time: str = "gpu_span_ns"
+    summary: pl.DataFrame,
+    calls: pl.DataFrame,
+    same_program: SameProgram = same_label,
+    time: str = "gpu_span_ns",
+    samples: Samples | None = None,
 ) -> Callable[[str, str, str], list[dict]]:
     """(family, a, b) -> every crossing of arms *a* and *b* along the family's ctx, judged on per-call samples
-    of *calls* (computed when first asked, then kept)."""
-    samples = call_samples(
-        calls.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series"))),
-        time,
-    )
+    of *calls* (computed when first asked, then kept); *samples*: those samples, where made already."""
+    if samples is None:
+        filled = pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series"))
+        samples = call_samples(calls.with_columns(filled), time)
     return judged_crossings(summary, lambda shape, a, b: compare_arms(samples, shape, a, b), same_program)
 
 

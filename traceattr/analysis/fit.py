@@ -18,7 +18,6 @@ import math
 
 import numpy as np
 import polars as pl
-from scipy import special
 
 from traceattr.analysis.crossover import with_family
 
@@ -34,7 +33,10 @@ MIN_CONTEXTS = 3  # two points always fit a line exactly: no interval, no check
 def fit(calls: pl.DataFrame, *, confidence: float = 0.95, time: str = "gpu_span_ns") -> pl.DataFrame:
     """:data:`FIT_SCHEMA` rows for every (family, backend) of *calls* measured at ≥ 3 context lengths; *time*:
     the per-call time column (the chosen basis)."""
-    c = calls.filter(pl.col("shape").is_not_null() & pl.col("backend").is_not_null() & pl.col(time).is_not_null())
+    # the three columns read, then filtered: a filter of the whole call table copies every column
+    c = calls.select("shape", "backend", time).filter(
+        pl.col("shape").is_not_null() & pl.col("backend").is_not_null() & pl.col(time).is_not_null()
+    )
     if c.height == 0:
         return pl.DataFrame(schema=FIT_SCHEMA)
     fam = with_family(c.select("shape", "backend", (pl.col(time) / 1e3).alias("t_us")))
@@ -46,6 +48,8 @@ def fit(calls: pl.DataFrame, *, confidence: float = 0.95, time: str = "gpu_span_
             continue
         x, y = part["ctx"].cast(pl.Float64).to_numpy(), part["t_us"].to_numpy()
         a, b, sa, sb, r = _least_squares(x, y)
+        from scipy import special  # only where a line is fitted: its import takes ~0.35 s
+
         t = float(special.stdtrit(len(x) - 2, 0.5 + confidence / 2))  # Student t's quantile (stats.t.ppf)
         da, db = t * sa, t * sb
         out.append((family, backend, contexts, len(x), a, a - da, a + da, 1e3 * b, 1e3 * (b - db), 1e3 * (b + db),

@@ -21,7 +21,7 @@ from traceattr.analysis.decision import Decision, Provenance, decide
 from traceattr.analysis.fit import fit
 from traceattr.analysis.roofline import ComputePeak, device_compute_peak, peak_bandwidth
 from traceattr.analysis.summary import summarize
-from traceattr.analysis.verdicts import SameProgram, same_label
+from traceattr.analysis.verdicts import SameProgram, call_samples, same_label
 from traceattr.attribution.engine import Attribution
 from traceattr.core.errors import TraceattrError
 
@@ -48,13 +48,15 @@ def analyse(
     same_program: SameProgram = same_label,
     source: str = "",
     basis: str = "span",
+    calls: pl.DataFrame | None = None,
 ) -> Analysis:
     """Every per-trace analysis of *att*; *events* are a runner.json's CUDA-event times (optional);
     *group* a grouping preset or regex (:mod:`traceattr.core.callnames`; default: the presets tried in turn);
-    *same_program*: which arms run one program (:data:`~traceattr.analysis.verdicts.SameProgram`)."""
+    *same_program*: which arms run one program (:data:`~traceattr.analysis.verdicts.SameProgram`); *calls*: its
+    call table where made already (:func:`traceattr.analysis.calls.reduced_calls`), else read from *att*."""
     peak, peak_source = peak_bandwidth(att.trace.devices, peak_bytes_per_s)
     return analyse_calls(
-        call_table(att, group), peak, peak_source, events=events, same_program=same_program,
+        call_table(att, group) if calls is None else calls, peak, peak_source, events=events, same_program=same_program,
         compute_peak=device_compute_peak(att.trace.devices), source=source or str(att.meta.path), basis=basis,
     )  # fmt: skip
 
@@ -88,14 +90,17 @@ def analyse_calls(
     the roofline needs *compute_peak* besides the bandwidth (:func:`traceattr.analysis.roofline.compute_peak`)."""
     table = _with_basis(table, basis, events)
     time, words = BASES[basis]
-    summary = summarize(table, peak_bytes_per_s, same_program, compute_peak, time)
+    # each call's time per compared (shape, backend), once for the verdicts and the crossings
+    filled = pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series"))
+    samples = call_samples(table.with_columns(filled), time)
+    summary = summarize(table, peak_bytes_per_s, same_program, compute_peak, time, samples)
     if events is not None:
         summary = with_events(summary, table, events)
     note = grouping_note(table)
     # nothing comparable (no names read as backend + shape): no verdict anywhere
     decided = summary.head(0) if note is not None else summary.filter(comparable())
     provenance = Provenance(f"median {words}, µs", basis, source=source, note=other_work(table, basis))
-    decision = decide(decided, sample_crossings(decided, table, same_program, time), provenance)
+    decision = decide(decided, sample_crossings(decided, table, same_program, time, samples), provenance)
     return Analysis(
         table,
         summary,
@@ -127,7 +132,8 @@ def with_events(summary: pl.DataFrame, calls: pl.DataFrame, events: Sequence[dic
         return summary.with_columns([pl.lit(None, pl.Float64).alias(c) for c in EVENT_SUMMARY])
     ev = pl.DataFrame(list(events)).select("backend", "shape", pl.col("iter").cast(pl.Int64), "event_us")
     # events are keyed by the canonical shape name; calls carry it too (from the NVTX message)
-    per_call = calls.join(ev, on=["backend", "shape", "iter"], how="inner").with_columns(
+    read = calls.select("backend", "shape", "iter", "gpu_span_ns", "event_lead_ns", "event_tail_ns")
+    per_call = read.join(ev, on=["backend", "shape", "iter"], how="inner").with_columns(
         (pl.col("event_us") - pl.col("gpu_span_ns") * 1e-3).alias("_diff")
     )
     med = per_call.group_by("shape", "backend").agg(
@@ -162,8 +168,8 @@ def _with_basis(table: pl.DataFrame, basis: str, events: Sequence[dict[str, Any]
             .alias("event_ns")
         )  # fmt: skip
     time = BASES[basis][0]
-    compared = table.filter(comparable())
-    if basis != "span" and compared.height and compared[time].null_count() == compared.height:
+    compared = table.select("shape", "backend", time).filter(comparable()) if basis != "span" else table.head(0)
+    if compared.height and compared[time].null_count() == compared.height:
         why = {"attention": "no call has a kernel of role attention or reduce (the role rules: --rules)",
                "work": "every op of every call has role flush", "events": "no call has CUDA-event times (a traceattr run folder's runner.json, or two "
                "cudaEventRecord calls inside each call's range)"}  # fmt: skip

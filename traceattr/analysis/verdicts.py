@@ -51,8 +51,10 @@ def call_samples(calls: pl.DataFrame, time: str = "gpu_span_ns") -> Samples:
 
     Only shapes measured with two or more backends: the others are never compared.
     """
-    per = calls.filter(comparable()).group_by("shape", "backend").agg(pl.col(time).drop_nulls().cast(pl.Float64))
-    return {(s, b): np.asarray(v, dtype=float) for s, b, v in per.iter_rows()}
+    per = calls.lazy().select("shape", "backend", pl.col(time).cast(pl.Float64)).filter(comparable()).collect()
+    # a frame per (shape, backend), each call in its row order, as arrays (not a list of Python floats per call)
+    parts = per.partition_by("shape", "backend", as_dict=True, maintain_order=True)
+    return {(s, b): part[time].drop_nulls().to_numpy().astype(float) for (s, b), part in parts.items()}
 
 
 def compare_arms(samples: Samples, shape: str, baseline: str, candidate: str) -> Comparison:

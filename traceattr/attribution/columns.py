@@ -19,6 +19,9 @@ RANGE_COLUMNS = (
     "kernel_sum_ns", "gpu_sum_ns", "busy_ns", "gap_ns", "launch_latency_ns", *ROLE_COLUMNS,
     "streams", "devices", "payload",
 )  # fmt: skip
+# what a timeline of calls (report) reads of the range table: the ranges of each call's subtree, placed in time
+TIMELINE_COLUMNS = ("range_id", "parent_id", "level", "name", "duration_ns", "gpu_start_ns", "gpu_span_ns",
+                    "launch_latency_ns", "gpu_ops")  # fmt: skip
 OP_COLUMNS = (
     "op_id", "kind", "role", "family", "name", "short_name", "start_ns", "end_ns", "duration_ns",
     "device_id", "context_id", "stream_id", "pid", "tid", "correlation_id", "api_start_ns",

@@ -21,9 +21,10 @@ from here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import replace
-from typing import Literal, get_args
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Literal, TypeVar, get_args
 
 import polars as pl
 
@@ -55,6 +56,7 @@ from traceattr.core.threads import in_order
 from traceattr.trace.loader import Trace
 
 Mode = Literal["nsys", "innermost"]
+R = TypeVar("R")
 MODES: tuple[str, ...] = get_args(Mode)
 # nsys mode on laminar threads: projections as subtree aggregates, no op × range pairs (tests turn it
 # off to hold it to the pair path).
@@ -100,11 +102,17 @@ class Attributing(OfTrace):
         select: RangeFilter | None = None,
         *,
         keep_calls: bool = True,
+        keep_placement: bool = True,
     ) -> None:
-        """*keep_calls*: keep the trace's CUDA API rows once the ops' launches are found (the
-        :class:`Attribution` carries them for per-call analyses); a writer of the tables lets them go."""
+        """*keep_calls*: keep the trace's CUDA API rows (and its strings) once the ops' launches (and names) are
+        found (the :class:`Attribution` carries them for per-call analyses); a writer of the tables lets them go.
+        *keep_placement*: keep every op's placement (the per-op table reads it); else only that of the ops in no
+        range, which the buckets' rows are made of (a caller that reduces each window to what it needs), and of the
+        trace's GPU ops only the columns attribution reads: no per-op table can be made then."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
+        if select is not None and select.active and not keep_placement:
+            raise ValueError("a selection moves ops to their chosen ranges once every window is read: keep_placement")
         self.trace, self.mode = trace, mode
         self.rules, self.select = rules or RoleRules.default(), select or RangeFilter()
         self.notes = list(trace.meta.notes)
@@ -123,9 +131,11 @@ class Attributing(OfTrace):
         self.roles = self.rules.decider(self.names)  # the names' side of the rules, once for every window
         launches = launches_of(trace.gpu_ops, trace.api, repeated=self.dedupe)
         if not keep_calls:
-            self.trace = trace = replace(trace, api=trace.api.clear())
+            self.trace = trace = replace(trace, api=trace.api.clear(), strings=trace.strings.clear())
         # a call logged twice can reach two chains of ranges: its ranges are no longer one subtree's ancestors
         self.subtree = mode == "nsys" and _SUBTREES and not self.dedupe and few_distinct(trace.gpu_ops)
+        if not keep_placement:  # names and launches are found: the windows read these columns only
+            self.trace = trace = replace(trace, gpu_ops=trace.gpu_ops.select(_FACT_COLUMNS))
         self.roles_from = None  # range rules read the op's innermost range of the whole trace: every range is here
         # windows need one launch row per op (no call logged twice), the whole trace's ranges for roles
         # and ranges in start order (as the loader leaves them)
@@ -142,7 +152,9 @@ class Attributing(OfTrace):
         else:
             self.windows = [Planned(0, ranges.height)]
         self.launches = launches
+        self.keep_placement = keep_placement
         self._placed: list[pl.DataFrame] = []
+        self._early: list[tuple[int, int | None]] = []  # per window: ops starting before their launch, the most
         none = ranges.head(0)
         self._empty = with_tree(none, RangeIndex(none))  # the range table's columns, for the buckets' rows
         self.placement: pl.DataFrame | None = None
@@ -150,10 +162,21 @@ class Attributing(OfTrace):
 
     def range_rows(self) -> Iterator[pl.DataFrame]:
         """The range table, a window's ranges at a time in the table's order, then the buckets."""
+        if not self.select.active:
+            return self.reduced(_rows_of)
+        chosen = pl.col("range_id").is_null() | self.select.expr()
+        return self.reduced(lambda w: w.rows.filter(chosen))
+
+    def reduced(self, reduce: Callable[[WindowRows], R]) -> Iterator[R]:
+        """*reduce* of each window's range rows (on the window's thread, so two windows reduce side by side), in
+        the table's order, then of the buckets' rows: a caller that needs less than the range table (the calls
+        of ``compare``) holds what it keeps of each window, not the table. Reading it through is the attribution."""
         threads = min(WINDOW_THREADS, usable_cpus(), len(self.windows))  # one window: on this thread
-        for rows, placed in in_order(self._window, self._planned(), threads, "traceattr-window"):
+        for out, placed, starts in in_order(partial(self._window, reduce=reduce), self._planned(), threads,
+                                            "traceattr-window"):  # fmt: skip
             self._placed.append(placed)  # in the windows' order, whichever thread ended first
-            yield rows.filter(pl.col("range_id").is_null() | self.select.expr()) if self.select.active else rows
+            self._early.append(starts)
+            yield out
         del self.launches
         self.placement = pl.concat(self._placed)
         self._placed.clear()
@@ -168,7 +191,7 @@ class Attributing(OfTrace):
                 f"{orphans} GPU {'op has' if orphans == 1 else 'ops have'} no launch record in the trace (sliced "
                 f"capture): listed as {NO_LAUNCH}"
             )
-        early = _before_launch(self.trace.gpu_ops, placement)
+        early = _before_launch(self._early, self.trace.gpu_ops.height)
         if early:
             self.notes.append(early)
         buckets = placement.filter(pl.col("range_id").is_null()).select(
@@ -182,18 +205,25 @@ class Attributing(OfTrace):
         metrics = pl.DataFrame(schema=METRICS_SCHEMA)
         if buckets.height:  # the facts of these ops only, numbered in their order (a launch's ops go together)
             at = buckets["op_id"]
-            facts = op_facts(local(self.trace.gpu_ops.select(_FACT_COLUMNS), at), local(placement, at))
+            placed = placement.filter(pl.col("range_id").is_null())  # the rows at `at` (all ops', or those kept)
+            facts = op_facts(
+                local(self.trace.gpu_ops.select(_FACT_COLUMNS), at), placed.with_columns(renumbered(placed))
+            )
             metrics = pair_metrics(buckets.with_columns(renumbered(buckets)), facts)
-        yield _known_latency(range_table(self._empty, metrics))
+        rows = _known_latency(range_table(self._empty, metrics))
+        yield reduce(WindowRows(rows, self._empty, placement.head(0), pl.Series("op_id", [], pl.Int64)))
 
     def _planned(self) -> Iterator[Window]:
         """The windows' op and launch ids, each found as its window starts (held by it alone)."""
         while self.windows:
             yield self.windows.pop(0).window()
 
-    def _window(self, window: Window) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """The window's range rows and its ops' placement. Reads the attribution's frames, writes none of
-        them: windows run side by side (range_rows)."""
+    def _window(
+        self, window: Window, reduce: Callable[[WindowRows], R]
+    ) -> tuple[R, pl.DataFrame, tuple[int, int | None]]:
+        """*reduce* of the window's range rows, its ops' placement (those in no range, without *keep_placement*),
+        and how many of its ops start before their launch call, by up to how much (ns). Reads the attribution's
+        frames, writes none of them: windows run side by side (reduced)."""
         ranges = self.ranges.slice(window.lo, window.hi - window.lo)
         index = RangeIndex(ranges)
         ranges = with_tree(ranges, index)
@@ -204,7 +234,9 @@ class Attributing(OfTrace):
             local(self.keys, window.op_ids), launches, deepest, ranges, self.roles, self.roles_from
         )
         facts = op_facts(ops, placement)
-        del ops, launches
+        lead = placement["api_start_ns"] - ops["start"]  # both one row per op, in the window's op order
+        early = (int((lead > 0).sum()), lead.max())
+        del ops, launches, lead
         # laminar threads from subtrees (in the range table's order); every holds only the other threads' pairs
         laminar = _subtree_metrics(index, deepest, facts, ranges["range_id"]) if self.subtree else None
         del index, deepest
@@ -216,9 +248,13 @@ class Attributing(OfTrace):
             )
         metrics = pair_metrics(assign, facts)
         del assign, every, facts
+        rows = _known_latency(range_table(ranges, metrics, laminar))
+        out = reduce(WindowRows(rows, ranges, placement, window.op_ids))
         if window.op_ids is not None:  # back to the trace's op ids (the window's ops in id order)
             placement = placement.with_columns(window.op_ids.cast(placement.schema["op_id"]).alias("op_id"))
-        return _known_latency(range_table(ranges, metrics, laminar)), placement
+        if not self.keep_placement:
+            placement = placement.filter(pl.col("range_id").is_null())
+        return out, placement, early
 
     def ranges_lazy(self) -> pl.LazyFrame:
         """The range table as a lazy frame that attributes a window as a reader (a sink) asks for its rows.
@@ -253,6 +289,22 @@ class Attributing(OfTrace):
 _FACT_COLUMNS = ("op_id", "start", "end", "kind", "device_id", "stream_id", "correlation_id", "global_pid")
 
 
+@dataclass(frozen=True)
+class WindowRows:
+    """One window as :meth:`Attributing.reduced` hands it over: its range rows, its NVTX ranges with their tree
+    (``parent_id``, ``level``, ``root_id``), and its ops' placement, op_id their position among the window's ops;
+    ``op_ids`` are those ops' ids in the trace (None: the window is the whole trace, positions are ids)."""
+
+    rows: pl.DataFrame
+    ranges: pl.DataFrame
+    placement: pl.DataFrame
+    op_ids: pl.Series | None
+
+
+def _rows_of(window: WindowRows) -> pl.DataFrame:
+    return window.rows
+
+
 def _known_latency(table: pl.DataFrame) -> pl.DataFrame:
     """A launch latency below 0 is the clocks' disagreement (an op that starts before its launch call,
     see _before_launch), not a time: shown as unknown. Where no op starts early, none is below 0."""
@@ -260,16 +312,16 @@ def _known_latency(table: pl.DataFrame) -> pl.DataFrame:
     return table.with_columns(pl.when(latency >= 0).then(latency).alias("launch_latency_ns"))
 
 
-def _before_launch(gpu_ops: pl.DataFrame, placement: pl.DataFrame) -> str | None:
-    """A note when GPU ops start before the CUDA call that launched them (*placement* is in op_id
-    order, one row per op): impossible on one clock, so the GPU and CPU timestamps disagree."""
-    lead = placement["api_start_ns"] - gpu_ops["start"]
-    early = int((lead > 0).sum())
+def _before_launch(windows: list[tuple[int, int | None]], ops: int) -> str | None:
+    """A note when GPU ops start before the CUDA call that launched them (per window: how many, and the largest
+    lead of launch over start): impossible on one clock, so the GPU and CPU timestamps disagree."""
+    early = sum(n for n, _ in windows)
     if not early:
         return None
+    most = max(lead for _, lead in windows if lead is not None)
     return (
-        f"{early:,} of {gpu_ops.height:,} GPU ops start before the CUDA call that launched them (by up to "
-        f"{lead.max() / 1e3:,.1f} µs: the GPU and CPU clocks disagree): launch latencies below 0 are not shown"
+        f"{early:,} of {ops:,} GPU ops start before the CUDA call that launched them (by up to "
+        f"{most / 1e3:,.1f} µs: the GPU and CPU clocks disagree): launch latencies below 0 are not shown"
     )
 
 

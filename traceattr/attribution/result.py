@@ -64,6 +64,13 @@ class Attribution(OfTrace):
         named = self.ranges.filter(pl.col("range_id").is_not_null()).select("range_id", "name")
         return wide_ops(self.trace.gpu_ops, self.placement, self.names, named)
 
+    def ops_at(self, op_ids: pl.Series) -> pl.DataFrame:
+        """The wide per-op table's rows (OP_COLUMNS) of the ops *op_ids* (ascending), as :meth:`ops_lazy` gives
+        them: a few calls' ops without building every op's row."""
+        named = self.ranges.filter(pl.col("range_id").is_not_null()).select("range_id", "name")
+        return wide_rows(self.trace.gpu_ops[op_ids], self.placement[op_ids], self.names.sort("name_key"),
+                         KeyIndex(named, "range_id"))  # fmt: skip
+
     @cached_property
     def ops(self) -> pl.DataFrame:
         return self.ops_lazy().collect()
@@ -82,38 +89,43 @@ def wide_ops(gpu_ops: pl.DataFrame, placement: pl.DataFrame, names: pl.DataFrame
     by_range = KeyIndex(named, "range_id")
 
     def piece(start: int, length: int) -> pl.DataFrame:
-        ops, placed = gpu_ops.slice(start, length), placement.slice(start, length)
-        key = placed["name_key"]
-        return (
-            ops.hstack(
-                [
-                    placed["role"],
-                    placed["family"],
-                    *(names[c].gather(key) for c in ("name", "short_name", "mangled_name")),
-                    placed["tid"],
-                    placed["api_start_ns"],
-                    placed["range_id"],
-                    by_range.rows(placed["range_id"]).to_series().alias("range_name"),
-                    placed["outer_range_id"],
-                    by_range.rows(placed["outer_range_id"]).to_series().alias("outer_range_name"),
-                ]
-            )
-            .with_columns(
-                pl.col("start").alias("start_ns"),
-                pl.col("end").alias("end_ns"),
-                (pl.col("end") - pl.col("start")).alias("duration_ns"),
-                S.pid_from_global("global_pid").cast(pl.Int32).alias("pid"),
-            )
-            .select(OP_COLUMNS)  # in op_id order: kernels, then memcpy, memset, graph rows, each by rowid
-        )
+        return wide_rows(gpu_ops.slice(start, length), placement.slice(start, length), names, by_range)
 
     def slices(n_rows: int | None, batch_size: int | None) -> Iterator[pl.DataFrame]:
         end = gpu_ops.height if n_rows is None else min(n_rows, gpu_ops.height)
-        step = max(batch_size or _OPS_PER_SLICE, 1)
+        step = max(min(batch_size or _OPS_PER_SLICE, _OPS_PER_SLICE), 1)
         for start in range(0, end, step):
             yield piece(start, min(step, end - start))
 
     return python_source(piece(0, 0).schema, slices)
+
+
+def wide_rows(ops: pl.DataFrame, placed: pl.DataFrame, names: pl.DataFrame, by_range: KeyIndex) -> pl.DataFrame:
+    """The wide per-op rows (OP_COLUMNS) of *ops* and their *placed* rows (the same ops, in one order); *names*
+    sorted by name_key (a key is its row), *by_range* the range names by range_id."""
+    key = placed["name_key"]
+    return (
+        ops.hstack(
+            [
+                placed["role"],
+                placed["family"],
+                *(names[c].gather(key) for c in ("name", "short_name", "mangled_name")),
+                placed["tid"],
+                placed["api_start_ns"],
+                placed["range_id"],
+                by_range.rows(placed["range_id"]).to_series().alias("range_name"),
+                placed["outer_range_id"],
+                by_range.rows(placed["outer_range_id"]).to_series().alias("outer_range_name"),
+            ]
+        )
+        .with_columns(
+            pl.col("start").alias("start_ns"),
+            pl.col("end").alias("end_ns"),
+            (pl.col("end") - pl.col("start")).alias("duration_ns"),
+            S.pid_from_global("global_pid").cast(pl.Int32).alias("pid"),
+        )
+        .select(OP_COLUMNS)  # in op_id order: kernels, then memcpy, memset, graph rows, each by rowid
+    )
 
 
 def python_source(
@@ -144,7 +156,11 @@ def python_source(
     return register_io_source(source, schema=text).with_columns(pl.col(c).cast(t) for c, t in enums.items())
 
 
-_OPS_PER_SLICE = 65_536  # a parquet row group: a slice's name views are a few MB
+# ops per slice, whatever batch size the reader asks for: a slice is one morsel of a sink, and the sink holds the
+# text of each morsel in flight. polars 2.1 asks for 100 k rows, ~70 MB of CSV text for these wide rows, and the
+# CSV sink of the sweep's kernels peaked at ~910 MB (attribute --out; nsys stats: 634 MB). 8 k rows (~6 MB of text):
+# 580-620 MB for the same CPU time within the noise (2 cores; 4 k rows cost ~1 s more in slicing)
+_OPS_PER_SLICE = 8_192
 
 
 def range_table(ranges: pl.DataFrame, metrics: pl.DataFrame, laminar: pl.DataFrame | None = None) -> pl.DataFrame:

@@ -15,8 +15,9 @@ import typer
 from rich.text import Text
 
 from traceattr import __version__
-from traceattr.analysis.calls import comparable, comparable_shapes
+from traceattr.analysis.calls import comparable, comparable_shapes, reduced_calls
 from traceattr.analysis.pipeline import Analysis, analyse, analyse_calls
+from traceattr.attribution.engine import RangeFilter
 from traceattr.attribution.roles import RoleRules
 from traceattr.backends.arms import same_program
 from traceattr.cli import app
@@ -54,6 +55,8 @@ from traceattr.jobs.many import (
 from traceattr.present.dispatch import decision_doc
 from traceattr.present.names import printable
 from traceattr.session import Session
+from traceattr.trace.inputs import resolve_trace
+from traceattr.trace.loader import load_trace
 
 MANIFEST = "compare.json"  # names the set in --out DIR; see traceattr.core.output.ResultSet
 Format = Enum("Format", {f: f for f in ("table", "csv", "json")}, type=str)  # type: ignore[misc]
@@ -135,18 +138,21 @@ def compare_command(
     from traceattr.present.steps import attributing, steps  # on stderr, a terminal only: seconds per step
 
     with steps() as step:
-        session = Session(trace)
         step(f"read {trace}")
-        loaded = session.trace
-        step(attributing(loaded))
-        att = session.attribute(rules=role_rules, domain=domain, match=match)
+        # handed over, not held here (the list gives it up): the attribution lets go of what it no longer needs,
+        # and compare shows no op, so no launch configuration is read
+        held = [load_trace(resolve_trace(trace), launch_config=False)]
+        step(attributing(held[0]))
+        # the attribution reduced to its calls as it is made: compare reads no range or op beyond them
+        att, calls = reduced_calls(held.pop(), rules=role_rules, select=RangeFilter(domain, match), group=group)
         check_selected(att, domain, match)
         step("analyse the calls")
         # a profile run folder: add the CUDA-event cross-check
         events = runner_events(trace)
         analysis = analyse(
-            att, peak_bytes_per_s=peak, events=events, group=group, same_program=same_program, basis=basis.value
-        )
+            att, peak_bytes_per_s=peak, events=events, group=group, same_program=same_program, basis=basis.value,
+            calls=calls,
+        )  # fmt: skip
     if analysis.calls.height == 0:
         raise NoDataError(trace, "has no NVTX ranges with GPU work to compare")
     from traceattr.present.phases import load, median_frame, render_phases

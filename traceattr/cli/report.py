@@ -92,7 +92,8 @@ def report_command(
     role_rules = RoleRules.load(rules)
     check_regex(match)
     check_group(group)
-    from traceattr.present.report import write_report  # imports plotly: after the cheap checks, so errors come fast
+    from traceattr.analysis.calls import reduced_calls
+    from traceattr.attribution.columns import TIMELINE_COLUMNS
 
     target = _target(trace, out)
     events = runner_events(trace)
@@ -104,12 +105,17 @@ def report_command(
 
     with steps() as step:
         step(f"read {path}")
-        loaded = load_trace(path)
-        step(attributing(loaded))
-        att = attribute(loaded, mode=mode.value, rules=role_rules, select=RangeFilter(domain, match))
+        held = [load_trace(path)]  # handed over, not held here (the list gives it up): see reduced_calls
+        step(attributing(held[0]))
+        # the attribution reduced to its calls as it is made, with what the timeline draws of the rest
+        att, calls = reduced_calls(held.pop(), mode.value, role_rules, RangeFilter(domain, match), group,
+                                   keep=TIMELINE_COLUMNS, ops=True)  # fmt: skip
+        # plotly (~25 MB) imported once the attribution's scratch is freed, not held beside it
+        from traceattr.present.report import write_report
+
         info = write_report(
             att, target, title=title, run=_run_info(trace), group=group, events=events, same_program=same_program,
-            basis=basis.value, phases=phases, step=step,
+            basis=basis.value, calls=calls, phases=phases, step=step,
         )  # fmt: skip
     for note in info.notes:
         print(f"note: {printable(note)}", file=sys.stderr)

@@ -170,6 +170,11 @@ def series_and_iteration(names: pl.Expr) -> pl.Expr:
     return names.str.extract_groups(_SERIES_ITERATION)
 
 
+def has_shape_runs(names: pl.Expr) -> pl.Expr:
+    """Whether each name holds a run of shape-grammar parts (a match test: cheaper than :func:`shape_runs`)."""
+    return names.str.contains(_SHAPE_RUNS)
+
+
 def shape_runs(names: pl.Expr) -> pl.Expr:
     """The runs of shape-grammar parts in each name, joined by spaces (``fa3_q8_ctx900k_3`` -> ``_q8_ctx900k_``)."""
     return names.str.extract_all(_SHAPE_RUNS).list.join(" ")

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 from traceattr.core.callnames import DOMAIN, parse_message
 from traceattr.phases.layout import StampError
@@ -90,6 +89,8 @@ def fit(win: pl.DataFrame) -> Alignment:
     hi = win["end_ns"].to_numpy().astype(float) - (win["last_ns"] - ref).to_numpy().astype(float)
     slope = 0.0
     if win.height >= 3 and np.ptp(x) > 0:
+        from scipy import stats  # here: scipy.stats takes ~1 s to import, and compare imports this module
+
         slope = float(stats.theilslopes((lo + hi) / 2, x).slope)
     a_lo, a_hi = float(np.max(lo - slope * x)), float(np.min(hi - slope * x))
     worst = max(0.0, a_lo - a_hi)

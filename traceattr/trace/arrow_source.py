@@ -129,12 +129,13 @@ class ArrowFrames:
 _NVTX_READ = {"event_type": "eventType", **S.NVTX_RANGE_COLUMNS, "text": "text"}
 
 
-def read_frames(src: ArrowSource, op_tables: Sequence[str]) -> ArrowFrames:
-    """Every table the loader needs; NVTX_EVENTS once, split as the SQLite reads split it."""
+def read_frames(src: ArrowSource, op_tables: Sequence[str], launch_config: bool = True) -> ArrowFrames:
+    """Every table the loader needs (the kernels' launch configuration only with *launch_config*); NVTX_EVENTS
+    once, split as the SQLite reads split it."""
     payload = [c for c in S.NVTX_PAYLOAD_COLUMNS if src.has_column(S.NVTX, c)]
     reads = [
         TableRead(S.STRINGS, {"id": "id", "value": "value"}, S.STRINGS_READ_SCHEMA, f"reading {S.STRINGS}"),
-        *(TableRead(t, S.OP_SOURCES[t][1], S.OP_READ_SCHEMA, f"reading {t}") for t in op_tables),
+        *(TableRead(t, S.op_columns(t, launch_config), S.OP_READ_SCHEMA, f"reading {t}") for t in op_tables),
     ]
     if src.has(S.RUNTIME):
         reads.append(TableRead(S.RUNTIME, S.API_COLUMNS, S.API_READ_SCHEMA, f"reading {S.RUNTIME}"))

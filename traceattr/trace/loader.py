@@ -53,6 +53,7 @@ class TraceMeta:
     capture: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     graph_node_ops: int = 0  # GPU ops that name their graph node (graphNodeId): recorded per node
+    launch_config: bool = True  # the kernels' grid, block, registers and shared memory were read (else NULL)
 
     @property
     def graph_nodes_hidden(self) -> bool:
@@ -356,20 +357,24 @@ def _concat(parts: list[pl.DataFrame], schema: Mapping[str, PolarsDataType]) -> 
     return frame.with_columns(pl.lit(None, frame.schema[c]).alias(c) for c in empty) if empty else frame
 
 
-def load_trace(path: str | Path, engine: str = "auto", *, shown_as: str | Path | None = None) -> Trace:
+def load_trace(
+    path: str | Path, engine: str = "auto", *, shown_as: str | Path | None = None, launch_config: bool = True
+) -> Trace:
     """Read *path* without modifying it: an nsys SQLite export, an nsys Arrow export folder
     (``nsys export --type arrowdir``), or an ``.nsys-rep`` report, exported first (:func:`load_report`).
 
     *engine* picks the SQLite reader (:class:`SqliteSource`); *shown_as* is the name an Arrow folder's
-    trace carries (the report it came from). Raises :class:`TraceError` for anything that is not a
+    trace carries (the report it came from); without *launch_config* the kernels' launch configuration
+    (:data:`~traceattr.trace.schema.LAUNCH_CONFIG`) is not read but NULL, for a command that shows no op
+    (sweep: 11 M values, ~0.4 s of CPU and 45 MB). Raises :class:`TraceError` for anything that is not a
     usable export, :class:`NoDataError` for an export with no GPU work at all.
     """
     p = Path(path)
     if p.suffix in TRACE_SUFFIXES and not p.is_dir():
-        return load_report(p, engine)
+        return load_report(p, engine, launch_config=launch_config)
     src: SqliteSource | ArrowSource = ArrowSource(p, shown_as) if is_arrow_export(p) else SqliteSource(p, engine)
     try:
-        return _load(src)
+        return _load(src, launch_config)
     finally:
         src.close()
 
@@ -385,7 +390,7 @@ def read_devices(path: str | Path) -> pl.DataFrame:
         src.close()
 
 
-def load_report(report: Path, engine: str = "auto") -> Trace:
+def load_report(report: Path, engine: str = "auto", *, launch_config: bool = True) -> Trace:
     """An ``.nsys-rep`` read through a temporary Arrow export of the tables the loader reads: export and
     read together took 0.57x the SQLite export and read on a 100 k-kernel H200 report with every table
     exported, and a fraction of it where a report holds tables traceattr does not read (--tables;
@@ -399,10 +404,10 @@ def load_report(report: Path, engine: str = "auto") -> Trace:
     if fresh is None and report_export() == "arrow":
         with nsys.arrow_export(report) as folder:
             if folder is not None:
-                trace = load_trace(folder, shown_as=report)
+                trace = load_trace(folder, shown_as=report, launch_config=launch_config)
                 if trace.meta.graph_trace_mode is not None or not _graph_mode_decides(trace.meta):
                     return trace
-    return load_trace(fresh or nsys.export_sqlite(report), engine)
+    return load_trace(fresh or nsys.export_sqlite(report), engine, launch_config=launch_config)
 
 
 def _graph_mode_decides(meta: TraceMeta) -> bool:
@@ -421,9 +426,9 @@ def report_export() -> str:
     return chosen
 
 
-def _load(src: SqliteSource | ArrowSource) -> Trace:
+def _load(src: SqliteSource | ArrowSource, launch_config: bool = True) -> Trace:
     op_tables = _op_tables(src)
-    strings, gpu_ops, api, nvtx_frames = _read(src, op_tables)
+    strings, gpu_ops, api, nvtx_frames = _read(src, op_tables, launch_config)
     ranges, marks, notes = _labelled_nvtx(src.path, nvtx_frames, gpu_ops, api, strings)
     del nvtx_frames
     gpu_ops, repeated = drop_repeated_rows(gpu_ops, "op_id")
@@ -432,7 +437,7 @@ def _load(src: SqliteSource | ArrowSource) -> Trace:
         notes.append(f"{repeated:,} GPU op rows repeat another row exactly (every column): counted once")
     devices, device_notes = _read_devices(src)
     notes += device_notes
-    meta = _meta(src, gpu_ops, api, strings, notes)
+    meta = dataclasses.replace(_meta(src, gpu_ops, api, strings, notes), launch_config=launch_config)
     # the frames stay in their read chunks (one per rowid chunk), each already in polars' own memory
     # (SqliteSource.read): copied into one buffer per column, whole or a column at a time, they took
     # more memory at once (sweep: 830 -> 920 MB), not less
@@ -457,17 +462,17 @@ def _op_tables(src: SqliteSource | ArrowSource) -> list[str]:
 
 
 def _read(
-    src: SqliteSource | ArrowSource, op_tables: list[str]
+    src: SqliteSource | ArrowSource, op_tables: list[str], launch_config: bool = True
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, tuple[pl.DataFrame, ...] | None]:
     """strings, GPU ops, runtime calls, and the NVTX frames as read (ranges, marks, DomainCreate rows,
     text; None without an NVTX table), from either kind of export."""
     nvtx_frames: tuple[pl.DataFrame, ...] | None
     if isinstance(src, ArrowSource):
-        read = read_frames(src, op_tables)
+        read = read_frames(src, op_tables, launch_config)
         strings, nvtx_frames = read.strings, read.nvtx
         api_parts, op_parts = [read.api] if read.api is not None else [], {t: [f] for t, f in read.ops.items()}
     else:
-        strings, api_parts, op_parts, nvtx_frames = _read_sqlite(src, op_tables)
+        strings, api_parts, op_parts, nvtx_frames = _read_sqlite(src, op_tables, launch_config)
     api = _with_nulls(_concat(api_parts, S.API_READ_SCHEMA), S.API_READ_SCHEMA)
     parts = [
         _with_nulls(_concat(frames, S.OP_READ_SCHEMA), S.OP_READ_SCHEMA).with_columns(
@@ -489,11 +494,11 @@ def _read(
 
 
 def _read_sqlite(
-    src: SqliteSource, op_tables: list[str]
+    src: SqliteSource, op_tables: list[str], launch_config: bool = True
 ) -> tuple[pl.DataFrame, list[pl.DataFrame], dict[str, list[pl.DataFrame]], tuple[pl.DataFrame, ...] | None]:
     """One batch of reads, run in parallel, big tables in rowid chunks: strings, the runtime table's
     chunks, each op table's chunks, and the NVTX frames (the ranges' chunks concatenated)."""
-    op_queries = {t: _chunked_queries(src, t, S.OP_SOURCES[t][1], S.OP_READ_SCHEMA) for t in op_tables}
+    op_queries = {t: _chunked_queries(src, t, S.op_columns(t, launch_config), S.OP_READ_SCHEMA) for t in op_tables}
     api_queries = _chunked_queries(src, S.RUNTIME, S.API_COLUMNS, S.API_READ_SCHEMA) if src.has(S.RUNTIME) else []
     nvtx = _nvtx_queries(src) if src.has(S.NVTX) else None
     nvtx_batch = [*nvtx.ranges, nvtx.marks, nvtx.domains, nvtx.text] if nvtx else []

@@ -201,6 +201,17 @@ OP_SOURCES: dict[str, tuple[str, dict[str, str]]] = {
     }),
 }  # fmt: skip
 OP_READ_SCHEMA = {k: v for k, v in GPU_OPS_SCHEMA.items() if k not in ("op_id", "kind")}
+# a kernel's launch configuration: what only the per-op table shows (attribute's kernels, a report's timeline), so
+# a command that shows no op (compare) reads none of it (``load_trace(launch_config=False)``: NULL columns)
+LAUNCH_CONFIG = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
+                 "static_smem", "dynamic_smem")  # fmt: skip
+
+
+def op_columns(table: str, launch_config: bool = True) -> dict[str, str]:
+    """{our column: nsys column} read from op *table*, without the :data:`LAUNCH_CONFIG` unless *launch_config*."""
+    columns = OP_SOURCES[table][1]
+    return columns if launch_config else {k: v for k, v in columns.items() if k not in LAUNCH_CONFIG}
+
 
 API_COLUMNS = {
     "start": "start", "end": "end", "global_tid": "globalTid", "correlation_id": "correlationId", "name_id": "nameId",

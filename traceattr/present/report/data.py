@@ -73,7 +73,7 @@ class Totals:
 
 @dataclass(frozen=True)
 class ReportData:
-    calls: pl.DataFrame  # analysis.calls() of the drawn shapes, shape/backend filled, is_median
+    calls: pl.DataFrame  # analysis.calls() of the drawn shapes, shape/backend filled, is_median (the _DRAWN columns)
     summary: pl.DataFrame  # summarize() of the drawn shapes, plus the median call's parts (call_<part>_us)
     table: pl.DataFrame  # summarize() rows of the numbers table
     totals: Totals  # over every measured call, drawn or not
@@ -105,15 +105,19 @@ def collect(
     events: list[dict[str, Any]] | None = None,
     same_program: SameProgram = same_label,
     basis: str = "span",
+    calls: pl.DataFrame | None = None,
 ) -> ReportData:
     """Every frame of the report for *att*; raises :class:`NoDataError` when no range launched GPU work.
 
-    *events*: a runner.json's CUDA-event times, for the table's cross-check columns.
+    *events*: a runner.json's CUDA-event times, for the table's cross-check columns; *calls*: the call table,
+    where made already (*att* reduced to its calls: its range table needs only
+    :data:`~traceattr.attribution.columns.TIMELINE_COLUMNS`).
     """
     limits = limits or Limits()
     analysis = analyse(
-        att, peak_bytes_per_s=peak_bytes_per_s, group=group, events=events, same_program=same_program, basis=basis
-    )
+        att, peak_bytes_per_s=peak_bytes_per_s, group=group, events=events, same_program=same_program, basis=basis,
+        calls=calls,
+    )  # fmt: skip
     c = analysis.calls
     if c.height == 0:
         why = "the --domain/--match filter chose no range that" if att.selected else "no NVTX range"
@@ -124,9 +128,10 @@ def collect(
             + (hint if att.mode == "innermost" else ""),
         )
     named = pl.col("backend").is_not_null() & pl.col("shape").is_not_null()
-    read = c.filter(named)
+    labels = c.select("backend", "shape", "series")  # a filter of the whole call table would copy every column
+    read = labels.filter(named)
     totals = Totals(
-        c.height, read["backend"].n_unique(), read["shape"].n_unique(), c.filter(~named)["series"].n_unique()
+        c.height, read["backend"].n_unique(), read["shape"].n_unique(), labels.filter(~named)["series"].n_unique()
     )
     # the same fill as summarize(): a call whose name says no backend/shape is its own series
     c = c.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series")))
@@ -134,6 +139,7 @@ def collect(
     peak, source = analysis.peak_bytes_per_s, analysis.peak_source
     # in the summary's own order (summary.in_context_order), as the terminal and summary.csv
     full = analysis.summary.join(_median_call_parts(c), on=list(GROUP), how="left", maintain_order="left")
+    c = c.select(_DRAWN)  # what the figures and the timeline read of each call (the filters below copy it)
     # why nothing can be compared is a finding (the decision section says it); sampling notes are not
     notes: dict[str, list[str]] = {"decision": [analysis.note]} if analysis.note else {}
 
@@ -190,6 +196,11 @@ def collect(
         compute_peak=analysis.compute_peak,
         decision=analysis.decision,
     )
+
+
+# what the report reads of each call once the medians' parts are taken: the points, boxes and timeline
+_DRAWN = ("call_id", "name", "shape", "backend", "iter", "gpu_start_ns", "gpu_span_ns", "launch_overhead_ns",
+          "queue_wait_ns", "is_median")  # fmt: skip
 
 
 # -- selections -----------------------------------------------------------------------------
@@ -344,7 +355,9 @@ def _timeline_rows(
 ) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
     """Bars of the offered calls (*picked*: their (range_id, call_id)): ops and NVTX ranges, µs from the call's start."""
     notes: list[str] = []
-    ops = att.ops_lazy().join(picked.lazy(), on="range_id", how="inner").collect()
+    # the wide rows of the offered calls' ops only, in op_id order (not every op's, then joined)
+    ids = att.placement.join(picked.select("range_id").unique(), on="range_id", how="semi", maintain_order="left")
+    ops = att.ops_at(ids["op_id"]).join(picked, on="range_id", how="inner", maintain_order="left")
     ops = ops.with_columns(
         pl.col("start_ns").min().over("call_id").alias("_t0"),
         pl.len().over("call_id").alias("_n"),
