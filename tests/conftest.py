@@ -52,3 +52,13 @@ def hopper(monkeypatch: pytest.MonkeyPatch) -> None:
         pytest.skip(f"an sm_90 expectation; this GPU is {device.arch}")
     monkeypatch.setenv(SKIP_ARCH_CHECK_ENV, "1")
     monkeypatch.setenv("FLASHINFER_NO_DOWNLOAD", "1")
+
+
+@pytest.fixture(scope="session")
+def stamped_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A profile run folder of both arms with stamps and floor probes (tests/synth/stamped.py); read only."""
+    from tests.synth.stamped import stamped_folder
+
+    folder = tmp_path_factory.mktemp("stamped") / "run"
+    stamped_folder(folder)
+    return folder

@@ -19,10 +19,8 @@ from traceattr.present.report.figures_phases import CTA_AREA_PX, LANE_PX, LATER_
 
 
 @pytest.fixture(scope="module")
-def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("page") / "run"
-    stamped_folder(folder)
-    return folder
+def run_folder(stamped_run: Path) -> Path:
+    return stamped_run
 
 
 @pytest.fixture(scope="module")

@@ -276,14 +276,6 @@ def test_cli_refuses_bad_input_with_one_line(tmp_path: Path, capsys: pytest.Capt
 
 # ------------------------------------------------------------- one record, every surface (docs/phases.md)
 @pytest.fixture(scope="module")
-def stamped_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A profile run folder of both arms with stamps and floor probes (tests/synth/stamped.py)."""
-    folder = tmp_path_factory.mktemp("stamped") / "run"
-    stamped_folder(folder)
-    return folder
-
-
-@pytest.fixture(scope="module")
 def round_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A round of the reduce kernel against the in-kernel merge, 3 stamped captures."""
     return stamped_round(tmp_path_factory.mktemp("round") / "round")

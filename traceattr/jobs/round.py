@@ -213,22 +213,9 @@ class RoundResult:
     phases: RoundPhases | None
 
 
-def run_round(
-    plan: RoundPlan,
-    executor: Executor = profile_executor,
-    *,
-    on_line: Callable[[str], None] | None = None,
-    on_progress: Callable[[str], None] | None = None,
-    previous: Receipt | None = None,
-    report: bool = False,
-) -> Receipt:
-    """Run every capture of *plan*, then build (or, with *previous*, extend) the receipt and write it.
-
-    receipt.json is written last (after report.html with *report*): a round folder with receipt.json is
-    complete; one without is an interrupted round, whose captures are kept (each a run folder of its own).
-    """
-    return round_result(plan, executor, on_line=on_line, on_progress=on_progress, previous=previous,
-                        report=report).receipt  # fmt: skip
+def run_round(plan: RoundPlan, executor: Executor = profile_executor, **options: Any) -> Receipt:
+    """:func:`round_result`'s receipt alone (its keyword *options*)."""
+    return round_result(plan, executor, **options).receipt
 
 
 def round_result(
@@ -240,7 +227,12 @@ def round_result(
     previous: Receipt | None = None,
     report: bool = False,
 ) -> RoundResult:
-    """:func:`run_round`, answering the phases too."""
+    """Run every capture of *plan*, then build (or, with *previous*, extend) the receipt and write it; the
+    receipt and the round's phases.
+
+    receipt.json is written last (after report.html with *report*): a round folder with receipt.json is
+    complete; one without is an interrupted round, whose captures are kept (each a run folder of its own).
+    """
     plan.folder.mkdir(parents=True, exist_ok=False)
     captures: list[Capture] = []
     sensitivity: list[Capture] = []
