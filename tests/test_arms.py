@@ -100,7 +100,10 @@ def test_labels_must_differ() -> None:
 
 
 def test_default_arms_come_from_the_registry() -> None:
-    assert [a.label for a in default_arms()] == list(registry()) == list(BACKENDS)
+    # the built-ins first, then whatever installed packages register (examples/split_mla, once installed as
+    # docs/phases.md says, is one): the test holds on a machine with plug-ins too
+    assert [a.label for a in default_arms()] == list(registry())
+    assert list(registry())[: len(BACKENDS)] == list(BACKENDS)
     assert all(a.options == () and a.program == a.backend for a in default_arms())
 
 
