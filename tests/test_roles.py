@@ -43,6 +43,9 @@ NAMES = [
     ("void vllm::merge_attn_states_kernel<__nv_bfloat16, (unsigned int)128>(T1 *, float *, const T1 *, const float *, const T1 *, const float *, unsigned int, unsigned int, unsigned int)", "reduce", "vllm-merge"),
     ("_fwd_grouped_kernel_stage1", "attention", "sglang-triton"),
     ("_fwd_kernel_stage2", "reduce", "sglang-triton"),
+    ("split_mla_split_kv", "attention", "split-mla"),
+    ("split_mla_reduce", "reduce", "split-mla"),
+    ("split_mla_empty", "other", None),  # the floor probe: a kernel of no call
     ("void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<(int)128, (int)128, (int)64, (int)4, (bool)0, (bool)0, cutlass::bfloat16_t, Flash_kernel_traits<(int)128, (int)128, (int)64, (int)4, cutlass::bfloat16_t>>, (bool)1, (bool)0, (bool)0, (bool)0, (bool)1, (bool)1, (bool)0, (bool)0>(Flash_fwd_params)", "attention", "flash-attn"),
     ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::FillFunctor<signed char>, std::array<char *, (unsigned long)1>>(int, T2, T3)", "copy", "torch-copy"),
     ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "other", None),

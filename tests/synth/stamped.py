@@ -32,7 +32,7 @@ WIDTH = len(SPLIT_BOUNDS) + 1  # the last column: the SM id
 ROWS = (Row("q1_ctx8k", parse_shape("q1_ctx8k").name), Row("q8_ctx32k", parse_shape("q8_ctx32k").name))
 OFFSET = -1_796_411_153_400_000_000  # nsys time = GPU time + OFFSET (a real %globaltimer is ~1.8e18 ns)
 SKEW_PPM = -8.0  # the H200's was −8.1 ppm
-SPLIT_KERNEL, REDUCE_KERNEL = "split_kv_kernel", "reduce_kernel"  # nsys's names: the stamps' names are in them
+SPLIT_KERNEL, REDUCE_KERNEL = "split_mla_split_kv", "split_mla_reduce"  # nsys's names: the stamps' names are in them
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ SMS = 132  # H200
 
 CAPS = Capabilities(
     name="split-mla",
-    family="triton",
+    family="split-mla",
     archs=frozenset({(8, 0), (8, 9), (9, 0), (10, 0), (12, 0)}),
     kv_dtypes=frozenset({"bf16"}),
     patterns=frozenset({"uniform"}),
@@ -178,7 +178,7 @@ class SplitMLACall:
     def launch_split(self, kv_len: int, chunk: int, splits: int, merge_inkernel: bool) -> None:
         s = self.shape
         grid = (splits, self.mblocks, s.batch)
-        self.k.split_kv[grid](
+        self.k.split_mla_split_kv[grid](
             self.q, self.kv, self.block_table, self.part_o, self.part_lse, self.out, self.counter, self.stamp_buffer,
             kv_len, chunk, self.block_table.stride(0), self.scale_log2,
             ROWS=s.q * s.heads, S=s.q, H=s.heads, PAGE=s.page, BLOCK_M=BLOCK_M, BLOCK_N=self.block_n,
@@ -198,7 +198,7 @@ class SplitMLACall:
         rows_p = self.mblocks * BLOCK_M
         dims = merge_dims(splits)
         grid = (rows_p, LATENT_DIM // dims, s.batch)
-        self.k.reduce[grid](
+        self.k.split_mla_reduce[grid](
             self.part_o, self.part_lse, self.out, self.stamp_buffer, splits, ROWS=s.q * s.heads, ROWS_P=rows_p,
             DB=dims, SPLITS_P2=triton_next_pow2(splits), STAMPS=self.stamps, W=self.k.WIDTH,
             ROW0=s.batch * self.mblocks * self.splits, num_warps=4,
@@ -206,7 +206,7 @@ class SplitMLACall:
 
     def run_empty(self) -> None:
         """Launch + exit: an empty kernel with the split kernel's grid."""
-        self.k.empty[(self.splits, self.mblocks, self.shape.batch)](self.stamp_buffer, num_warps=4)
+        self.k.split_mla_empty[(self.splits, self.mblocks, self.shape.batch)](self.stamp_buffer, num_warps=4)
 
     def run_one_tile(self) -> None:
         """The kernel on one tile: one split of one tile (plain, same merge path), the smallest geometry."""

@@ -126,7 +126,7 @@ def _merge(part_o, part_lse, out_ptr, b, row0, d0, splits, ROWS, ROWS_P,
 
 
 @triton.jit
-def split_kv(q_ptr, kv_ptr, bt_ptr, part_o, part_lse, out_ptr, counter_ptr, stamp_ptr,
+def split_mla_split_kv(q_ptr, kv_ptr, bt_ptr, part_o, part_lse, out_ptr, counter_ptr, stamp_ptr,
              kv_len, chunk, bt_stride, scale_log2,
              ROWS: tl.constexpr, S: tl.constexpr, H: tl.constexpr, PAGE: tl.constexpr,
              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS_P2: tl.constexpr,
@@ -183,7 +183,7 @@ def split_kv(q_ptr, kv_ptr, bt_ptr, part_o, part_lse, out_ptr, counter_ptr, stam
 
 
 @triton.jit
-def reduce(part_o, part_lse, out_ptr, stamp_ptr, splits, ROWS: tl.constexpr, ROWS_P: tl.constexpr,
+def split_mla_reduce(part_o, part_lse, out_ptr, stamp_ptr, splits, ROWS: tl.constexpr, ROWS_P: tl.constexpr,
            DB: tl.constexpr, SPLITS_P2: tl.constexpr, STAMPS: tl.constexpr, W: tl.constexpr, ROW0):  # fmt: skip
     """One program per (row, DB latent dims, request): the merge spread over many CTAs."""
     blk = tl.program_id(0)
@@ -200,6 +200,6 @@ def reduce(part_o, part_lse, out_ptr, stamp_ptr, splits, ROWS: tl.constexpr, ROW
 
 
 @triton.jit
-def empty(stamp_ptr):
+def split_mla_empty(stamp_ptr):
     """The floor probe: a kernel that does nothing, launched with the split kernel's grid."""
     pass
