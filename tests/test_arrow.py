@@ -309,6 +309,7 @@ def real_nsys() -> Path:
     return nsys
 
 
+@pytest.mark.slow
 def test_a_real_report_through_arrow_and_through_sqlite(real_nsys: Path, tmp_path: Path) -> None:
     """gpubootcamp's MPI rank report (nsys 2020.5; 2,002 kernels, 5,002 memcpys, 2,004 memsets, 1,002 ranges):
     both paths give the same files; the Arrow one leaves nothing beside the report."""

@@ -247,6 +247,7 @@ def test_a_huge_width_prints_the_wide_screen(
     assert rc == 0 and numbers(out) == numbers(wide)
 
 
+@pytest.mark.slow
 def test_the_phase_tables_fit_80_and_100_columns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -180,6 +180,7 @@ def test_a_file_receipt_says_its_source_reads_back_and_draws(tmp_path: Path) -> 
     assert next(t["x"] for t in fig["data"]) == [9000, 131072, 200000]  # by key ctx (max)
 
 
+@pytest.mark.slow
 def test_the_command_refuses_bad_files_in_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.txt"
     bad.write_text("8192 9000\n1e5 3\n", encoding="utf-8")

@@ -31,6 +31,7 @@ def _body(page: str) -> str:
     return page[page.index("<body>") :]  # after plotly.js, which holds every word under the sun
 
 
+@pytest.mark.slow
 def test_the_q8_grow_page_opens_on_the_answer(tmp_path: Path) -> None:
     out = tmp_path / "q8.html"
     done = run("report", str(DECODE / "q8_grow.json"), "-o", str(out))
@@ -86,6 +87,7 @@ def test_every_shipped_receipt_renders(receipt: Path) -> None:
         assert label in {t["meta"] for t in page_figures(page)["fig-trajectory"]["data"]}
 
 
+@pytest.mark.slow
 def test_folders_and_bad_receipts(tmp_path: Path) -> None:
     one = tmp_path / "one"
     one.mkdir()
@@ -118,6 +120,7 @@ def _views(page: str) -> list[str]:
     return [v["title"] for v in page_figures(page)["fig-timeline"]["layout"]["meta"]["views"]]
 
 
+@pytest.mark.slow
 def test_the_nsys_export_beside_a_receipt_gives_the_timeline(tmp_path: Path) -> None:
     """examples/decode/q8_nsys.json and its q8_nsys.sqlite.xz: a few steps, each contender's call side by side."""
     out = tmp_path / "nsys.html"

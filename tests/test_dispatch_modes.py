@@ -21,6 +21,7 @@ GRAPHS = SWEEPS / "h200_q8_fa3_flashmla_graphs_lead.json"
 CTX = (8, 32, 64, 131, 256, 512, 900)
 
 
+@pytest.mark.slow
 def test_the_h200_q8_sweeps_side_by_side(tmp_path: Path) -> None:
     """The numbers examples/decode/README.md states: no flip at a measured ctx, 419 tokens between the two
     tables' breakpoints, 0.0% regret for the eager table at the seven graphs points."""

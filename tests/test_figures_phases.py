@@ -100,6 +100,7 @@ def test_a_page_without_stamps_has_no_such_section(run_folder: Path) -> None:
     assert 'id="phases"' not in page and "fig-cta" not in page
 
 
+@pytest.mark.slow
 def test_hostile_arm_names_are_escaped(tmp_path: Path) -> None:
     evil = "<script>alert(1)</script>[merge=reduce]"
     folder = stamped_folder(tmp_path / "run", (evil,), floors=False).folder
@@ -110,6 +111,7 @@ def test_hostile_arm_names_are_escaped(tmp_path: Path) -> None:
     assert REDUCE not in page
 
 
+@pytest.mark.slow
 def test_a_round_without_traces_still_draws_its_phases(tmp_path: Path) -> None:
     """The figures need the stamps and kernels.parquet only: a round whose traces are gone keeps them."""
     from tests.synth.stamped import stamped_round

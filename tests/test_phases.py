@@ -350,6 +350,7 @@ def _cells(*cells: str) -> re.Pattern[str]:
     return re.compile(r"│ +" + r" +│ +".join(map(re.escape, cells)) + r" +│")
 
 
+@pytest.mark.slow
 def test_every_surface_of_a_round_says_the_same(
     round_folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -375,6 +376,7 @@ def test_every_surface_of_a_round_says_the_same(
     assert 'id="fig-phases"' in page and 'id="fig-cta"' in page  # the first capture's figures follow
 
 
+@pytest.mark.slow
 def test_compare_and_report_of_a_stamped_run_folder(
     stamped_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -398,6 +400,7 @@ def test_compare_and_report_of_a_stamped_run_folder(
     assert rc == 0 and isinstance(json.loads(out), list)  # stdout stays one table; phases go to --out
 
 
+@pytest.mark.slow
 def test_diff_compares_each_arm_and_names_the_rest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -81,6 +81,7 @@ def _recipe(nsys: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[st
 
 
 @pytest.mark.parametrize("mode", ["none", "concurrent", "dask-futures"])
+@pytest.mark.slow
 def test_recipe_equals_traceattr_attribute(nsys: Path, reports: Path, tmp_path: Path, mode: str) -> None:
     out = tmp_path / "recipe"
     res = _recipe(nsys, tmp_path, "--input", str(reports), "--mode", mode, "--output", str(out))

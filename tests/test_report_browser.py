@@ -178,6 +178,7 @@ def _open_report(browser: Browser, page: Path) -> list[dict[str, Any]]:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_example_report_renders_without_errors(browser: Browser, tmp_path: Path) -> None:
     page = write_report(traceattr.open(EXAMPLE).attribute(), tmp_path / "report.html").path
     plots = _open_report(browser, page)
@@ -230,6 +231,7 @@ SWEEP = EXAMPLE.with_name("h200_mla_sweep.sqlite")
 RULE = "fa3 below ≈238k ctx, flashmla above"
 
 
+@pytest.mark.slow
 def test_report_opens_on_the_decision(browser: Browser, tmp_path: Path) -> None:
     """The shipped sweep's report states its rule and winners on the first screen; metadata waits, folded."""
     page = write_report(traceattr.open(SWEEP).attribute(), tmp_path / "sweep.html").path
@@ -270,6 +272,7 @@ SWEEP_RECORD = Path(__file__).parents[1] / "examples" / "sweeps" / "h200_q8_fa3_
 ANSWER = "q8_ctx* (eager): the step budget ran out (6 captures); the crossover lies in 138k–170k (154k ±10.4%)"
 
 
+@pytest.mark.slow
 def test_sweep_report_opens_on_the_answer_then_the_bisection(browser: Browser, tmp_path: Path) -> None:
     """A sweep's page (the H200 eager search): the answer above the fold, every step on the chart, the
     refused one a cross whose hover names its gate, the bracket shaded, the regret table, metadata folded."""
@@ -318,6 +321,7 @@ def test_sweep_report_opens_on_the_answer_then_the_bisection(browser: Browser, t
 DECODE = Path(__file__).parents[1] / "examples" / "decode" / "q8_grow.json"
 
 
+@pytest.mark.slow
 def test_decode_report_opens_on_the_answer_then_the_trajectory(browser: Browser, tmp_path: Path) -> None:
     """A decode receipt's page (H200 q8 grow): the answer above the fold, the trajectory drawn, nothing wrong."""
     from traceattr.jobs.decode import result_from_json
@@ -362,6 +366,7 @@ def test_decode_report_opens_on_the_answer_then_the_trajectory(browser: Browser,
     assert browser.problems() == []
 
 
+@pytest.mark.slow
 def test_hostile_names_stay_text_in_the_browser(browser: Browser, tmp_path: Path) -> None:
     att = traceattr.open(flashmla_export(tmp_path / "flashmla.sqlite")).attribute()
     page = write_report(att, tmp_path / "report.html").path
@@ -392,6 +397,7 @@ def test_hostile_names_stay_text_in_the_browser(browser: Browser, tmp_path: Path
     assert browser.problems() == []
 
 
+@pytest.mark.slow
 def test_a_round_with_stamps_draws_inside_the_kernel(browser: Browser, tmp_path: Path) -> None:
     """A stamped round's page: which phase moved in the receipt, the phase figures drawn, the CTA picker works."""
     from tests.synth.stamped import stamped_round
@@ -416,6 +422,7 @@ def test_a_round_with_stamps_draws_inside_the_kernel(browser: Browser, tmp_path:
     assert browser.problems() == []
 
 
+@pytest.mark.slow
 def test_the_harness_sees_problems(browser: Browser, tmp_path: Path) -> None:
     """The checks above can fail: a page that logs an error, throws and fetches is caught on each count."""
     page = tmp_path / "bad.html"
@@ -438,6 +445,7 @@ def test_the_harness_sees_problems(browser: Browser, tmp_path: Path) -> None:
 ROUND = Path(__file__).parents[1] / "examples" / "rounds" / "h200_smoke_fa2_vs_fa3"
 
 
+@pytest.mark.slow
 def test_round_page_fits_1400_px_and_states_the_receipt(browser: Browser, tmp_path: Path) -> None:
     """The shipped round's page in a 1,400 px window: no table scrolls or is cut (the evidence table ran past it,
     its host-bound column hidden), and its decision section is the receipt's (the refused row with its gate)."""

@@ -247,6 +247,7 @@ def test_a_stop_while_the_pool_starts_its_thread_raises_stopped_and_ends_the_wor
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
 @pytest.mark.parametrize("again", [True, False], ids=["ignored-again", "left-to-polars"])
+@pytest.mark.slow
 def test_an_ignored_sigint_stays_ignored_once_polars_is_in(again: bool) -> None:
     """A script's background job starts with SIGINT ignored (Ctrl-C is for the foreground command).
     Importing polars (2.1) sets its own SIGINT handler over it, and a Ctrl-C then interrupted a background
