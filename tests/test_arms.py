@@ -233,6 +233,14 @@ def test_noise_target_adds_rounds_until_every_arm_is_precise() -> None:
     check_timing(20, 0.005, 500, 100.0)
 
 
+def test_a_hold_is_refused_under_blocking_launches(monkeypatch: pytest.MonkeyPatch) -> None:
+    # seen on the H100: every launch waited for its kernel, the hold spun out its timeout, no capture ran
+    monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1")
+    with pytest.raises(TraceattrError, match=r"CUDA_LAUNCH_BLOCKING=1 .*--no-hold"):
+        check_timing(20, 0.005, 500, 100.0)
+    check_timing(20, 0.005, 500, 0.0)  # no hold: nothing to exclude
+
+
 @pytest.mark.slow
 def test_profile_dry_run_with_arms(tmp_path: Path) -> None:
     env = {**os.environ, "COLUMNS": "250", "PYTHONPATH": f"{PLUGIN_ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
@@ -315,3 +323,13 @@ def test_levers_example_trace() -> None:
     assert kernels["q1_ctx900k_h16_b1_bf16_p64 fa3[splits=4]"] == 2
     plain = summary.filter(pl.col("backend").is_in(["fa3", "fa3[graphs]", "fa3[page=32]"]))
     assert (plain["reduce_exposed_us"] == 0).all() and (plain["kernels"] == 1).all()
+
+
+def test_split_mla_refuses_the_tile_triton_miscompiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    # examples/split_mla's plug-in, read from the tree (no torch, no install): block_n 64 faulted on the H100
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "examples" / "split_mla"))
+    backend = importlib.import_module("split_mla.backend")
+    shape = parse_shape("q1_ctx2000")
+    with pytest.raises(ValueError, match=r"block_n 64 is refused: Triton 3\.6 miscompiles"):
+        backend.SplitMLA(block_n=64, stages=2).prepare(shape, None)
+    assert backend.geometry(shape, block_n=32) == (32, 64, 1)  # the verified tile still plans: 32 splits × 64

@@ -31,7 +31,7 @@ ROWS = [
     ("q8_ctx4100_b2", {}),  # causal verify rows, two requests, a short last tile
     ("q1_ctx3000_p16", {}),  # pages smaller than a tile: per-token page lookup
     ("q2_ctx2000", {"splits": 5}),
-    ("q1_ctx2000", {"block_n": 64, "stages": 2}),  # 64-token tiles: both products wgmma
+    ("q1_ctx2000", {"stages": 2}),  # two tiles in flight, not four (block_n above 32 is refused)
 ]
 
 

@@ -14,8 +14,7 @@ log() { tee -a "$OUT/log"; }
 T0=$(date +%s)
 (date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)") 2>&1 | log
-B="${WARM_ROWS:-q1_ctx8k:old q1_ctx8k q1_ctx8k:block_n=64,stages=2 q1_ctx8k:min_chunk=512 q1_ctx131k:old q1_ctx131k
-   q1_ctx131k:block_n=64,stages=2}"
+B="${WARM_ROWS:-q1_ctx8k q1_ctx8k:min_chunk=512 q1_ctx8k:stages=2 q1_ctx131k q1_ctx131k:stages=2}"  # add ROW:old for bench_old/
 timeout "${WARM_S:-100}" python3 -m pytest -q -n 4 -m gpu -p no:cacheprovider tests/test_split_mla_gpu.py >/tmp/tests.log 2>&1 &
 for s in $B q1_ctx32k q8_ctx8k q8_ctx32k q8_ctx131k; do
   timeout "${WARM_S:-100}" python3 examples/split_mla/bench.py --warm "$s" >"/tmp/warm.$s.log" 2>&1 &

@@ -30,6 +30,7 @@ its flag with ``cudaHostRegister(..., Mapped)``; torch's pinned allocator
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -73,6 +74,9 @@ class HostHold:
 
     def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.timeout_ns = int(timeout_s * 1e9)
+        if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":
+            # each launch then returns only when its kernel ends: the spin would wait out its timeout
+            raise RuntimeError("a host-released hold cannot run with CUDA_LAUNCH_BLOCKING=1: unset it to time calls")
         # the flag in a pinned allocation of its own that the GPU only reads (its results go to another)
         self.flag = torch.zeros(64, dtype=torch.int64, pin_memory=True)
         self.out = torch.zeros(64, dtype=torch.int64, pin_memory=True)

@@ -7,6 +7,8 @@ find it beside the rules that read it.
 
 from __future__ import annotations
 
+import os
+
 from traceattr.backends.arms import parse_arm
 from traceattr.core.errors import TraceattrError
 from traceattr.core.protocol import DEFAULT_MAX_ITERS, MAX_HOLD_US, ORDERS
@@ -86,6 +88,11 @@ def check_timing(iters: int, max_noise: float | None, max_iters: int | None, hol
     """--max-noise a fraction in (0, 1), --max-iters at least --iters, --hold-us in [0, 10 ms]; one line otherwise."""
     if not 0 <= hold_us <= MAX_HOLD_US:
         raise TraceattrError(f"--hold-us must lie in [0, {MAX_HOLD_US:g}] µs per call, got {hold_us:g}")
+    if hold_us > 0 and os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":
+        # every launch then returns only when its kernel ends, so the hold's spin would wait out its timeout
+        raise TraceattrError(
+            "CUDA_LAUNCH_BLOCKING=1 and the host-released hold exclude each other: unset it, or pass --no-hold"
+        )
     if max_noise is not None and not 0 < max_noise < 1:
         raise TraceattrError(
             f"--max-noise is a fraction of the median in (0, 1), e.g. 0.005 for ±0.5%, got {max_noise}"

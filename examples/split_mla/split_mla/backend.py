@@ -28,6 +28,9 @@ BLOCK_M = 16  # query rows per program (heads × verify tokens, flattened)
 # make both products wgmma, but only 2 fit beside Q (72 KiB each, 227 KiB a CTA): Triton then issues the
 # next tile's copy after the current tile's MMAs and waits for it at once, one tile in flight at a time.
 BLOCK_N = 32  # KV tokens per tile
+# Triton 3.6 builds the 64-token tile's Kᵀ·Pᵀ wgmma with an out-of-bounds shared-memory read (compute-sanitizer
+# on an H100, 2026-12-07: every stage count, plain and stamped), so no tile above 32 tokens is run
+MAX_BLOCK_N = 32
 STAGES = 4  # Triton's num_stages: tiles in shared memory
 MIN_CHUNK = 64  # tokens per split at least: short rows spread over the GPU too
 MERGE_VALUES = 4096  # partial values a merge step loads at once ([splits, dims]): 32 registers a thread
@@ -51,7 +54,7 @@ CAPS = Capabilities(
         ),
         OptionSpec("splits", "KV splits (default: fill the GPU)", "int", field="splits"),
         OptionSpec("min_chunk", f"tokens per split at least (default {MIN_CHUNK})", "int", field="min_chunk"),
-        OptionSpec("block_n", f"KV tokens per tile (default {BLOCK_N})", "int", field="block_n"),
+        OptionSpec("block_n", f"KV tokens per tile (default {BLOCK_N}, at most {MAX_BLOCK_N})", "int", field="block_n"),
         OptionSpec("stages", f"tiles in flight, Triton's num_stages (default {STAGES})", "int", field="stages"),
         OptionSpec("plain", "compile without phase stamps", "flag", field="plain", program=False),
     ),
@@ -104,12 +107,15 @@ class SplitMLA:
         return CallPlan(self.caps.name, shape, tensors, {"sm_scale": SM_SCALE}, notes)
 
     def prepare(self, shape: Shape, inputs: Any, *, lse: bool = False) -> SplitMLACall:
-        import torch
-
         if lse:
             raise ValueError("split-mla returns no LSE (no DCP rows)")
+        if self.block_n > MAX_BLOCK_N:
+            raise ValueError(f"split-mla: block_n {self.block_n} is refused: Triton 3.6 miscompiles tiles above "
+                             f"{MAX_BLOCK_N} tokens (an out-of-bounds shared-memory read, docs/phases.md)")  # fmt: skip
         if max(shape.page, self.block_n) % min(shape.page, self.block_n):
             raise ValueError(f"split-mla: page {shape.page} and block_n {self.block_n} must divide one another")
+        import torch
+
         splits, chunk, mblocks = self.geometry(shape)
         dev = inputs.device
         req = inputs.layout.requests()
