@@ -36,7 +36,7 @@ echo "round done at $(( $(date +%s) - T0 )) s" | log
 (cd /tmp && tar -cJf "$OUT/rounds.tar.xz" --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='report.html' rr oh)
 if [ "${PHASES_MD:-1}" = 1 ]; then
   for r in /tmp/rr/*/ /tmp/oh/*/; do
-    timeout 25 python3 -m traceattr.cli.phases "$r" >"$OUT/phases_$(basename "$r").md" 2>&1
+    timeout 25 python3 -m traceattr.cli.phases "$r" >"$OUT/phases_$(basename "$r" | tr '=[],' '----').md" 2>&1
   done
 fi
 printf 'q1_ctx8k\n' >/tmp/ship_rows.txt
