@@ -484,3 +484,17 @@ def test_the_phase_verdicts_roofline_is_compares(stamped_run: Path) -> None:
     memory = next(b for b in report.bounds if b.bound == "memory")
     again = next(b for b in given.bounds if (b.arm, b.shape) == (memory.arm, memory.shape))
     assert again.roofline_share == pytest.approx(4 * (memory.roofline_share or 0))
+
+
+def test_the_shipped_h100_round_reads_its_phases(capsys: pytest.CaptureFixture[str]) -> None:
+    # real stamps from the H100 (examples/rounds/split_mla_h100): aligned again here, the merge moves where
+    # the receipt says, and each median call's phases add up to its nsys span within the 2%
+    folder = Path(__file__).resolve().parents[1] / "examples" / "rounds" / "split_mla_h100" / "q1_ctx8k_round"
+    rc, out, err = cli(capsys, "compare", folder)
+    assert rc == 0, err
+    assert re.search(r"q1_ctx8k: split_kv:merged \+15\d\.\d\d µs", out)
+    assert out.count("stamps aligned with nsys over 9 kernel runs") == 2
+    assert main([str(folder)]) == 0
+    out = capsys.readouterr().out
+    errors = [float(e) for e in re.findall(r"\| ([+-]\d+\.\d\d)% \|$", out, re.M)]
+    assert len(errors) == 4 and max(map(abs, errors)) < 2.0, out[-2000:]
