@@ -27,6 +27,7 @@ import polars as pl
 from plotly.offline import get_plotlyjs
 
 from traceattr import __version__
+from traceattr.analysis.calls import CallsAgain
 from traceattr.analysis.rounds import Receipt
 from traceattr.analysis.verdicts import SameProgram, same_label
 from traceattr.attribution.engine import Attribution
@@ -110,15 +111,17 @@ def write_report(
     round_phases: RoundPhases | None = None,
     step: Step = no_step,
     calls: pl.DataFrame | None = None,
+    again: CallsAgain | None = None,
 ) -> ReportInfo:
     """Write the report of *att* to *path* atomically (temp file, then rename).
 
     *run* is a run folder's run.json, *events* a runner.json's CUDA-event times (the cross-check column),
-    *calls* the call table where made already (:func:`traceattr.analysis.calls.reduced_calls`); *step* is told
-    each step of the work as it starts (:func:`traceattr.present.steps.steps`).
+    *calls* the call table where made already (:func:`traceattr.analysis.calls.reduced_calls`), *again* what reads
+    its timeline's calls again (:func:`traceattr.analysis.calls.calls_to_read_again`); *step* is told each step of
+    the work as it starts (:func:`traceattr.present.steps.steps`).
     """
     options = _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis,
-                       phases, round_phases, calls)  # fmt: skip
+                       phases, round_phases, calls, again)  # fmt: skip
     built = _build(att, options, step)
     step(f"write {Path(path).name}")
     path = write_text(Path(path), built.html)
@@ -141,12 +144,13 @@ class _Options:
     phases: PhaseReport | None = None  # a stamped run folder's (docs/phases.md)
     round_phases: RoundPhases | None = None  # a round's: its first capture's figures, which phase moved
     calls: pl.DataFrame | None = None  # the call table, where made already
+    again: CallsAgain | None = None  # with calls: the timeline's calls read again (analysis.calls.calls_to_read_again)
 
 
 def _build(att: Attribution, o: _Options, step: Step = no_step) -> _Built:
     step("analyse the calls")
     d = collect(att, o.peak_bytes_per_s, o.limits, group=o.group, events=o.events, same_program=o.same_program,
-                basis=o.basis, calls=o.calls)  # fmt: skip
+                basis=o.basis, calls=o.calls, again=o.again)  # fmt: skip
     if o.receipt is not None:  # a round's page states the round's decision (its receipt's), not the first capture's
         d = with_round_decision(d, o.receipt, o.title or "")
     step("draw the figures")
