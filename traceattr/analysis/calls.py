@@ -336,8 +336,10 @@ class CallFinder:
         return table if table["gpu_start_ns"].is_sorted() else table.sort("gpu_start_ns")
 
 
-_SPAN_SCHEMA = pl.Schema({"call_id": pl.Int64, "ops": pl.UInt32, **dict.fromkeys(
-    ("range_lo", "range_hi", "op_lo", "op_hi", "api_lo", "api_hi"), pl.Int64())})  # fmt: skip
+_SPAN_SCHEMA = pl.Schema(
+    [("call_id", pl.Int64()), ("ops", pl.UInt32())]
+    + [(c, pl.Int64()) for c in ("range_lo", "range_hi", "op_lo", "op_hi", "api_lo", "api_hi")]
+)
 _NO_SPANS = pl.DataFrame(schema=_SPAN_SCHEMA)
 
 
@@ -371,7 +373,7 @@ def _call_spans(tree: pl.DataFrame, w: WindowRows) -> pl.DataFrame:
     )
     return ranges.join(per_call, on="call_id", how="left").select(
         "call_id", pl.col("ops").fill_null(0), "range_lo", "range_hi", "op_lo", "op_hi", "api_lo", "api_hi"
-    ).cast(dict(_SPAN_SCHEMA))  # fmt: skip
+    ).cast(_SPAN_SCHEMA)  # fmt: skip
 
 
 @dataclass(frozen=True)
