@@ -121,7 +121,7 @@ def report_command(
         else:
             att, calls = reduced_calls(held.pop(), mode.value, role_rules, select, group, keep=TIMELINE_COLUMNS,
                                        ops=True)  # fmt: skip
-        # plotly (~25 MB) imported once the attribution's scratch is freed, not held beside it
+        # the report (plotly, ~25 MB, comes once its analysis is made: present.report._build)
         from traceattr.present.report import write_report
 
         info = write_report(

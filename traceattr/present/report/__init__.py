@@ -21,10 +21,9 @@ import html as html_text
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
-from plotly.offline import get_plotlyjs
 
 from traceattr import __version__
 from traceattr.analysis.calls import CallsAgain
@@ -38,16 +37,10 @@ from traceattr.phases.report import PhaseReport
 from traceattr.present.formats import bandwidth, counted, gigabytes
 from traceattr.present.phases import row_labels
 from traceattr.present.report.data import Limits, ReportData, collect
-from traceattr.present.report.decision import decision_html, has_decision
-from traceattr.present.report.figures_compare import attribution_figure, distributions_figure
-from traceattr.present.report.figures_decision import context_figure, context_notes
-from traceattr.present.report.figures_phases import phases_section
-from traceattr.present.report.figures_timeline import picker_html, timeline_figure
-from traceattr.present.report.html import Section, facts_html, notes_html, page, run_html
-from traceattr.present.report.round import round_page, with_round_decision
-from traceattr.present.report.style import backend_colors, figure_html
-from traceattr.present.report.table import numbers_table
 from traceattr.present.steps import Step, no_step
+
+if TYPE_CHECKING:
+    from traceattr.present.report.html import Section
 
 __all__ = ["Limits", "ReportInfo", "build_report", "write_report"]
 
@@ -151,6 +144,14 @@ def _build(att: Attribution, o: _Options, step: Step = no_step) -> _Built:
     step("analyse the calls")
     d = collect(att, o.peak_bytes_per_s, o.limits, group=o.group, events=o.events, same_program=o.same_program,
                 basis=o.basis, calls=o.calls, again=o.again)  # fmt: skip
+    # plotly (~10 MB) and the figures imported once the analysis' scratch is freed, not held beside it
+    from plotly.offline import get_plotlyjs
+
+    from traceattr.present.report.figures_phases import phases_section
+    from traceattr.present.report.html import Section, facts_html, notes_html, page, run_html
+    from traceattr.present.report.round import round_page, with_round_decision
+    from traceattr.present.report.style import backend_colors
+
     if o.receipt is not None:  # a round's page states the round's decision (its receipt's), not the first capture's
         d = with_round_decision(d, o.receipt, o.title or "")
     step("draw the figures")
@@ -246,6 +247,14 @@ def _peak_note(d: ReportData) -> str:
 
 
 def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
+    from traceattr.present.report.decision import decision_html, has_decision
+    from traceattr.present.report.figures_compare import attribution_figure, distributions_figure
+    from traceattr.present.report.figures_decision import context_figure, context_notes
+    from traceattr.present.report.figures_timeline import picker_html, timeline_figure
+    from traceattr.present.report.html import Section
+    from traceattr.present.report.style import figure_html
+    from traceattr.present.report.table import numbers_table
+
     peak_note = _peak_note(d)
     out = [
         Section(
