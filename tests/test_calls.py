@@ -106,3 +106,47 @@ def test_random_traces_reduced_calls_equal_the_whole(tmp_path: Path, data: tuple
             assert str(reduced.value) == str(err)
             continue
         assert_frame_equal(_reduced(trace, 1, mode=mode)[1], whole)
+
+
+# -- the timeline's calls read again (calls_to_read_again) draw what the held rows drew ---------------------------
+def _timeline(path: Path, again: bool, window: int) -> Any:
+    from traceattr.analysis.calls import calls_to_read_again
+    from traceattr.attribution.columns import TIMELINE_COLUMNS
+    from traceattr.present.report.data import collect
+    from traceattr.trace.loader import row_ids
+
+    saved = engine.WINDOW_OPS, engine.WINDOWS_FROM
+    engine.WINDOW_OPS, engine.WINDOWS_FROM = window, 0
+    try:
+        if not again:
+            att, table = reduced_calls(load_trace(path), keep=TIMELINE_COLUMNS, ops=True)
+            return collect(att, calls=table).timeline
+        trace = load_trace(path, launch_config=False)  # the launch configuration comes with the calls read again
+        rows = row_ids(path, trace)
+        assert rows is not None, path
+        att, table, reread = calls_to_read_again(trace, rows)
+        del trace
+        assert att.placement.height == att.trace.gpu_ops.height == 0  # nothing per op held
+        return collect(att, calls=table, again=reread).timeline
+    finally:
+        engine.WINDOW_OPS, engine.WINDOWS_FROM = saved
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["h200_traceattr_sweep", "h200_flashinfer_mla", "nsysai_mfu_2gpu_after"])
+def test_calls_read_again_draw_the_timeline_the_held_rows_draw(exports: dict[str, Path], name: str) -> None:
+    path = exports[name]
+    window = max(1, load_trace(path).gpu_ops.height // 12)
+    held, again = _timeline(path, False, window), _timeline(path, True, window)
+    assert again.views == held.views
+    assert (again.calls_total, again.calls_shown) == (held.calls_total, held.calls_shown)
+    assert_frame_equal(again.ops, held.ops)
+    assert_frame_equal(again.ranges, held.ranges)
+    assert held.ops.height and held.ranges.height
+
+
+def test_rows_not_found_again_are_not_read_again(exports: dict[str, Path]) -> None:
+    from traceattr.trace.loader import row_ids
+
+    path = exports["pipit_saxpy_mpi_a100"]  # runtime calls logged twice: rows the load merges
+    assert row_ids(path, load_trace(path, launch_config=False)) is None

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from tests.helpers import FIXTURES
 from tests.synth.builder import TraceBuilder
@@ -197,3 +198,20 @@ def test_truncated_and_foreign_sqlite(tmp_path: Path, exports: dict[str, Path]) 
         conn.execute("CREATE TABLE people (name TEXT)")
     with pytest.raises(TraceError, match="not an nsys export"):
         load_trace(foreign)
+
+
+def test_rows_read_again_by_rowid_are_the_rows_loaded(exports: dict[str, Path]) -> None:
+    from traceattr.trace.loader import load_rows, row_ids
+
+    path = exports["h200_traceattr_sweep"]
+    trace = load_trace(path)
+    rows = row_ids(path, trace)
+    assert rows is not None
+    some = [(3, 5), (40, 40)]
+    part = load_rows(rows, [(r, r + 2) for r in trace.ranges["range_id"].gather([1, 7]).to_list()], some, some)
+    ops = trace.gpu_ops.gather([3, 4, 5, 40])
+    assert_frame_equal(part.gpu_ops.drop("op_id"), ops.drop("op_id"))
+    assert part.gpu_ops["op_id"].to_list() == [0, 1, 2, 3]  # the part's own ids
+    assert_frame_equal(part.api.drop("api_id"), trace.api.gather([3, 4, 5, 40]).drop("api_id"))
+    assert part.ranges.height == 6
+    assert_frame_equal(part.ranges, trace.ranges.join(part.ranges.select("range_id"), on="range_id", how="semi"))

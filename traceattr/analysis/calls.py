@@ -64,8 +64,9 @@ from traceattr.core.callnames import (
     without_counters,
 )  # fmt: skip
 from traceattr.core.errors import TraceattrError
+from traceattr.core.keys import rows_at
 from traceattr.core.shapes import ShapeError, parse_shape
-from traceattr.trace.loader import Trace
+from traceattr.trace.loader import RowIds, Trace, load_rows, load_trace
 
 UNNAMED = "[unnamed range]"
 CALL_COLUMNS = (
@@ -127,8 +128,34 @@ def reduced_calls(
     if select.active:
         att = attribute(trace, mode, rules, select)
         return att, calls(att, group)
-    finder = CallFinder(trace, group, nested=mode == "nsys", members=bool(keep))
-    run = Attributing(trace, mode, rules, select, keep_calls=False, keep_placement=ops)
+    held = [trace]
+    del trace  # this frame would hold it through the windows
+    att, table, _ = _reduced(held, mode, rules, group, keep=keep, ops=ops, spans=False)
+    return att, table
+
+
+def calls_to_read_again(
+    trace: Trace, rows: RowIds, mode: Mode = "nsys", rules: RoleRules | None = None, group: str | None = None
+) -> tuple[Attribution, pl.DataFrame, CallsAgain]:
+    """:func:`reduced_calls` of *trace* (no selection), holding neither ranges nor ops: instead, per call, the GPU
+    ops a timeline of it draws and where its ranges, ops and launch rows lie in the export (*rows*), so that the
+    calls a timeline draws, chosen once every call is known, are read again and attributed alone
+    (:meth:`CallsAgain.attribution`). The trace handed over is let go as its windows are attributed."""
+    held = [trace]
+    del trace  # this frame would hold it through the windows
+    att, table, spans = _reduced(held, mode, rules, group, keep=(), ops=False, spans=True)
+    return att, table, CallsAgain(spans, rows, mode, rules)
+
+
+def _reduced(
+    held: list[Trace], mode: Mode, rules: RoleRules | None, group: str | None, *, keep: Sequence[str], ops: bool,
+    spans: bool,
+) -> tuple[Attribution, pl.DataFrame, pl.DataFrame]:  # fmt: skip
+    """reduced_calls without a selection, and with *spans* each call's :func:`_call_spans` (else an empty frame).
+    *held*: the trace alone in a list, emptied here, so that no frame of this call holds it through the windows."""
+    trace = held.pop()
+    finder = CallFinder(trace, group, nested=mode == "nsys", members=bool(keep), spans=spans)
+    run = Attributing(trace, mode, rules, RangeFilter(), keep_calls=False, keep_placement=ops)
     del trace  # the attribution holds what it needs of it (and lets the API rows go)
 
     def reduce(w: WindowRows) -> tuple[CallPart, pl.DataFrame]:
@@ -144,6 +171,7 @@ def reduced_calls(
     # what the calls and the kept columns say of the NVTX ranges and strings, the trace says no more
     t = att.trace
     trace = replace(t, ranges=t.ranges.clear(), marks=t.marks.clear(), strings=t.strings.clear())
+    del t
     if ops:
         att = replace(att, trace=trace)
     else:
@@ -151,9 +179,12 @@ def reduced_calls(
             att,
             placement=att.placement.clear(),
             names=att.names.clear(),
-            trace=replace(trace, gpu_ops=t.gpu_ops.clear()),
+            trace=replace(trace, gpu_ops=trace.gpu_ops.clear()),
         )
-    return att, finder.table([part for part, _ in parts], att.meta.path, selected=False)
+    found = [part for part, _ in parts]
+    del parts
+    table = finder.table(found, att.meta.path, selected=False)
+    return att, table, pl.concat([p.spans for p in found]) if spans else _NO_SPANS
 
 
 @dataclass(frozen=True)
@@ -193,6 +224,7 @@ class CallPart:
     usable: int  # closed, with GPU time: the ranges that can be calls
     example: pl.DataFrame  # the usable range with the most ops (name, message, gpu_ops), or none
     members: pl.Series  # with CallFinder(members=True): the range ids of these calls' subtrees
+    spans: pl.DataFrame  # with CallFinder(spans=True): per call, _call_spans
 
 
 class CallFinder:
@@ -205,10 +237,12 @@ class CallFinder:
     Each window's calls are finished there (CALL_COLUMNS, a column of one value kept once), so the table is
     their concatenation: a column added to a million-row frame of many parts copies every column."""
 
-    def __init__(self, trace: Trace, group: str | None, *, nested: bool, members: bool = False) -> None:
+    def __init__(self, trace: Trace, group: str | None, *, nested: bool, members: bool = False,
+                 spans: bool = False) -> None:  # fmt: skip
         """*members*: name the ranges of each window's calls' subtrees (CallPart.members), for a caller that keeps
-        some of the range table for them only."""
+        some of the range table for them only; *spans*: each call's :func:`_call_spans` (CallPart.spans)."""
         self.tries, self.group, self.nested, self.members = _tries(group), group, nested, members
+        self.spans = spans
         # per op: what a call's own columns read; op_id == row
         self.ops = trace.gpu_ops.select("start", "end", stream_free_at(trace.gpu_ops).alias("stream_free_ns"))
         self.records = record_calls(trace.api, trace.strings)
@@ -243,6 +277,7 @@ class CallFinder:
         members = pl.Series("range_id", [], pl.Int64)
         if self.members:
             members = (owner if self.nested else subtrees(w.ranges, ids))["range_id"]
+        spans = _call_spans(owner if self.nested else subtrees(w.ranges, ids), w) if self.spans else _NO_SPANS
         times = op_times(owner, w.placement, ops).join(
             event_records(pl.DataFrame({"call_id": ids}), w.ranges, self.records), on="call_id", how="left"
         )
@@ -261,6 +296,7 @@ class CallFinder:
             usable.height,
             _most_ops(usable.select("name", "message", "gpu_ops")),
             members,
+            spans,
         )
 
     def _named_calls(self, picked: pl.DataFrame, *, keep_shape: bool) -> pl.DataFrame:
@@ -298,6 +334,77 @@ class CallFinder:
             table = pl.concat([p.top for p in parts if p.top.height] or [parts[0].top], rechunk=False)
         # the windows' parts as they are (no copy) where the calls come in time order already (ranges by start)
         return table if table["gpu_start_ns"].is_sorted() else table.sort("gpu_start_ns")
+
+
+_SPAN_SCHEMA = pl.Schema(
+    [("call_id", pl.Int64()), ("ops", pl.UInt32())]
+    + [(c, pl.Int64()) for c in ("range_lo", "range_hi", "op_lo", "op_hi", "api_lo", "api_hi")]
+)
+_NO_SPANS = pl.DataFrame(schema=_SPAN_SCHEMA)
+
+
+def _call_spans(tree: pl.DataFrame, w: WindowRows) -> pl.DataFrame:
+    """Per call of *tree* (:func:`subtrees`: each call's range and every range nested in it, of window *w*): the
+    GPU ops placed in those ranges (``ops``: the bars its timeline would draw) and the spans of ids (inclusive)
+    that hold the ranges, those ops (op_id in the trace) and their launch rows (api_id). A call with a range
+    that never closed has no ``range_lo``: its ranges end where the trace does, which a part read again cannot
+    tell."""
+    closed = w.ranges.select("range_id", "closed").join(tree, on="range_id")
+    ranges = closed.group_by("call_id").agg(
+        pl.when(pl.col("closed").all()).then(pl.col("range_id").min()).alias("range_lo"),
+        pl.col("range_id").max().alias("range_hi"),
+    )
+    mine = w.placement.select("op_id", "range_id").join(tree, on="range_id")
+    launch = pl.Series("api_id", [], pl.Int64)
+    if w.launches is not None and w.launches.height:
+        launch = rows_at(w.launches.select("op_id", "api_id"), "op_id", mine["op_id"]).to_series()
+    trace_ops = mine["op_id"] if w.op_ids is None else w.op_ids.gather(mine["op_id"])
+    ops = (
+        pl.DataFrame([mine["call_id"], trace_ops.cast(pl.Int64).alias("op_id"), launch.alias("api_id")])
+        if launch.len() == mine.height
+        else mine.select("call_id", pl.lit(None, pl.Int64).alias("op_id"), pl.lit(None, pl.Int64).alias("api_id"))
+    )
+    per_call = ops.group_by("call_id").agg(
+        pl.len().cast(pl.UInt32).alias("ops"),
+        pl.col("op_id").min().alias("op_lo"),
+        pl.col("op_id").max().alias("op_hi"),
+        pl.col("api_id").min().alias("api_lo"),
+        pl.col("api_id").max().alias("api_hi"),
+    )
+    return ranges.join(per_call, on="call_id", how="left").select(
+        "call_id", pl.col("ops").fill_null(0), "range_lo", "range_hi", "op_lo", "op_hi", "api_lo", "api_hi"
+    ).cast(_SPAN_SCHEMA)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CallsAgain:
+    """What :func:`calls_to_read_again` keeps of each call for its timeline (:func:`_call_spans`), and how the
+    chosen calls' rows are read and attributed again."""
+
+    spans: pl.DataFrame
+    rows: RowIds
+    mode: Mode
+    rules: RoleRules | None
+
+    def op_counts(self) -> pl.DataFrame:
+        """``call_id, _ops``: the GPU ops of each call's ranges."""
+        return self.spans.select("call_id", pl.col("ops").cast(pl.Int64).alias("_ops"))
+
+    def attribution(self, call_ids: pl.Series) -> Attribution:
+        """The attribution of the rows of *call_ids* read again: their ranges, the ops placed in them and those
+        ops' launch calls, attributed alone. Each range nested in a call holds, as in the whole trace, only the
+        ops launched inside it, so these rows attribute as they did there (rows of other threads that the
+        spans take in as well belong to no chosen call). Where a chosen call's ranges cannot be told apart from
+        the trace's end (a range never closed), the whole trace is read and attributed again instead."""
+        chosen = self.spans.join(pl.DataFrame({"call_id": call_ids.cast(pl.Int64)}), on="call_id", how="semi")
+        if chosen["range_lo"].null_count():
+            return attribute(load_trace(self.rows.path), self.mode, self.rules)
+        spans = chosen.select(
+            pl.concat_list("range_lo", "range_hi").alias("r"), pl.concat_list("op_lo", "op_hi").alias("o"),
+            pl.concat_list("api_lo", "api_hi").alias("a"),
+        )  # fmt: skip
+        pairs = {c: [tuple(v) for v in spans[c].to_list() if v[0] is not None] for c in spans.columns}
+        return attribute(load_rows(self.rows, pairs["r"], pairs["o"], pairs["a"]), self.mode, self.rules)
 
 
 def _finished(calls: pl.DataFrame) -> pl.DataFrame:

@@ -236,7 +236,7 @@ class Attributing(OfTrace):
         facts = op_facts(ops, placement)
         lead = placement["api_start_ns"] - ops["start"]  # both one row per op, in the window's op order
         early = (int((lead > 0).sum()), lead.max())
-        del ops, launches, lead
+        del ops, lead
         # laminar threads from subtrees (in the range table's order); every holds only the other threads' pairs
         laminar = _subtree_metrics(index, deepest, facts, ranges["range_id"]) if self.subtree else None
         del index, deepest
@@ -249,7 +249,8 @@ class Attributing(OfTrace):
         metrics = pair_metrics(assign, facts)
         del assign, every, facts
         rows = _known_latency(range_table(ranges, metrics, laminar))
-        out = reduce(WindowRows(rows, ranges, placement, window.op_ids))
+        out = reduce(WindowRows(rows, ranges, placement, window.op_ids, launches))
+        del launches
         if window.op_ids is not None:  # back to the trace's op ids (the window's ops in id order)
             placement = placement.with_columns(window.op_ids.cast(placement.schema["op_id"]).alias("op_id"))
         if not self.keep_placement:
@@ -299,6 +300,7 @@ class WindowRows:
     ranges: pl.DataFrame
     placement: pl.DataFrame
     op_ids: pl.Series | None
+    launches: pl.DataFrame | None = None  # the ops' launch rows (op_id their position, api_id), the buckets' none
 
 
 def _rows_of(window: WindowRows) -> pl.DataFrame:

@@ -92,8 +92,9 @@ def report_command(
     role_rules = RoleRules.load(rules)
     check_regex(match)
     check_group(group)
-    from traceattr.analysis.calls import reduced_calls
+    from traceattr.analysis.calls import calls_to_read_again, reduced_calls
     from traceattr.attribution.columns import TIMELINE_COLUMNS
+    from traceattr.trace.loader import row_ids
 
     target = _target(trace, out)
     events = runner_events(trace)
@@ -105,17 +106,27 @@ def report_command(
 
     with steps() as step:
         step(f"read {path}")
-        held = [load_trace(path)]  # handed over, not held here (the list gives it up): see reduced_calls
+        select = RangeFilter(domain, match)
+        # the calls the timeline draws, once chosen, are read again from the export by rowid where they can be:
+        # the launch configuration (shown only there) is read with them
+        held = [load_trace(path, launch_config=select.active)]  # handed over, not held here: see reduced_calls
+        rows = None if select.active else row_ids(path, held[0])
+        if rows is None and not select.active:  # they cannot: what the timeline draws is kept meanwhile
+            held = [load_trace(path)]
         step(attributing(held[0]))
-        # the attribution reduced to its calls as it is made, with what the timeline draws of the rest
-        att, calls = reduced_calls(held.pop(), mode.value, role_rules, RangeFilter(domain, match), group,
-                                   keep=TIMELINE_COLUMNS, ops=True)  # fmt: skip
-        # plotly (~25 MB) imported once the attribution's scratch is freed, not held beside it
+        # the attribution reduced to its calls as it is made
+        again = None
+        if rows is not None:
+            att, calls, again = calls_to_read_again(held.pop(), rows, mode.value, role_rules, group)
+        else:
+            att, calls = reduced_calls(held.pop(), mode.value, role_rules, select, group, keep=TIMELINE_COLUMNS,
+                                       ops=True)  # fmt: skip
+        # the report (plotly, ~25 MB, comes once its analysis is made: present.report._build)
         from traceattr.present.report import write_report
 
         info = write_report(
             att, target, title=title, run=_run_info(trace), group=group, events=events, same_program=same_program,
-            basis=basis.value, calls=calls, phases=phases, step=step,
+            basis=basis.value, calls=calls, again=again, phases=phases, step=step,
         )  # fmt: skip
     for note in info.notes:
         print(f"note: {printable(note)}", file=sys.stderr)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -161,9 +162,11 @@ def _nvtx_queries(src: SqliteSource) -> _NvtxQueries:
               S.NVTX_RANGE_READ_SCHEMA, "reading NVTX ranges", rows=rows)
         for chunk, rows in src.row_chunks(S.NVTX)
     ]  # fmt: skip
+    within = src.within(S.NVTX)  # a read of some ranges only (load_rows): the marks and text of their rows only,
+    # and of every DomainCreate row (the domains' names)
     marks = Query(
         f"SELECT rowid, start, {col('globalTid', 'global_tid')}, {col('textId', 'text_id')}, "
-        f'{col("domainId", "domain_id")} FROM "{S.NVTX}" WHERE eventType = {S.NVTX_MARK}',
+        f'{col("domainId", "domain_id")} FROM "{S.NVTX}" WHERE eventType = {S.NVTX_MARK}{within}',
         S.NVTX_MARK_READ_SCHEMA,
         "reading NVTX marks",
     )
@@ -175,7 +178,11 @@ def _nvtx_queries(src: SqliteSource) -> _NvtxQueries:
     )
     types = ", ".join(map(str, S.NVTX_TEXT_EVENT_TYPES))
     text = Query(
-        f'SELECT rowid, CAST(text AS BLOB) FROM "{S.NVTX}" WHERE text IS NOT NULL AND eventType IN ({types})',
+        f'SELECT rowid, CAST(text AS BLOB) FROM "{S.NVTX}" WHERE text IS NOT NULL AND eventType IN ({types})'
+        if not within  # else two reads: an OR of the rowid spans with anything else is a scan testing every span
+        else f'SELECT rowid, CAST(text AS BLOB) FROM "{S.NVTX}" WHERE text IS NOT NULL AND eventType IN ({types}) '
+        f"AND eventType != {S.NVTX_DOMAIN_CREATE}{within} UNION ALL SELECT rowid, CAST(text AS BLOB) FROM "
+        f'"{S.NVTX}" WHERE text IS NOT NULL AND eventType = {S.NVTX_DOMAIN_CREATE}',
         S.NVTX_TEXT_READ_SCHEMA,
         "reading NVTX text",
         text=True,
@@ -225,6 +232,17 @@ def _label(
                                 .otherwise(pl.col("message"))).alias("name"))  # fmt: skip
 
 
+def _chunked_as(frame: pl.DataFrame, like: pl.Series) -> pl.DataFrame:
+    """*frame*'s columns in chunks of *like*'s lengths: zero-copy slices, concatenated without a copy."""
+    lengths = like.chunk_lengths()
+    if len(lengths) <= 1:
+        return frame
+    offsets = [0, *accumulate(lengths)]
+    return pl.DataFrame(
+        [pl.concat([s.slice(o, n) for o, n in zip(offsets, lengths, strict=False)], rechunk=False) for s in frame]
+    )
+
+
 def _with_pid_tid(events: pl.DataFrame) -> pl.DataFrame:
     """*events* with the pid and tid packed in their globalTid, as nsys decodes them."""
     return events.with_columns(
@@ -245,7 +263,10 @@ def _ranges_and_marks(
         .select("pid", "domain_id", pl.col("text").alias("domain"))
     )
     last_ts = ranges.select(pl.max_horizontal(pl.col("start").max(), pl.col("end").max())).item()
-    ranges = ranges.hstack(_label(ranges, "range_id", text, strings, domains)).with_columns(
+    # the labels cut as the ranges' read chunks are: a frame whose columns are chunked differently is copied
+    # whole into one chunk per column by the next expression on it (nested: +33 MB held at the load's peak)
+    labels = _chunked_as(_label(ranges, "range_id", text, strings, domains), ranges["start"])
+    ranges = ranges.hstack(labels).with_columns(
         pl.when(pl.col("event_type").is_in(S.PUSHPOP_EVENT_TYPES))
         .then(pl.lit("PushPop"))
         .otherwise(pl.lit("StartEnd"))
@@ -377,6 +398,81 @@ def load_trace(
         return _load(src, launch_config)
     finally:
         src.close()
+
+
+@dataclass(frozen=True)
+class RowIds:
+    """Where a loaded SQLite export's GPU ops and CUDA API rows lie in their tables, so that some of them can be
+    read again by rowid (:func:`load_rows`): each op table in op_id order as (table, first rowid, rows), the
+    runtime table's first rowid; every table's rowids dense, as nsys numbers them."""
+
+    path: Path
+    ops: tuple[tuple[str, int, int], ...]
+    api_first: int
+
+    def spans(self, ops: Sequence[tuple[int, int]], api: Sequence[tuple[int, int]]) -> dict[str, list[tuple[int, int]]]:
+        """The rowid spans of each op table and of the runtime table that hold the op_id spans *ops* and the
+        api_id spans *api* (both inclusive)."""
+        out: dict[str, list[tuple[int, int]]] = {S.RUNTIME: _merged([(a + self.api_first, b + self.api_first)
+                                                                      for a, b in api])}  # fmt: skip
+        offset = 0
+        for table, first, rows in self.ops:
+            inside = [(max(a, offset), min(b, offset + rows - 1)) for a, b in ops]
+            out[table] = _merged([(first + a - offset, first + b - offset) for a, b in inside if a <= b])
+            offset += rows
+        return out
+
+
+def row_ids(path: Path, trace: Trace) -> RowIds | None:
+    """The :class:`RowIds` of *trace*, loaded from the SQLite export *path*; None where its rows cannot be found
+    again by rowid: an Arrow export or a report (read through a temporary export), a table whose rowids are not
+    dense, rows the load dropped or merged (repeated rows), or old exports' runtime calls logged twice."""
+    if path.is_dir() or path.suffix in TRACE_SUFFIXES or trace.meta.duplicate_api_rows:
+        return None
+    kinds = dict(trace.gpu_ops["kind"].cast(pl.String).value_counts().iter_rows())
+    src = SqliteSource(path)
+    try:
+        if not src.has(S.RUNTIME):
+            return None
+        layout = []
+        for table in [*_op_tables(src), S.RUNTIME]:
+            # the rows loaded from the table fill its rowids from the least to the greatest: so it holds no more
+            # rows than these (the load dropped none) and they are dense (SQLite finds both ends in the b-tree)
+            lo, hi = (src.scalar_rows(f'SELECT {end}(rowid) FROM "{table}"', "sizing")[0][0] for end in ("min", "max"))
+            rows = trace.api.height if table == S.RUNTIME else kinds.pop(S.OP_SOURCES[table][0], 0)
+            if (lo is None and rows) or (lo is not None and hi - lo + 1 != rows):
+                return None
+            layout.append((table, lo or 0, rows))
+    finally:
+        src.close()
+    if kinds:  # ops of a kind that no table read here holds
+        return None
+    return RowIds(path, tuple(layout[:-1]), layout[-1][1])
+
+
+def load_rows(rows: RowIds, ranges: Sequence[tuple[int, int]], ops: Sequence[tuple[int, int]],
+              api: Sequence[tuple[int, int]]) -> Trace:  # fmt: skip
+    """The part of the export :func:`row_ids` described that the spans name (inclusive): NVTX ranges by range_id
+    (their rowid), GPU ops by op_id and CUDA API rows by api_id, as :func:`load_trace` reads them (its own ids
+    numbering the rows read); its marks, domains, strings and GPUs whole. A few calls' rows read again, not the
+    whole trace held until they are known."""
+    src = SqliteSource(rows.path)
+    try:
+        src.only = {S.NVTX: _merged(list(ranges)), **rows.spans(ops, api)}
+        return _load(src)
+    finally:
+        src.close()
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Inclusive *spans* sorted, those that overlap or touch made one."""
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 def read_devices(path: str | Path) -> pl.DataFrame:

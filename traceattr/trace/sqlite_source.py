@@ -60,6 +60,7 @@ _BATCH_ROWS = "adbc.sqlite.query.batch_rows"
 # A rowid takes at least this many bytes of the file (cell pointer, sizes, rowid, record header), so a
 # table holds at most file size / this many rows: a rowid span beyond that cannot be dense
 _MIN_BYTES_PER_ROW = 4
+_SPANS_PER_QUERY = 500  # rowid spans OR-ed in one query of a restricted read (SqliteSource.only)
 # values (rows x columns) for one more sqlite3 worker process: ~0.15 s of reading in this process
 PROCESS_VALUES = 500_000
 _log = logging.getLogger("traceattr")
@@ -194,6 +195,8 @@ class SqliteSource:
             raise TraceError(self.path, f"{name} is a view; traceattr numbers its rows by rowid, which only a table "
                                         "has (nsys writes a table): export again or make it a table")  # fmt: skip
         self._columns: dict[str, tuple[str, ...]] = {}
+        # table -> the rowid spans read of it (load_rows): its chunks are those spans, not the whole table
+        self.only: dict[str, list[tuple[int, int]]] = {}
         self._local = threading.local()  # one connection per reading thread
         self._opened: list[Any] = []
         self._lock = threading.Lock()
@@ -336,6 +339,13 @@ class SqliteSource:
         _return_freed_heap()
         return frames
 
+    def within(self, table: str) -> str:
+        """`` AND (rowid BETWEEN …)``: the condition that keeps a query of *table* to its rows read (:attr:`only`);
+        empty when the whole table is."""
+        if table not in self.only:
+            return ""
+        return " AND (" + (" OR ".join(f"rowid BETWEEN {a} AND {b}" for a, b in self.only[table]) or "0") + ")"
+
     def row_chunks(self, table: str, rows_per_chunk: int = ROWS_PER_CHUNK) -> list[tuple[str, int]]:
         """``rowid`` conditions splitting *table* into chunks of about *rows_per_chunk* rows for
         parallel reads, with the rows each holds at most.
@@ -346,6 +356,15 @@ class SqliteSource:
         the file can hold: the chunk count is then bounded by the file's size); otherwise the
         boundaries are found by stepping *rows_per_chunk* rows at a time through the rowid b-tree
         (one pass over its leaves, ~0.05 s per 300 k rows)."""
+        if table in self.only:  # rowid spans: SQLite seeks each in the rowid b-tree (a multi-index OR)
+            spans = self.only[table]
+            return [
+                (
+                    "(" + " OR ".join(f"rowid BETWEEN {a} AND {b}" for a, b in part) + ")",
+                    sum(b - a + 1 for a, b in part),
+                )
+                for part in (spans[i : i + _SPANS_PER_QUERY] for i in range(0, len(spans), _SPANS_PER_QUERY))
+            ] or [("0", 0)]
         # two queries: SQLite answers a lone min(rowid) or max(rowid) from the b-tree's
         # edge, but scans the whole table for both in one SELECT
         lo = self.scalar_rows(f'SELECT min(rowid) FROM "{table}"', f"sizing {table}")[0][0]

@@ -21,12 +21,12 @@ import html as html_text
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
-from plotly.offline import get_plotlyjs
 
 from traceattr import __version__
+from traceattr.analysis.calls import CallsAgain
 from traceattr.analysis.rounds import Receipt
 from traceattr.analysis.verdicts import SameProgram, same_label
 from traceattr.attribution.engine import Attribution
@@ -37,16 +37,10 @@ from traceattr.phases.report import PhaseReport
 from traceattr.present.formats import bandwidth, counted, gigabytes
 from traceattr.present.phases import row_labels
 from traceattr.present.report.data import Limits, ReportData, collect
-from traceattr.present.report.decision import decision_html, has_decision
-from traceattr.present.report.figures_compare import attribution_figure, distributions_figure
-from traceattr.present.report.figures_decision import context_figure, context_notes
-from traceattr.present.report.figures_phases import phases_section
-from traceattr.present.report.figures_timeline import picker_html, timeline_figure
-from traceattr.present.report.html import Section, facts_html, notes_html, page, run_html
-from traceattr.present.report.round import round_page, with_round_decision
-from traceattr.present.report.style import backend_colors, figure_html
-from traceattr.present.report.table import numbers_table
 from traceattr.present.steps import Step, no_step
+
+if TYPE_CHECKING:
+    from traceattr.present.report.html import Section
 
 __all__ = ["Limits", "ReportInfo", "build_report", "write_report"]
 
@@ -110,15 +104,17 @@ def write_report(
     round_phases: RoundPhases | None = None,
     step: Step = no_step,
     calls: pl.DataFrame | None = None,
+    again: CallsAgain | None = None,
 ) -> ReportInfo:
     """Write the report of *att* to *path* atomically (temp file, then rename).
 
     *run* is a run folder's run.json, *events* a runner.json's CUDA-event times (the cross-check column),
-    *calls* the call table where made already (:func:`traceattr.analysis.calls.reduced_calls`); *step* is told
-    each step of the work as it starts (:func:`traceattr.present.steps.steps`).
+    *calls* the call table where made already (:func:`traceattr.analysis.calls.reduced_calls`), *again* what reads
+    its timeline's calls again (:func:`traceattr.analysis.calls.calls_to_read_again`); *step* is told each step of
+    the work as it starts (:func:`traceattr.present.steps.steps`).
     """
     options = _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis,
-                       phases, round_phases, calls)  # fmt: skip
+                       phases, round_phases, calls, again)  # fmt: skip
     built = _build(att, options, step)
     step(f"write {Path(path).name}")
     path = write_text(Path(path), built.html)
@@ -141,12 +137,21 @@ class _Options:
     phases: PhaseReport | None = None  # a stamped run folder's (docs/phases.md)
     round_phases: RoundPhases | None = None  # a round's: its first capture's figures, which phase moved
     calls: pl.DataFrame | None = None  # the call table, where made already
+    again: CallsAgain | None = None  # with calls: the timeline's calls read again (analysis.calls.calls_to_read_again)
 
 
 def _build(att: Attribution, o: _Options, step: Step = no_step) -> _Built:
     step("analyse the calls")
     d = collect(att, o.peak_bytes_per_s, o.limits, group=o.group, events=o.events, same_program=o.same_program,
-                basis=o.basis, calls=o.calls)  # fmt: skip
+                basis=o.basis, calls=o.calls, again=o.again)  # fmt: skip
+    # plotly (~10 MB) and the figures imported once the analysis' scratch is freed, not held beside it
+    from plotly.offline import get_plotlyjs
+
+    from traceattr.present.report.figures_phases import phases_section
+    from traceattr.present.report.html import Section, facts_html, notes_html, page, run_html
+    from traceattr.present.report.round import round_page, with_round_decision
+    from traceattr.present.report.style import backend_colors
+
     if o.receipt is not None:  # a round's page states the round's decision (its receipt's), not the first capture's
         d = with_round_decision(d, o.receipt, o.title or "")
     step("draw the figures")
@@ -242,6 +247,14 @@ def _peak_note(d: ReportData) -> str:
 
 
 def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
+    from traceattr.present.report.decision import decision_html, has_decision
+    from traceattr.present.report.figures_compare import attribution_figure, distributions_figure
+    from traceattr.present.report.figures_decision import context_figure, context_notes
+    from traceattr.present.report.figures_timeline import picker_html, timeline_figure
+    from traceattr.present.report.html import Section
+    from traceattr.present.report.style import figure_html
+    from traceattr.present.report.table import numbers_table
+
     peak_note = _peak_note(d)
     out = [
         Section(

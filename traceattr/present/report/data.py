@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from traceattr.analysis.calls import comparable_shapes
+from traceattr.analysis.calls import CallsAgain, comparable_shapes
 from traceattr.analysis.crossover import with_family
 from traceattr.analysis.decision import Decision
 from traceattr.analysis.pipeline import analyse
@@ -106,12 +106,14 @@ def collect(
     same_program: SameProgram = same_label,
     basis: str = "span",
     calls: pl.DataFrame | None = None,
+    again: CallsAgain | None = None,
 ) -> ReportData:
     """Every frame of the report for *att*; raises :class:`NoDataError` when no range launched GPU work.
 
     *events*: a runner.json's CUDA-event times, for the table's cross-check columns; *calls*: the call table,
     where made already (*att* reduced to its calls: its range table needs only
-    :data:`~traceattr.attribution.columns.TIMELINE_COLUMNS`).
+    :data:`~traceattr.attribution.columns.TIMELINE_COLUMNS`), or, with *again*
+    (:func:`~traceattr.analysis.calls.calls_to_read_again`), nothing: the timeline's calls are read again).
     """
     limits = limits or Limits()
     analysis = analyse(
@@ -177,7 +179,7 @@ def collect(
             f"showing {strip.height:,} of {c.height:,} calls as points: at most {limits.strip_points:,} per backend "
             "and shape, evenly spaced by time, plus the fastest and slowest; boxes use every call"
         )
-    timeline, timeline_notes = _timeline(att, c, summary, limits)
+    timeline, timeline_notes = _timeline(att, c, summary, limits, again)
     if timeline_notes:
         notes["timeline"] = timeline_notes
     return ReportData(
@@ -282,21 +284,30 @@ def crossings_at(cross: pl.DataFrame, context: pl.DataFrame) -> pl.DataFrame:
 
 # -- timeline -------------------------------------------------------------------------------
 def _timeline(
-    att: Attribution, c: pl.DataFrame, summary: pl.DataFrame, limits: Limits
+    att: Attribution, c: pl.DataFrame, summary: pl.DataFrame, limits: Limits, again: CallsAgain | None = None
 ) -> tuple[TimelineData, list[str]]:
-    """The calls the timeline offers, their ops (the longest, where a call has too many) and NVTX ranges."""
-    ranges = att.ranges.filter(pl.col("range_id").is_not_null())
-    sub = subtrees(ranges, c["call_id"])
-    counts = (
-        att.placement.select("op_id", "range_id")
-        .join(sub, on="range_id")
-        .group_by("call_id")
-        .agg(pl.len().alias("_ops"))
-    )
+    """The calls the timeline offers, their ops (the longest, where a call has too many) and NVTX ranges; with
+    *again*, the offered calls' rows read again and attributed alone, once they are chosen."""
+    if again is None:
+        ranges = att.ranges.filter(pl.col("range_id").is_not_null())
+        sub = subtrees(ranges, c["call_id"])
+        counts = (
+            att.placement.select("op_id", "range_id")
+            .join(sub, on="range_id")
+            .group_by("call_id")
+            .agg(pl.len().alias("_ops"))
+        )
+    else:
+        counts = again.op_counts()
     c = c.join(counts, on="call_id", how="left").with_columns(pl.col("_ops").fill_null(0)).sort("gpu_start_ns")
     compare_shapes = set(comparable_shapes(c))
     chosen, per_call, notes = _choose_calls(c, compare_shapes, limits)
-    picked = sub.join(chosen.select("call_id"), on="call_id", how="semi")
+    if again is None:
+        picked = sub.join(chosen.select("call_id"), on="call_id", how="semi")
+    else:
+        att = again.attribution(chosen["call_id"])
+        ranges = att.ranges.filter(pl.col("range_id").is_not_null())
+        picked = subtrees(ranges, chosen["call_id"])
     op_rows, range_rows, op_notes = _timeline_rows(att, ranges, picked, per_call)
     # a call's own range also carries its launch latency's split (launch overhead + queue wait)
     split = chosen.select(
