@@ -147,3 +147,14 @@ def test_attribute_compare_report_export_once(stand_in: tuple[Path, Path, Path],
         assert done.returncode == 0, done.stderr
     assert _exports(log) == 1
     assert sorted(p.name for p in rep.parent.iterdir()) == ["x.nsys-rep"]
+
+
+def test_report_of_a_report_exports_once_without_the_cache(stand_in: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    # report reads the calls its timeline draws again only from an SQLite export; a report's temporary export
+    # is not read a second time instead (with the cache off, that was a second nsys export)
+    fake, log, _ = stand_in
+    rep = raw_report(tmp_path / "r")
+    done = run("report", str(rep), "-o", str(tmp_path / "report.html"),
+               env={"TRACEATTR_NSYS": str(fake), nsys.EXPORT_CACHE_ENV: "off"})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert _exports(log) == 1

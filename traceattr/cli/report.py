@@ -94,7 +94,7 @@ def report_command(
     check_group(group)
     from traceattr.analysis.calls import calls_to_read_again, reduced_calls
     from traceattr.attribution.columns import TIMELINE_COLUMNS
-    from traceattr.trace.loader import row_ids
+    from traceattr.trace.loader import may_read_again, row_ids
 
     target = _target(trace, out)
     events = runner_events(trace)
@@ -107,12 +107,14 @@ def report_command(
     with steps() as step:
         step(f"read {path}")
         select = RangeFilter(domain, match)
-        # the calls the timeline draws, once chosen, are read again from the export by rowid where they can be:
-        # the launch configuration (shown only there) is read with them
-        held = [load_trace(path, launch_config=select.active)]  # handed over, not held here: see reduced_calls
-        rows = None if select.active else row_ids(path, held[0])
-        if rows is None and not select.active:  # they cannot: what the timeline draws is kept meanwhile
-            held = [load_trace(path)]
+        # the calls the timeline draws, once chosen, are read again from an SQLite export by rowid where they can
+        # be: the launch configuration (shown only there) is read with them
+        again_maybe = not select.active and may_read_again(path)
+        held = [load_trace(path, launch_config=not again_maybe)]  # handed over, not held here: see reduced_calls
+        rows = row_ids(path, held[0]) if again_maybe else None
+        if again_maybe and rows is None:  # rowids with gaps, rows merged at load: what the timeline draws is kept
+            held.clear()  # the first read let go before the second
+            held.append(load_trace(path))
         step(attributing(held[0]))
         # the attribution reduced to its calls as it is made
         again = None

@@ -423,11 +423,17 @@ class RowIds:
         return out
 
 
+def may_read_again(path: Path) -> bool:
+    """Whether rows of *path* can be read again by rowid at all: an SQLite export, not an Arrow export or a
+    report (read through a temporary export); :func:`row_ids` tells once the trace is loaded."""
+    return not (path.is_dir() or path.suffix in TRACE_SUFFIXES)
+
+
 def row_ids(path: Path, trace: Trace) -> RowIds | None:
     """The :class:`RowIds` of *trace*, loaded from the SQLite export *path*; None where its rows cannot be found
-    again by rowid: an Arrow export or a report (read through a temporary export), a table whose rowids are not
-    dense, rows the load dropped or merged (repeated rows), or old exports' runtime calls logged twice."""
-    if path.is_dir() or path.suffix in TRACE_SUFFIXES or trace.meta.duplicate_api_rows:
+    again by rowid: not :func:`may_read_again`, a table whose rowids are not dense, rows the load dropped or
+    merged (repeated rows), or old exports' runtime calls logged twice."""
+    if not may_read_again(path) or trace.meta.duplicate_api_rows:
         return None
     kinds = dict(trace.gpu_ops["kind"].cast(pl.String).value_counts().iter_rows())
     src = SqliteSource(path)
