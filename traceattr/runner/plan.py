@@ -84,15 +84,21 @@ def call_order(arms: tuple[str, ...], iters: int, order: str, start: int = 0) ->
     return [flat[i : i + width] for i in range(0, len(flat), width)]
 
 
-def check_timing(iters: int, max_noise: float | None, max_iters: int | None, hold_us: float = 0.0) -> None:
-    """--max-noise a fraction in (0, 1), --max-iters at least --iters, --hold-us in [0, 10 ms]; one line otherwise."""
-    if not 0 <= hold_us <= MAX_HOLD_US:
-        raise TraceattrError(f"--hold-us must lie in [0, {MAX_HOLD_US:g}] µs per call, got {hold_us:g}")
-    if hold_us > 0 and os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":
+def check_hold_possible() -> None:
+    """The host-released hold (runner.hold) cannot run under blocking launches: one line, before any capture."""
+    if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":
         # every launch then returns only when its kernel ends, so the hold's spin would wait out its timeout
         raise TraceattrError(
             "CUDA_LAUNCH_BLOCKING=1 and the host-released hold exclude each other: unset it, or pass --no-hold"
         )
+
+
+def check_timing(iters: int, max_noise: float | None, max_iters: int | None, hold_us: float = 0.0) -> None:
+    """--max-noise a fraction in (0, 1), --max-iters at least --iters, --hold-us in [0, 10 ms]; one line otherwise."""
+    if not 0 <= hold_us <= MAX_HOLD_US:
+        raise TraceattrError(f"--hold-us must lie in [0, {MAX_HOLD_US:g}] µs per call, got {hold_us:g}")
+    if hold_us > 0:
+        check_hold_possible()
     if max_noise is not None and not 0 < max_noise < 1:
         raise TraceattrError(
             f"--max-noise is a fraction of the median in (0, 1), e.g. 0.005 for ±0.5%, got {max_noise}"
