@@ -177,12 +177,14 @@ def _nvtx_queries(src: SqliteSource) -> _NvtxQueries:
         "reading NVTX domains",
     )
     types = ", ".join(map(str, S.NVTX_TEXT_EVENT_TYPES))
+    texts = f'SELECT rowid, CAST(text AS BLOB) FROM "{S.NVTX}" WHERE text IS NOT NULL AND eventType '
     text = Query(
-        f'SELECT rowid, CAST(text AS BLOB) FROM "{S.NVTX}" WHERE text IS NOT NULL AND eventType IN ({types})'
-        if not within  # else two reads: an OR of the rowid spans with anything else is a scan testing every span
-        else f'SELECT rowid, CAST(text AS BLOB) FROM "{S.NVTX}" WHERE text IS NOT NULL AND eventType IN ({types}) '
-        f"AND eventType != {S.NVTX_DOMAIN_CREATE}{within} UNION ALL SELECT rowid, CAST(text AS BLOB) FROM "
-        f'"{S.NVTX}" WHERE text IS NOT NULL AND eventType = {S.NVTX_DOMAIN_CREATE}',
+        # a part read (within): two reads, as an OR of the rowid spans with anything else is a scan testing every
+        # span; every domain's name, the part's other text
+        f"{texts}IN ({types})"
+        if not within
+        else f"{texts}IN ({types}) AND eventType != {S.NVTX_DOMAIN_CREATE}{within} "
+        f"UNION ALL {texts}= {S.NVTX_DOMAIN_CREATE}",
         S.NVTX_TEXT_READ_SCHEMA,
         "reading NVTX text",
         text=True,

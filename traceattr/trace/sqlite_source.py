@@ -61,6 +61,13 @@ _BATCH_ROWS = "adbc.sqlite.query.batch_rows"
 # table holds at most file size / this many rows: a rowid span beyond that cannot be dense
 _MIN_BYTES_PER_ROW = 4
 _SPANS_PER_QUERY = 500  # rowid spans OR-ed in one query of a restricted read (SqliteSource.only)
+
+
+def _rowids_in(spans: list[tuple[int, int]]) -> str:
+    """The SQL condition true on the rowids of the inclusive *spans* (none: false)."""
+    return "(" + (" OR ".join(f"rowid BETWEEN {a} AND {b}" for a, b in spans) or "0") + ")"
+
+
 # values (rows x columns) for one more sqlite3 worker process: ~0.15 s of reading in this process
 PROCESS_VALUES = 500_000
 _log = logging.getLogger("traceattr")
@@ -342,9 +349,7 @@ class SqliteSource:
     def within(self, table: str) -> str:
         """`` AND (rowid BETWEEN …)``: the condition that keeps a query of *table* to its rows read (:attr:`only`);
         empty when the whole table is."""
-        if table not in self.only:
-            return ""
-        return " AND (" + (" OR ".join(f"rowid BETWEEN {a} AND {b}" for a, b in self.only[table]) or "0") + ")"
+        return f" AND {_rowids_in(self.only[table])}" if table in self.only else ""
 
     def row_chunks(self, table: str, rows_per_chunk: int = ROWS_PER_CHUNK) -> list[tuple[str, int]]:
         """``rowid`` conditions splitting *table* into chunks of about *rows_per_chunk* rows for
@@ -359,10 +364,7 @@ class SqliteSource:
         if table in self.only:  # rowid spans: SQLite seeks each in the rowid b-tree (a multi-index OR)
             spans = self.only[table]
             return [
-                (
-                    "(" + " OR ".join(f"rowid BETWEEN {a} AND {b}" for a, b in part) + ")",
-                    sum(b - a + 1 for a, b in part),
-                )
+                (_rowids_in(part), sum(b - a + 1 for a, b in part))
                 for part in (spans[i : i + _SPANS_PER_QUERY] for i in range(0, len(spans), _SPANS_PER_QUERY))
             ] or [("0", 0)]
         # two queries: SQLite answers a lone min(rowid) or max(rowid) from the b-tree's
