@@ -72,22 +72,31 @@ def timed_rounds(calls: dict[str, object], flush: Flush, hold: HostHold, reps: i
 def pick(report: dict[str, dict]) -> str:
     """The arm options the measurements favour (plain build, reduce merge), as ``,k=v`` text.
 
-    Tiles: ``block_n=32,stages=4`` when it beat the default by more than 2% summed over the
-    long rows. Splits at short context: the fastest of q1_ctx8k's split counts, as ``min_chunk``.
+    Peel: the ``peel=N`` whose plain calls, summed over the rows measured with every peel,
+    beat the default's by more than 2%. Splits at short context: the fastest of q1_ctx8k's
+    split counts, as ``min_chunk``.
     """
 
     def plain(spec: str) -> float:
         return float(report[spec]["median_us"]["reduce,plain"])
 
+    def good(spec: str) -> bool:
+        return all(e <= 0.02 for e in report[spec]["errors"].values()) and all(report[spec]["parity"].values())
+
     opts = ""
-    long_rows = [r for r in ("q1_ctx131k", "q8_ctx32k") if r in report and f"{r}:block_n=32,stages=4" in report]
-    if long_rows and sum(plain(f"{r}:block_n=32,stages=4") for r in long_rows) < 0.98 * sum(map(plain, long_rows)):
-        opts += ",block_n=32,stages=4"
+    peels = sorted({s.partition(":peel=")[2] for s in report if ":peel=" in s})
+    rows = [r for r in report if ":" not in r and all(f"{r}:peel={p}" in report for p in peels)]
+    if peels and rows:
+        sums = {p: sum(plain(f"{r}:peel={p}") for r in rows) for p in peels
+                if all(good(f"{r}:peel={p}") for r in rows)}  # fmt: skip
+        best = min(sums, key=sums.__getitem__, default=None)
+        if best is not None and sums[best] < 0.98 * sum(map(plain, rows)):
+            opts += f",peel={best}"
     short = {int(report[s]["splits"]): plain(s) for s in report if s == "q1_ctx8k" or s.startswith("q1_ctx8k:splits=")}
     if "q1_ctx8k" in report and short:
-        best = min(short, key=short.__getitem__)
-        if best != int(report["q1_ctx8k"]["splits"]):
-            opts += f",min_chunk={8192 // best}"
+        best_splits = min(short, key=short.__getitem__)
+        if best_splits != int(report["q1_ctx8k"]["splits"]):
+            opts += f",min_chunk={8192 // best_splits}"
     return opts
 
 

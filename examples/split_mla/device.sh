@@ -4,7 +4,8 @@
 # overhead as rounds (plain vs stamped, each merge), the merge round (reduce kernel vs in-kernel merge),
 # its phase receipts, a one-row round to ship, and bench.py (this kernel against the last one,
 # split_mla_old from bench_old/ when present, and other tile shapes). Most important first: a step
-# cut short by the lease leaves the ones before it whole. OPTS=",k=v": options for every arm.
+# cut short by the lease leaves the ones before it whole. OPTS=",k=v": options for every arm; PICK_ROWS="ROW[:k=v] ...":
+# bench.py on those first, and its --pick added to OPTS.
 set -o pipefail
 source .device/setup.sh && cd "${WT:-.}" || exit 3
 python3 -m pip install -q --no-deps --no-build-isolation -e . -e examples/split_mla >/dev/null 2>&1 || exit 3
@@ -16,12 +17,18 @@ T0=$(date +%s)
  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)") 2>&1 | log
 B="${WARM_ROWS:-q1_ctx8k q1_ctx8k:min_chunk=512 q1_ctx8k:stages=2 q1_ctx131k q1_ctx131k:stages=2}"  # add ROW:old for bench_old/
 timeout "${WARM_S:-100}" python3 -m pytest -q -n 4 -m gpu -p no:cacheprovider tests/test_split_mla_gpu.py >/tmp/tests.log 2>&1 &
-for s in $B q1_ctx32k q8_ctx8k q8_ctx32k q8_ctx131k; do
+for s in $B ${PICK_ROWS:-} q1_ctx32k q8_ctx8k q8_ctx32k q8_ctx131k; do
   timeout "${WARM_S:-100}" python3 examples/split_mla/bench.py --warm "$s" >"/tmp/warm.$s.log" 2>&1 &
 done
 wait
 echo "compiled and tested at $(( $(date +%s) - T0 )) s" | log; grep -l -i "error" /tmp/warm.*.log | log
 tail -4 /tmp/tests.log | log
+if [ -n "${PICK_ROWS:-}" ]; then  # bench.py first, and the rounds run with the options it picks
+  # shellcheck disable=SC2086
+  timeout "${PICK_S:-120}" python3 examples/split_mla/bench.py "$OUT/pick.json" $PICK_ROWS 2>&1 | log
+  OPTS="$OPTS$(python3 examples/split_mla/bench.py --pick "$OUT/pick.json")"
+  echo "picked at $(( $(date +%s) - T0 )) s: OPTS=$OPTS" | log
+fi
 for m in ${OVERHEAD_MERGES-reduce inkernel}; do
   timeout "${OVERHEAD_S:-60}" traceattr round --rows examples/split_mla/overhead_rows.txt \
     --baseline "split-mla[merge=$m,plain$OPTS]" --candidate "split-mla[merge=$m$OPTS]" --captures 2 \

@@ -32,6 +32,9 @@ BLOCK_N = 32  # KV tokens per tile
 # on an H100, 2026-12-07: every stage count, plain and stamped), so no tile above 32 tokens is run
 MAX_BLOCK_N = 32
 STAGES = 4  # Triton's num_stages: tiles in shared memory
+# Tiles loaded before the main loop, together (1: the first tile peeled out for its stamps, the loop's copies
+# start behind it; 2: the second tile's copy beside the first; 0: none, the first tile is the loop's)
+PEEL = 1
 MIN_CHUNK = 64  # tokens per split at least: short rows spread over the GPU too
 MERGE_VALUES = 4096  # partial values a merge step loads at once ([splits, dims]): 32 registers a thread
 SMS = 132  # H200
@@ -56,6 +59,7 @@ CAPS = Capabilities(
         OptionSpec("min_chunk", f"tokens per split at least (default {MIN_CHUNK})", "int", field="min_chunk"),
         OptionSpec("block_n", f"KV tokens per tile (default {BLOCK_N}, at most {MAX_BLOCK_N})", "int", field="block_n"),
         OptionSpec("stages", f"tiles in flight, Triton's num_stages (default {STAGES})", "int", field="stages"),
+        OptionSpec("peel", f"tiles loaded together before the loop: 0, 1 or 2 (default {PEEL})", "int", field="peel"),
         OptionSpec("plain", "compile without phase stamps", "flag", field="plain", program=False),
     ),
 )
@@ -87,6 +91,7 @@ class SplitMLA:
     min_chunk: int = MIN_CHUNK
     block_n: int = BLOCK_N
     stages: int = STAGES
+    peel: int = PEEL
 
     def geometry(self, shape: Shape) -> tuple[int, int, int]:
         return geometry(shape, self.splits, self.block_n, self.min_chunk)
@@ -102,7 +107,7 @@ class SplitMLA:
         }
         notes = (
             f"{splits} splits × {chunk} tokens, {mblocks} row blocks, merge={self.merge}, "
-            f"{self.block_n}-token tiles × {self.stages} stages",
+            f"{self.block_n}-token tiles × {self.stages} stages, {self.peel} peeled",
         )
         return CallPlan(self.caps.name, shape, tensors, {"sm_scale": SM_SCALE}, notes)
 
@@ -112,6 +117,8 @@ class SplitMLA:
         if self.block_n > MAX_BLOCK_N:
             raise ValueError(f"split-mla: block_n {self.block_n} is refused: Triton 3.6 miscompiles tiles above "
                              f"{MAX_BLOCK_N} tokens (an out-of-bounds shared-memory read, docs/phases.md)")  # fmt: skip
+        if self.peel not in (0, 1, 2):
+            raise ValueError(f"split-mla: peel {self.peel} is refused: 0, 1 or 2 tiles are loaded before the loop")
         if max(shape.page, self.block_n) % min(shape.page, self.block_n):
             raise ValueError(f"split-mla: page {shape.page} and block_n {self.block_n} must divide one another")
         import torch
@@ -130,6 +137,7 @@ class SplitMLA:
             mblocks=mblocks,
             block_n=self.block_n,
             stages=self.stages,
+            peel=self.peel,
             q=inputs.q,
             kv=inputs.kv,
             block_table=torch.tensor(req.block_table(), dtype=torch.int32, device=dev),
@@ -151,6 +159,7 @@ class SplitMLACall:
     mblocks: int
     block_n: int
     stages: int
+    peel: int
     q: Any
     kv: Any
     block_table: Any
@@ -189,7 +198,7 @@ class SplitMLACall:
             kv_len, chunk, self.block_table.stride(0), self.scale_log2,
             ROWS=s.q * s.heads, S=s.q, H=s.heads, PAGE=s.page, BLOCK_M=BLOCK_M, BLOCK_N=self.block_n,
             SPLITS_P2=triton_next_pow2(splits), MERGE_INKERNEL=merge_inkernel, MERGE_DC=merge_dims(splits),
-            STAMPS=self.stamps, W=self.k.WIDTH, num_warps=4, num_stages=self.stages,
+            STAMPS=self.stamps, W=self.k.WIDTH, PEEL=self.peel, num_warps=4, num_stages=self.stages,
         )  # fmt: skip
 
     def run(self) -> Any:

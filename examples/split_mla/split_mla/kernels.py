@@ -71,9 +71,8 @@ def _stamp(stamp_ptr, W: tl.constexpr, col: tl.constexpr, dep):
 
 
 @triton.jit
-def _tile(qt_n, qt_r, kv_ptr, bt, page, n0, stop, limit, m_i, l_i, acc, scale_log2,
-          PAGE: tl.constexpr, BLOCK_N: tl.constexpr, STAMPS: tl.constexpr, stamp_ptr, W: tl.constexpr,
-          FIRST: tl.constexpr):  # fmt: skip
+def _load_tile(kv_ptr, bt, page, n0, stop, PAGE: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The tile of tokens n0 … n0+BLOCK_N (those before *stop*): latent and rope parts, ``[BLOCK_N, dims]``."""
     offs_n = n0 + tl.arange(0, BLOCK_N)
     n_mask = offs_n < stop
     if PAGE >= BLOCK_N:
@@ -84,15 +83,25 @@ def _tile(qt_n, qt_r, kv_ptr, bt, page, n0, stop, limit, m_i, l_i, acc, scale_lo
     offs_r = tl.arange(0, ROPE)
     k_n = tl.load(kv_ptr + row[:, None] * DIM + offs_d[None, :], mask=n_mask[:, None], other=0.0)
     k_r = tl.load(kv_ptr + row[:, None] * DIM + LATENT + offs_r[None, :], mask=n_mask[:, None], other=0.0)
-    if STAMPS and FIRST:
-        _stamp(stamp_ptr, W, 1, _dep(k_r) + _dep(k_n))
+    return k_n, k_r
+
+
+@triton.jit
+def _scores(k_n, k_r, qt_n, qt_r, n0, stop, limit, m_i, l_i, acc, scale_log2, BLOCK_N: tl.constexpr,
+            STAMPS: tl.constexpr, stamp_ptr, W: tl.constexpr, FIRST: tl.constexpr, first):  # fmt: skip
+    """One tile's online-softmax step. It stamps the first tile: always with ``FIRST``, else where *first*."""
+    offs_n = n0 + tl.arange(0, BLOCK_N)
+    if STAMPS and FIRST:  # noqa: SIM102 (compile-time; the inner test is a runtime branch)
+        if first:
+            _stamp(stamp_ptr, W, 1, _dep(k_r) + _dep(k_n))
     st = tl.dot(k_n, qt_n) + tl.dot(k_r, qt_r)  # [BLOCK_N, BLOCK_M] scores, tokens as M
     st = st * scale_log2
-    keep = n_mask[:, None] & (offs_n[:, None] < limit[None, :])
+    keep = (offs_n[:, None] < stop) & (offs_n[:, None] < limit[None, :])
     st = tl.where(keep, st, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(st, 0))
-    if STAMPS and FIRST:
-        _stamp(stamp_ptr, W, 2, tl.max(m_new).to(tl.int32))
+    if STAMPS and FIRST:  # noqa: SIM102
+        if first:
+            _stamp(stamp_ptr, W, 2, tl.max(m_new).to(tl.int32))
     alpha = tl.exp2(m_i - m_new)
     pt = tl.exp2(st - m_new[None, :])
     l_i = l_i * alpha + tl.sum(pt, 0)
@@ -130,7 +139,8 @@ def split_mla_split_kv(q_ptr, kv_ptr, bt_ptr, part_o, part_lse, out_ptr, counter
              kv_len, chunk, bt_stride, scale_log2,
              ROWS: tl.constexpr, S: tl.constexpr, H: tl.constexpr, PAGE: tl.constexpr,
              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS_P2: tl.constexpr,
-             MERGE_INKERNEL: tl.constexpr, MERGE_DC: tl.constexpr, STAMPS: tl.constexpr, W: tl.constexpr):  # fmt: skip
+             MERGE_INKERNEL: tl.constexpr, MERGE_DC: tl.constexpr, STAMPS: tl.constexpr, W: tl.constexpr,
+             PEEL: tl.constexpr):  # fmt: skip
     split = tl.program_id(0)
     mb = tl.program_id(1)
     b = tl.program_id(2)
@@ -152,15 +162,28 @@ def split_mla_split_kv(q_ptr, kv_ptr, bt_ptr, part_o, part_lse, out_ptr, counter
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([LATENT, BLOCK_M], dtype=tl.float32)
     bt = bt_ptr + b * bt_stride
+    # PEEL tiles are loaded before the loop, together, and computed in order; the loop's pipeline starts after
+    # them. PEEL=0: the first tile is the loop's (its stamps taken on its first trip)
     page = tl.load(bt + start // PAGE)
-    nxt = tl.load(bt + tl.minimum(start + BLOCK_N, kv_len - 1) // PAGE)
-    m_i, l_i, acc = _tile(qt_n, qt_r, kv_ptr, bt, page, start, stop, limit, m_i, l_i, acc, scale_log2,
-                          PAGE, BLOCK_N, STAMPS, stamp_ptr, W, True)  # fmt: skip
-    for n0 in tl.range(start + BLOCK_N, stop, BLOCK_N):
+    if PEEL >= 1:
+        if PEEL >= 2:
+            page1 = tl.load(bt + tl.minimum(start + BLOCK_N, kv_len - 1) // PAGE)
+            k1_n, k1_r = _load_tile(kv_ptr, bt, page1, start + BLOCK_N, stop, PAGE, BLOCK_N)
+        k_n, k_r = _load_tile(kv_ptr, bt, page, start, stop, PAGE, BLOCK_N)
+        nxt = tl.load(bt + tl.minimum(start + PEEL * BLOCK_N, kv_len - 1) // PAGE)
+        m_i, l_i, acc = _scores(k_n, k_r, qt_n, qt_r, start, stop, limit, m_i, l_i, acc, scale_log2, BLOCK_N,
+                                STAMPS, stamp_ptr, W, True, True)  # fmt: skip
+        if PEEL >= 2:
+            m_i, l_i, acc = _scores(k1_n, k1_r, qt_n, qt_r, start + BLOCK_N, stop, limit, m_i, l_i, acc, scale_log2,
+                                    BLOCK_N, STAMPS, stamp_ptr, W, False, False)  # fmt: skip
+    else:
+        nxt = page
+    for n0 in tl.range(start + PEEL * BLOCK_N, stop, BLOCK_N):
         page = nxt
         nxt = tl.load(bt + tl.minimum(n0 + BLOCK_N, kv_len - 1) // PAGE)  # a tile ahead
-        m_i, l_i, acc = _tile(qt_n, qt_r, kv_ptr, bt, page, n0, stop, limit, m_i, l_i, acc, scale_log2,
-                              PAGE, BLOCK_N, STAMPS, stamp_ptr, W, False)  # fmt: skip
+        k_n, k_r = _load_tile(kv_ptr, bt, page, n0, stop, PAGE, BLOCK_N)
+        m_i, l_i, acc = _scores(k_n, k_r, qt_n, qt_r, n0, stop, limit, m_i, l_i, acc, scale_log2, BLOCK_N,
+                                STAMPS, stamp_ptr, W, PEEL == 0, n0 == start)  # fmt: skip
     if STAMPS:
         _stamp(stamp_ptr, W, 3, _dep(l_i))
     safe_l = tl.where(l_i > 0, l_i, 1.0)
