@@ -89,17 +89,22 @@ def _load_tile(kv_ptr, bt, page, n0, stop, PAGE: tl.constexpr, BLOCK_N: tl.const
 @triton.jit
 def _scores(k_n, k_r, qt_n, qt_r, n0, stop, limit, m_i, l_i, acc, scale_log2, BLOCK_N: tl.constexpr,
             STAMPS: tl.constexpr, stamp_ptr, W: tl.constexpr, FIRST: tl.constexpr, first):  # fmt: skip
-    """One tile's online-softmax step. It stamps the first tile: always with ``FIRST``, else where *first*."""
+    """One tile's online-softmax step, stamped as the first tile: ``FIRST`` 1 (a peeled tile) or 2 (the loop's,
+    where *first*). In the loop the two parts come by asynchronous copies, waited for in the order issued,
+    so the rope part's arrival (a 4 KiB reduction) stands for the latent part's too (32 KiB, read from shared
+    memory into registers only for the stamp); a peeled tile's loads land in registers, in any order."""
     offs_n = n0 + tl.arange(0, BLOCK_N)
-    if STAMPS and FIRST:  # noqa: SIM102 (compile-time; the inner test is a runtime branch)
+    if STAMPS and FIRST == 1:
+        _stamp(stamp_ptr, W, 1, _dep(k_r) + _dep(k_n))
+    if STAMPS and FIRST == 2:  # noqa: SIM102 (compile-time; the inner test is a runtime branch)
         if first:
-            _stamp(stamp_ptr, W, 1, _dep(k_r) + _dep(k_n))
+            _stamp(stamp_ptr, W, 1, _dep(k_r))
     st = tl.dot(k_n, qt_n) + tl.dot(k_r, qt_r)  # [BLOCK_N, BLOCK_M] scores, tokens as M
     st = st * scale_log2
     keep = (offs_n[:, None] < stop) & (offs_n[:, None] < limit[None, :])
     st = tl.where(keep, st, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(st, 0))
-    if STAMPS and FIRST:  # noqa: SIM102
+    if STAMPS and FIRST > 0:  # noqa: SIM102
         if first:
             _stamp(stamp_ptr, W, 2, tl.max(m_new).to(tl.int32))
     alpha = tl.exp2(m_i - m_new)
@@ -172,10 +177,10 @@ def split_mla_split_kv(q_ptr, kv_ptr, bt_ptr, part_o, part_lse, out_ptr, counter
         k_n, k_r = _load_tile(kv_ptr, bt, page, start, stop, PAGE, BLOCK_N)
         nxt = tl.load(bt + tl.minimum(start + PEEL * BLOCK_N, kv_len - 1) // PAGE)
         m_i, l_i, acc = _scores(k_n, k_r, qt_n, qt_r, start, stop, limit, m_i, l_i, acc, scale_log2, BLOCK_N,
-                                STAMPS, stamp_ptr, W, True, True)  # fmt: skip
+                                STAMPS, stamp_ptr, W, 1, True)  # fmt: skip
         if PEEL >= 2:
             m_i, l_i, acc = _scores(k1_n, k1_r, qt_n, qt_r, start + BLOCK_N, stop, limit, m_i, l_i, acc, scale_log2,
-                                    BLOCK_N, STAMPS, stamp_ptr, W, False, False)  # fmt: skip
+                                    BLOCK_N, STAMPS, stamp_ptr, W, 0, False)  # fmt: skip
     else:
         nxt = page
     for n0 in tl.range(start + PEEL * BLOCK_N, stop, BLOCK_N):
@@ -183,7 +188,7 @@ def split_mla_split_kv(q_ptr, kv_ptr, bt_ptr, part_o, part_lse, out_ptr, counter
         nxt = tl.load(bt + tl.minimum(n0 + BLOCK_N, kv_len - 1) // PAGE)  # a tile ahead
         k_n, k_r = _load_tile(kv_ptr, bt, page, n0, stop, PAGE, BLOCK_N)
         m_i, l_i, acc = _scores(k_n, k_r, qt_n, qt_r, n0, stop, limit, m_i, l_i, acc, scale_log2, BLOCK_N,
-                                STAMPS, stamp_ptr, W, PEEL == 0, n0 == start)  # fmt: skip
+                                STAMPS, stamp_ptr, W, 2 if PEEL == 0 else 0, n0 == start)  # fmt: skip
     if STAMPS:
         _stamp(stamp_ptr, W, 3, _dep(l_i))
     safe_l = tl.where(l_i > 0, l_i, 1.0)
