@@ -224,6 +224,18 @@ def test_floor_probes_and_the_fixed_cost_verdict() -> None:
     assert near is not None and near.bound and "fixed-cost bound" in near.describe()
     assert far is not None and not far.bound and "not fixed-cost bound" in far.describe()
     assert fixed_cost("other", SHAPE, 1.0, found) is None
+    assert near.probe == "one_tile" and "the one_tile floor" in near.describe()
+
+
+def test_the_verdict_is_against_the_grid_tile_floor_where_there_is_one() -> None:
+    rows = [(k, 10**6 * r, 10**6 * r + ns + r, f"{DOMAIN}:floor arm={ARM} probe={probe} shape={SHAPE} rep={r}")
+            for r in range(9) for k, probe, ns in (("split_kv", "one_tile", 5000), ("split_kv", "grid_tile", 9000))]  # fmt: skip
+    found = floors(pl.DataFrame(rows, schema=["name", "start_ns", "end_ns", "range_name"], orient="row"))
+    verdict = fixed_cost(ARM, SHAPE, 12_000, found)  # 2.4× one tile, 1.33× the grid's
+    assert verdict is not None and verdict.probe == "grid_tile" and verdict.bound
+    assert "1.33× the grid_tile floor 9.00 µs" in verdict.describe()
+    only_one = fixed_cost(ARM, SHAPE, 12_000, tuple(f for f in found if f.probe == "one_tile"))
+    assert only_one is not None and only_one.probe == "one_tile" and not only_one.bound
 
 
 def with_floor(folder: Path, kernels: pl.DataFrame, one_tile_ns: int) -> None:

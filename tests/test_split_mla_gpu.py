@@ -34,8 +34,8 @@ ROWS = [
     ("q1_ctx2000", {"stages": 2}),  # two tiles in flight, not four (block_n above 32 is refused)
     ("q8_ctx4100_b2", {"peel": 2}),  # two tiles loaded before the loop; a split's last tile short
     ("q1_ctx3000_p16", {"peel": 2}),
-    ("q1_ctx8k", {"peel": 0}),  # no tile peeled: the first tile's stamps taken in the loop
-    ("q2_ctx2000", {"peel": 0, "splits": 5}),
+    ("q1_ctx8k", {"peel": 1}),  # the first tile peeled out, with its stamps
+    ("q2_ctx2000", {"peel": 1, "splits": 5}),
 ]
 
 

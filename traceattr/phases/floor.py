@@ -3,15 +3,18 @@
 The runner (:mod:`traceattr.runner.stamps`) launches an instrumented arm's probes
 after its shape's timed loop, each rep behind the L2 flush and alone in a range
 ``traceattr:floor arm=… probe=… shape=… rep=N``: ``empty`` (an empty kernel with the
-real grid: launch + exit) and ``one_tile`` (the kernel on one tile of KV, with its
-merge: the smallest call it can make). A rep's time is the sum of nsys's durations of
+real grid: launch + exit), ``one_tile`` (the kernel on one tile of KV, with its
+merge: the smallest call it can make) and ``grid_tile`` (the call's own grid and merge,
+each program on one tile: what the call costs whatever its context length). A rep's time is the sum of nsys's durations of
 the kernels in its range: host launch time never counts, nor the gaps between a
 probe's kernels (no hold runs before a probe, so those gaps are the host's: on the
 H200 a Python launch left the GPU idle ~20 µs between split and reduce kernel).
 
 A row is **fixed-cost bound** when its median call is within ``FIXED_COST_FACTOR``
-of its arm's one-tile floor on that row: most of its time is what any call of the
-kernel costs, whatever the context length, and no bandwidth share says more.
+of its arm's floor on that row, ``grid_tile`` where the arm has it (one program's tile
+leaves out the grid's own costs: a reduce over every split, the last of many CTAs),
+else ``one_tile``: most of its time is what a call of that geometry costs whatever
+the context length, and no bandwidth share says more.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from traceattr.core.callnames import DOMAIN
 from traceattr.core.precision import median_interval
 
 FIXED_COST_FACTOR = 1.5
+FIXED_COST_PROBES = ("grid_tile", "one_tile")  # the floor a verdict is against: the first an arm has
 FLOOR_RANGE = re.compile(
     rf"^{DOMAIN}:floor arm=(?P<arm>\S+) probe=(?P<probe>\S+) shape=(?P<shape>\S+)(?: rep=(?P<rep>\d+))?$"
 )
@@ -72,12 +76,13 @@ def floors(kernels: pl.DataFrame) -> tuple[Floor, ...]:
 
 @dataclass(frozen=True)
 class FixedCost:
-    """A row's median call against its one-tile floor."""
+    """A row's median call against its floor (the probe named)."""
 
     arm: str
     shape: str
     call_ns: float
     floor_ns: float
+    probe: str = "one_tile"
     factor: float = FIXED_COST_FACTOR
 
     @property
@@ -91,14 +96,15 @@ class FixedCost:
     def describe(self) -> str:
         verdict = "fixed-cost bound" if self.bound else "not fixed-cost bound"
         return (
-            f"{verdict}: {self.call_ns / 1e3:.2f} µs = {self.times_floor:.2f}× the one-tile floor "
+            f"{verdict}: {self.call_ns / 1e3:.2f} µs = {self.times_floor:.2f}× the {self.probe} floor "
             f"{self.floor_ns / 1e3:.2f} µs (bound within {self.factor:g}×)"
         )
 
 
 def fixed_cost(arm: str, shape: str, call_ns: float, found: tuple[Floor, ...]) -> FixedCost | None:
-    """The verdict of *arm* on *shape*, or None without its one-tile probe."""
-    for f in found:
-        if f.arm == arm and f.shape == shape and f.probe == "one_tile":
-            return FixedCost(arm, shape, call_ns, f.median_ns)
+    """The verdict of *arm* on *shape* against the first of ``FIXED_COST_PROBES`` it has, or None."""
+    mine = {f.probe: f for f in found if f.arm == arm and f.shape == shape}
+    for probe in FIXED_COST_PROBES:
+        if probe in mine:
+            return FixedCost(arm, shape, call_ns, mine[probe].median_ns, probe)
     return None

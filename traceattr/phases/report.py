@@ -28,7 +28,7 @@ class RowBound:
     arm: str
     shape: str
     floors: tuple[Floor, ...]  # by probe name
-    fixed: FixedCost | None  # None: no one-tile probe
+    fixed: FixedCost | None  # None: no tile probe (floor.FIXED_COST_PROBES)
     roofline_share: float | None  # the share of the applying roofline bound the median call reaches; None: unknown
     bound: str | None = None  # which bound applies: memory | compute (analysis.roofline); None: unknown
 

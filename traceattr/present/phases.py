@@ -133,7 +133,7 @@ def bound_text(b: RowBound) -> str:
     3.3% (memory bound)``: what bounds an (arm, shape)."""
     parts = [f"{f.probe} floor {us(f.median_ns)} µs [{us(f.low_ns)}, {us(f.high_ns)}] ({f.reps} reps);"
              for f in b.floors]  # fmt: skip
-    parts.append(b.fixed.describe() if b.fixed else "no one-tile probe: fixed cost not judged")
+    parts.append(b.fixed.describe() if b.fixed else "no tile probe: fixed cost not judged")
     if b.roofline_share is not None:
         parts.append(f"· roofline {formats.roofline_share(b.roofline_share, 1)} ({b.bound} bound)")
     return " ".join(parts)

@@ -32,9 +32,12 @@ BLOCK_N = 32  # KV tokens per tile
 # on an H100, 2026-12-07: every stage count, plain and stamped), so no tile above 32 tokens is run
 MAX_BLOCK_N = 32
 STAGES = 4  # Triton's num_stages: tiles in shared memory
-# Tiles loaded before the main loop, together (1: the first tile peeled out for its stamps, the loop's copies
-# start behind it; 2: the second tile's copy beside the first; 0: none, the first tile is the loop's)
-PEEL = 1
+# Tiles loaded before the main loop, together: 0, every tile is the loop's (pipelined); 1, the first tile peeled
+# out, with its stamps (tile_loaded, first_mma), the loop's copies starting behind it; 2, the second tile's copy
+# beside the first. H100, bench.py, plain reduce arm (µs, peel 0 / 1 / 2): q1_ctx8k 18.4 / 21.2 / 23.7,
+# q1_ctx131k 77.7 / 88.6 / 92.5, q8_ctx8k 41.4 / 46.8 / 49.9, q8_ctx32k 125.4 / 140.8 / 145.7. Peeled tiles
+# load into registers: 255 of them, with 8-32 bytes of stack (peel=0: 128, none)
+PEEL = 0
 MIN_CHUNK = 64  # tokens per split at least: short rows spread over the GPU too
 MERGE_VALUES = 4096  # partial values a merge step loads at once ([splits, dims]): 32 registers a thread
 SMS = 132  # H200
@@ -59,7 +62,9 @@ CAPS = Capabilities(
         OptionSpec("min_chunk", f"tokens per split at least (default {MIN_CHUNK})", "int", field="min_chunk"),
         OptionSpec("block_n", f"KV tokens per tile (default {BLOCK_N}, at most {MAX_BLOCK_N})", "int", field="block_n"),
         OptionSpec("stages", f"tiles in flight, Triton's num_stages (default {STAGES})", "int", field="stages"),
-        OptionSpec("peel", f"tiles loaded together before the loop: 0, 1 or 2 (default {PEEL})", "int", field="peel"),
+        OptionSpec(
+            "peel", f"tiles loaded together before the loop: 0, 1 or 2 (default {PEEL})", "int", minimum=0, field="peel"
+        ),
         OptionSpec("plain", "compile without phase stamps", "flag", field="plain", program=False),
     ),
 )
@@ -179,7 +184,7 @@ class SplitMLACall:
         split_rows = self.shape.batch * self.mblocks * self.splits
         reduce_rows = self.shape.batch * self.mblocks * BLOCK_M * (LATENT_DIM // merge_dims(self.splits))
         reduce_rows = reduce_rows if self.merge == "reduce" else 0
-        parts = [{"kernel": "split_kv", "boundaries": list(kernels.SPLIT_BOUNDARIES), "rows": split_rows}]
+        parts = [{"kernel": "split_kv", "boundaries": list(kernels.split_boundaries(self.peel)), "rows": split_rows}]
         if reduce_rows:
             parts.append({"kernel": "reduce", "boundaries": list(kernels.REDUCE_BOUNDARIES), "rows": reduce_rows})
         self.stamp_header = {"layout": 1, "width": kernels.WIDTH, "kernels": parts}
@@ -188,7 +193,7 @@ class SplitMLACall:
         if not self.stamps:
             self.stamp_header = {}  # the runner records nothing for a plain arm
         self.scale_log2 = SM_SCALE / math.log(2.0)
-        self.floor_probes = {"empty": self.run_empty, "one_tile": self.run_one_tile}
+        self.floor_probes = {"empty": self.run_empty, "one_tile": self.run_one_tile, "grid_tile": self.run_grid_tile}
 
     def launch_split(self, kv_len: int, chunk: int, splits: int, merge_inkernel: bool) -> None:
         s = self.shape
@@ -230,6 +235,16 @@ class SplitMLACall:
         self.launch_split(min(self.block_n, self.shape.ctx), self.block_n, 1, self.merge == "inkernel")
         if self.merge != "inkernel":
             self.launch_reduce(1)
+        self.stamps = was
+
+    def run_grid_tile(self) -> None:
+        """The call's fixed cost: its grid and merge, each split cut to its first tile (plain)."""
+        was = self.stamps
+        self.stamps = False
+        self.launch_split(min(self.splits * self.block_n, self.shape.ctx), self.block_n, self.splits,
+                          self.merge == "inkernel")  # fmt: skip
+        if self.merge != "inkernel":
+            self.launch_reduce(self.splits)
         self.stamps = was
 
     def output_rows(self, out: Any) -> Any:

@@ -1,9 +1,10 @@
 """Triton kernels of the split-KV MLA decode, with optional phase stamps.
 
 ``split_kv``: one program per (KV split, block of 16 query rows, request). It loads
-its Q rows, runs the first KV tile on its own (so "first tile loaded" and "first
-MMA" are stamp points in the plain kernel too), then the rest of its split with an
-online softmax, and stores the partial output (fp32) and its base-2 LSE. With
+its Q rows, runs its split's tiles with an online softmax (``PEEL``: 0, all in the
+pipelined loop; 1, the first tile loaded and computed before the loop, so "first tile
+loaded" and "first MMA" are stamp points in the plain kernel too; 2, the second tile
+loaded beside it), and stores the partial output (fp32) and its base-2 LSE. With
 ``MERGE_INKERNEL`` the program then increments the row block's counter; the last
 one to arrive merges all splits of the block and resets the counter (so a CUDA-graph
 replay finds it at zero). Otherwise ``reduce`` merges them in a second launch.
@@ -34,6 +35,15 @@ import triton
 import triton.language as tl
 
 SPLIT_BOUNDARIES = ("begin", "tile_loaded", "first_mma", "loop_done", "stored", "merged")
+FIRST_TILE = ("tile_loaded", "first_mma")  # a peeled first tile's boundaries: none with peel=0
+FIRST_COLS: tl.constexpr = tl.constexpr(len(FIRST_TILE))
+
+
+def split_boundaries(peel: int) -> tuple[str, ...]:
+    """The split kernel's stamp columns as built with *peel* (without a peeled tile, no first-tile stamps)."""
+    return tuple(b for b in SPLIT_BOUNDARIES if peel or b not in FIRST_TILE)
+
+
 REDUCE_BOUNDARIES = ("begin", "merged")  # no stamp inside: waiting on the LSE loads cost the plain kernel's overlap
 WIDTH = len(SPLIT_BOUNDARIES) + 1  # stamp columns, then the SM id
 LATENT: tl.constexpr = tl.constexpr(512)
@@ -88,25 +98,18 @@ def _load_tile(kv_ptr, bt, page, n0, stop, PAGE: tl.constexpr, BLOCK_N: tl.const
 
 @triton.jit
 def _scores(k_n, k_r, qt_n, qt_r, n0, stop, limit, m_i, l_i, acc, scale_log2, BLOCK_N: tl.constexpr,
-            STAMPS: tl.constexpr, stamp_ptr, W: tl.constexpr, FIRST: tl.constexpr, first):  # fmt: skip
-    """One tile's online-softmax step, stamped as the first tile: ``FIRST`` 1 (a peeled tile) or 2 (the loop's,
-    where *first*). In the loop the two parts come by asynchronous copies, waited for in the order issued,
-    so the rope part's arrival (a 4 KiB reduction) stands for the latent part's too (32 KiB, read from shared
-    memory into registers only for the stamp); a peeled tile's loads land in registers, in any order."""
+            STAMPS: tl.constexpr, stamp_ptr, W: tl.constexpr, FIRST: tl.constexpr):  # fmt: skip
+    """One tile's online-softmax step; ``FIRST``: the peeled first tile, stamped."""
     offs_n = n0 + tl.arange(0, BLOCK_N)
-    if STAMPS and FIRST == 1:
+    if STAMPS and FIRST:
         _stamp(stamp_ptr, W, 1, _dep(k_r) + _dep(k_n))
-    if STAMPS and FIRST == 2:  # noqa: SIM102 (compile-time; the inner test is a runtime branch)
-        if first:
-            _stamp(stamp_ptr, W, 1, _dep(k_r))
     st = tl.dot(k_n, qt_n) + tl.dot(k_r, qt_r)  # [BLOCK_N, BLOCK_M] scores, tokens as M
     st = st * scale_log2
     keep = (offs_n[:, None] < stop) & (offs_n[:, None] < limit[None, :])
     st = tl.where(keep, st, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(st, 0))
-    if STAMPS and FIRST > 0:  # noqa: SIM102
-        if first:
-            _stamp(stamp_ptr, W, 2, tl.max(m_new).to(tl.int32))
+    if STAMPS and FIRST:
+        _stamp(stamp_ptr, W, 2, tl.max(m_new).to(tl.int32))
     alpha = tl.exp2(m_i - m_new)
     pt = tl.exp2(st - m_new[None, :])
     l_i = l_i * alpha + tl.sum(pt, 0)
@@ -168,7 +171,8 @@ def split_mla_split_kv(q_ptr, kv_ptr, bt_ptr, part_o, part_lse, out_ptr, counter
     acc = tl.zeros([LATENT, BLOCK_M], dtype=tl.float32)
     bt = bt_ptr + b * bt_stride
     # PEEL tiles are loaded before the loop, together, and computed in order; the loop's pipeline starts after
-    # them. PEEL=0: the first tile is the loop's (its stamps taken on its first trip)
+    # them. PEEL=0: every tile is the loop's, and the first tile has no stamps (taken in the loop, they cost
+    # the stamped build 3-21% on an H100, against 1-4% for the rest)
     page = tl.load(bt + start // PAGE)
     if PEEL >= 1:
         if PEEL >= 2:
@@ -177,10 +181,10 @@ def split_mla_split_kv(q_ptr, kv_ptr, bt_ptr, part_o, part_lse, out_ptr, counter
         k_n, k_r = _load_tile(kv_ptr, bt, page, start, stop, PAGE, BLOCK_N)
         nxt = tl.load(bt + tl.minimum(start + PEEL * BLOCK_N, kv_len - 1) // PAGE)
         m_i, l_i, acc = _scores(k_n, k_r, qt_n, qt_r, start, stop, limit, m_i, l_i, acc, scale_log2, BLOCK_N,
-                                STAMPS, stamp_ptr, W, 1, True)  # fmt: skip
+                                STAMPS, stamp_ptr, W, True)  # fmt: skip
         if PEEL >= 2:
             m_i, l_i, acc = _scores(k1_n, k1_r, qt_n, qt_r, start + BLOCK_N, stop, limit, m_i, l_i, acc, scale_log2,
-                                    BLOCK_N, STAMPS, stamp_ptr, W, 0, False)  # fmt: skip
+                                    BLOCK_N, STAMPS, stamp_ptr, W, False)  # fmt: skip
     else:
         nxt = page
     for n0 in tl.range(start + PEEL * BLOCK_N, stop, BLOCK_N):
@@ -188,16 +192,16 @@ def split_mla_split_kv(q_ptr, kv_ptr, bt_ptr, part_o, part_lse, out_ptr, counter
         nxt = tl.load(bt + tl.minimum(n0 + BLOCK_N, kv_len - 1) // PAGE)  # a tile ahead
         k_n, k_r = _load_tile(kv_ptr, bt, page, n0, stop, PAGE, BLOCK_N)
         m_i, l_i, acc = _scores(k_n, k_r, qt_n, qt_r, n0, stop, limit, m_i, l_i, acc, scale_log2, BLOCK_N,
-                                STAMPS, stamp_ptr, W, 2 if PEEL == 0 else 0, n0 == start)  # fmt: skip
+                                STAMPS, stamp_ptr, W, False)  # fmt: skip
     if STAMPS:
-        _stamp(stamp_ptr, W, 3, _dep(l_i))
+        _stamp(stamp_ptr, W, 3 - FIRST_COLS * (PEEL == 0), _dep(l_i))
     safe_l = tl.where(l_i > 0, l_i, 1.0)
     row_base = (b * ROWS_P + offs_m) * splits + split
     tl.store(part_o + row_base[None, :] * LATENT + tl.arange(0, LATENT)[:, None], acc / safe_l[None, :])
     tl.store(part_lse + row_base, tl.where(l_i > 0, m_i + tl.log2(safe_l), float("-inf")))
     tl.debug_barrier()
     if STAMPS:
-        _stamp(stamp_ptr, W, 4, split)
+        _stamp(stamp_ptr, W, 4 - FIRST_COLS * (PEEL == 0), split)
     if MERGE_INKERNEL:
         # last arriver merges: release our partials, acquire everyone else's
         arrived = tl.atomic_add(counter_ptr + b * mblocks + mb, 1, sem="acq_rel")
@@ -207,7 +211,7 @@ def split_mla_split_kv(q_ptr, kv_ptr, bt_ptr, part_o, part_lse, out_ptr, counter
             tl.atomic_xchg(counter_ptr + b * mblocks + mb, 0)
         tl.debug_barrier()
     if STAMPS:
-        _stamp(stamp_ptr, W, 5, split)
+        _stamp(stamp_ptr, W, 5 - FIRST_COLS * (PEEL == 0), split)
 
 
 @triton.jit
