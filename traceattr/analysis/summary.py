@@ -31,6 +31,7 @@ from traceattr.analysis.roofline import ComputePeak, bound_columns, shape_work
 from traceattr.analysis.verdicts import SameProgram, Samples, call_samples, same_label, shape_verdicts
 from traceattr.attribution.calltime import EXPOSED_COLUMNS, LAUNCH_COLUMNS
 from traceattr.attribution.engine import ROLE_COLUMNS
+from traceattr.core.keys import group_numbers
 
 PART_COLUMNS = (*EXPOSED_COLUMNS, "gap_ns")  # per call they add up to gpu_span_ns
 PARTS = tuple(c.removesuffix("_ns") for c in PART_COLUMNS)  # attention_exposed, …, overlap, gap
@@ -78,17 +79,13 @@ def summarize(
         pl.col("kernels").median().alias("kernels"),
         *[(pl.col(r).median() * us).alias(r.replace("_ns", "_us")) for r in ROLE_COLUMNS],
     ]
-    # Grouped by a number per call, not by the two text keys: a median or quantile over text keys groups the
-    # calls through polars' general path, which encodes both keys of every call (sweep, 500 k calls: +40 MB for
-    # one median, the analysis' peak); against a u32 group number it costs ~2 MB. Lazily, a few aggregations at
-    # a time: only the columns a batch reads are touched (a column of one value, kept once in the call table, is
-    # not spread out per call), and one batch's are held (sweep: +65 -> +20-25 MB, the same 0.1 s).
-    keys = c.select("shape", "backend").unique(maintain_order=True).with_row_index("_g")
-    group = c.lazy().select("shape", "backend").join(
-        keys.lazy(), on=["shape", "backend"], how="left", nulls_equal=True, maintain_order="left"
-    )  # fmt: skip
-    rows = c.lazy().drop("shape", "backend").with_columns(group.select("_g").collect().to_series())
-    del group
+    # Grouped by a number per call (group_numbers), not by the two text keys: one median over the sweep's 500 k
+    # calls held +40 MB by the keys, the whole aggregation +65 MB, the analysis' peak. Lazily, a few aggregations
+    # at a time: only the columns a pass reads are touched (a column of one value, kept once in the call table, is
+    # not spread out per call), and one pass's are held (sweep: +20-25 MB for the same 0.1 s).
+    keys, number = group_numbers(c, ("shape", "backend"))
+    rows = c.lazy().drop("shape", "backend").with_columns(number)
+    del number
     agg = keys
     for at in range(0, len(aggs), _AGGS_AT_ONCE):
         agg = agg.join(rows.group_by("_g").agg(aggs[at : at + _AGGS_AT_ONCE]).collect(), on="_g", how="left")
