@@ -151,11 +151,20 @@ class Attributing(OfTrace):
             self.windows = split(ranges, launches, trace.gpu_ops.height, WINDOW_OPS)  # type: ignore[arg-type]
         else:
             self.windows = [Planned(0, ranges.height)]
+        none = ranges.clear()  # not ranges.head(0): a slice, even an empty one, holds its chunks
+        # A caller that reduces each window (keep_placement off) reads no range after the windows: each window is
+        # handed its own ranges (a slice of the read chunks, in start order), and neither the attribution nor its
+        # trace holds the table, so each read chunk is let go once the windows have passed it (nested trace, pages
+        # given back at once: 197 -> 182 MB live at the windows' end; the table is 20 MB there, 109 MB on the sweep).
+        self._parts: list[pl.DataFrame] | None = None
+        if not keep_placement and len(self.windows) > 1:
+            self._parts = [ranges.slice(w.lo, w.hi - w.lo) for w in self.windows]
+            self.trace = trace = replace(trace, ranges=trace.ranges.clear())
+            self.ranges = ranges = none
         self.launches = launches
         self.keep_placement = keep_placement
         self._placed: list[pl.DataFrame] = []
         self._early: list[tuple[int, int | None]] = []  # per window: ops starting before their launch, the most
-        none = ranges.head(0)
         self._empty = with_tree(none, RangeIndex(none))  # the range table's columns, for the buckets' rows
         self.placement: pl.DataFrame | None = None
         self.chosen_parents: pl.DataFrame | None = None  # a selection's tree among its chosen ranges
@@ -216,7 +225,8 @@ class Attributing(OfTrace):
     def _planned(self) -> Iterator[Window]:
         """The windows' op and launch ids, each found as its window starts (held by it alone)."""
         while self.windows:
-            yield self.windows.pop(0).window()
+            window = self.windows.pop(0).window()
+            yield window if self._parts is None else replace(window, rows=self._parts.pop(0))
 
     def _window(
         self, window: Window, reduce: Callable[[WindowRows], R]
@@ -224,7 +234,7 @@ class Attributing(OfTrace):
         """*reduce* of the window's range rows, its ops' placement (those in no range, without *keep_placement*),
         and how many of its ops start before their launch call, by up to how much (ns). Reads the attribution's
         frames, writes none of them: windows run side by side (reduced)."""
-        ranges = self.ranges.slice(window.lo, window.hi - window.lo)
+        ranges = self.ranges.slice(window.lo, window.hi - window.lo) if window.rows is None else window.rows
         index = RangeIndex(ranges)
         ranges = with_tree(ranges, index)
         ops = local(self.trace.gpu_ops.select(_FACT_COLUMNS), window.op_ids)
