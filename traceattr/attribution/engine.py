@@ -176,11 +176,13 @@ class Attributing(OfTrace):
         chosen = pl.col("range_id").is_null() | self.select.expr()
         return self.reduced(lambda w: w.rows.filter(chosen))
 
-    def reduced(self, reduce: Callable[[WindowRows], R]) -> Iterator[R]:
-        """*reduce* of each window's range rows (on the window's thread, so two windows reduce side by side), in
-        the table's order, then of the buckets' rows: a caller that needs less than the range table (the calls
-        of ``compare``) holds what it keeps of each window, not the table. Reading it through is the attribution."""
-        threads = min(WINDOW_THREADS, usable_cpus(), len(self.windows))  # one window: on this thread
+    def reduced(self, reduce: Callable[[WindowRows], R], threads: int | None = None) -> Iterator[R]:
+        """*reduce* of each window's range rows (on the window's thread, so up to *threads* windows reduce side
+        by side; default :data:`WINDOW_THREADS`), in the table's order, then of the buckets' rows: a caller that
+        needs less than the range table (the calls of ``compare``) holds what it keeps of each window, not the
+        table. Reading it through is the attribution."""
+        side_by_side = WINDOW_THREADS if threads is None else threads
+        threads = min(side_by_side, usable_cpus(), len(self.windows))  # one window: on this thread
         for out, placed, starts in in_order(partial(self._window, reduce=reduce), self._planned(), threads,
                                             "traceattr-window"):  # fmt: skip
             self._placed.append(placed)  # in the windows' order, whichever thread ended first
