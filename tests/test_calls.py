@@ -71,6 +71,16 @@ def test_reduced_calls_by_a_given_group_and_its_errors(loaded: dict[str, Trace])
     assert str(windows.value) == str(whole.value)
 
 
+def test_reduced_calls_one_window_at_a_time(loaded: dict[str, Trace], monkeypatch: pytest.MonkeyPatch) -> None:
+    # compare's way (threads=1): the windows in turn on this thread give the table two side by side give
+    monkeypatch.setattr(engine, "usable_cpus", lambda: 8)
+    trace = loaded["h200_traceattr_sweep"]
+    _, side_by_side = _reduced(trace, 40, group="traceattr")
+    _, in_turn = _reduced(trace, 40, group="traceattr", threads=1)
+    assert_frame_equal(in_turn, side_by_side)
+    assert in_turn.height == 200
+
+
 def test_reduced_calls_keep_what_is_asked(loaded: dict[str, Trace]) -> None:
     trace = loaded["h200_traceattr_sweep"]
     att, table = _reduced(trace, 40, keep=("range_id", "name"), ops=True)

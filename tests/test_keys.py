@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from traceattr.core.keys import first_of_id, rows_at, scatter_rows
+from traceattr.core.keys import first_of_id, group_numbers, rows_at, scatter_rows
 
 keys = st.lists(st.integers(-5, 40), unique=True, max_size=12) | st.lists(
     st.integers(-(10**12), 10**12), unique=True, max_size=12
@@ -63,3 +63,23 @@ def test_scatter_rows_of_every_row(rows: list[int]) -> None:
     """Every row named once (in order: the frame as it is; shuffled: moved)."""
     frame = pl.DataFrame({"k": rows, "v": [r + 100 for r in rows]}, schema={"k": pl.Int64, "v": pl.Int64})
     assert scatter_rows(frame, "k", 6)["v"].to_list() == [r + 100 for r in range(6)]
+
+
+def test_group_numbers_tell_pairs_apart_nulls_too() -> None:
+    frame = pl.DataFrame(
+        {"shape": ["a", "a", "b", None, None, "a"], "backend": ["x", "y", "x", "x", None, "x"]},
+        schema={"shape": pl.String, "backend": pl.String},
+    )
+    distinct, number = group_numbers(frame, ("shape", "backend"))
+    # one number per distinct pair (a null one of its own), the pairs in the order first seen
+    assert number.n_unique() == 5 and number[0] == number[5]
+    assert distinct.select("shape", "backend").rows() == [("a", "x"), ("a", "y"), ("b", "x"), (None, "x"), (None, None)]
+    assert (
+        frame.with_columns(number)
+        .join(distinct, on="_g")
+        .filter(
+            pl.col("shape").ne_missing(pl.col("shape_right")) | pl.col("backend").ne_missing(pl.col("backend_right"))
+        )
+        .height
+        == 0
+    )

@@ -112,6 +112,7 @@ def reduced_calls(
     *,
     keep: Sequence[str] = (),
     ops: bool = False,
+    threads: int | None = None,
 ) -> tuple[Attribution, pl.DataFrame]:
     """The attribution of *trace* and its calls (:func:`calls`), the range table reduced to its calls window by
     window as it is made, on the windows' threads: what is held is the calls, not the whole range table (sweep:
@@ -123,14 +124,15 @@ def reduced_calls(
     their ops' rows, :meth:`Attribution.ops_at`). Else those go too, and it says what describes the trace (meta,
     notes, devices). Pass the trace itself (``reduced_calls(load_trace(path))``), not one held elsewhere,
     or its frames stay held. A selection (*select*) changes what a call owns after every window is attributed:
-    then the whole attribution is made, kept, and read as :func:`calls` reads it."""
+    then the whole attribution is made, kept, and read as :func:`calls` reads it. *threads*: windows attributed side
+    by side (:meth:`Attributing.reduced`)."""
     select = select or RangeFilter()
     if select.active:
         att = attribute(trace, mode, rules, select)
         return att, calls(att, group)
     held = [trace]
     del trace  # this frame would hold it through the windows
-    att, table, _ = _reduced(held, mode, rules, group, keep=keep, ops=ops, spans=False)
+    att, table, _ = _reduced(held, mode, rules, group, keep=keep, ops=ops, spans=False, threads=threads)
     return att, table
 
 
@@ -149,7 +151,7 @@ def calls_to_read_again(
 
 def _reduced(
     held: list[Trace], mode: Mode, rules: RoleRules | None, group: str | None, *, keep: Sequence[str], ops: bool,
-    spans: bool,
+    spans: bool, threads: int | None = None,
 ) -> tuple[Attribution, pl.DataFrame, pl.DataFrame]:  # fmt: skip
     """reduced_calls without a selection, and with *spans* each call's :func:`_call_spans` (else an empty frame).
     *held*: the trace alone in a list, emptied here, so that no frame of this call holds it through the windows."""
@@ -164,7 +166,7 @@ def _reduced(
             return part, pl.DataFrame()
         return part, w.rows.filter(pl.col("range_id").is_in(part.members.implode())).select(keep)
 
-    parts = list(run.reduced(reduce))
+    parts = list(run.reduced(reduce, threads))
     finder.done()
     att = run.result(pl.concat([ranges for _, ranges in parts]))
     del run

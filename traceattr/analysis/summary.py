@@ -31,6 +31,7 @@ from traceattr.analysis.roofline import ComputePeak, bound_columns, shape_work
 from traceattr.analysis.verdicts import SameProgram, Samples, call_samples, same_label, shape_verdicts
 from traceattr.attribution.calltime import EXPOSED_COLUMNS, LAUNCH_COLUMNS
 from traceattr.attribution.engine import ROLE_COLUMNS
+from traceattr.core.keys import group_numbers
 
 PART_COLUMNS = (*EXPOSED_COLUMNS, "gap_ns")  # per call they add up to gpu_span_ns
 PARTS = tuple(c.removesuffix("_ns") for c in PART_COLUMNS)  # attention_exposed, …, overlap, gap
@@ -57,34 +58,39 @@ def summarize(
     *calls*, where made already (the crossings read them too)."""
     us = 1e-3
     c = calls.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series")))
-    # lazily: only the columns the aggregations read are touched (a column of one value, kept once in the call
-    # table, is not spread out per call), 60 MB less on the 1.25 M sweep
-    agg = (
-        c.lazy()
-        .group_by("shape", "backend")
-        .agg(
-            pl.len().alias("calls"),
-            (pl.col(time).median() * us).alias("median_us"),
-            (pl.col(time).quantile(0.1, "linear") * us).alias("p10_us"),
-            (pl.col(time).quantile(0.9, "linear") * us).alias("p90_us"),
-            (pl.col(time).min() * us).alias("min_us"),
-            (pl.col(time).max() * us).alias("max_us"),
-            (pl.col(time).std() / pl.col(time).mean()).alias("cv"),
-            (pl.col("busy_ns").median() * us).alias("busy_us"),
-            (pl.col("kernel_sum_ns").median() * us).alias("kernel_sum_us"),
-            *[(pl.col(c).median() * us).alias(f"{p}_us") for c, p in zip(PART_COLUMNS, PARTS, strict=True)],
-            # totals over totals: the shares of a row partition the calls' time exactly
-            *[
-                (pl.col(c).sum() / pl.col("gpu_span_ns").sum()).fill_nan(None).alias(f"{p}_share")
-                for c, p in zip(PART_COLUMNS, PARTS, strict=True)
-            ],
-            (pl.col("launch_latency_ns").median() * us).alias("launch_latency_us"),
-            *[(pl.col(c).median() * us).alias(c.replace("_ns", "_us")) for c in LAUNCH_COLUMNS],
-            pl.col("kernels").median().alias("kernels"),
-            *[(pl.col(r).median() * us).alias(r.replace("_ns", "_us")) for r in ROLE_COLUMNS],
-        )
-        .collect()
-    )
+    aggs = [
+        pl.len().alias("calls"),
+        (pl.col(time).median() * us).alias("median_us"),
+        (pl.col(time).quantile(0.1, "linear") * us).alias("p10_us"),
+        (pl.col(time).quantile(0.9, "linear") * us).alias("p90_us"),
+        (pl.col(time).min() * us).alias("min_us"),
+        (pl.col(time).max() * us).alias("max_us"),
+        (pl.col(time).std() / pl.col(time).mean()).alias("cv"),
+        (pl.col("busy_ns").median() * us).alias("busy_us"),
+        (pl.col("kernel_sum_ns").median() * us).alias("kernel_sum_us"),
+        *[(pl.col(c).median() * us).alias(f"{p}_us") for c, p in zip(PART_COLUMNS, PARTS, strict=True)],
+        # totals over totals: the shares of a row partition the calls' time exactly
+        *[
+            (pl.col(c).sum() / pl.col("gpu_span_ns").sum()).fill_nan(None).alias(f"{p}_share")
+            for c, p in zip(PART_COLUMNS, PARTS, strict=True)
+        ],
+        (pl.col("launch_latency_ns").median() * us).alias("launch_latency_us"),
+        *[(pl.col(c).median() * us).alias(c.replace("_ns", "_us")) for c in LAUNCH_COLUMNS],
+        pl.col("kernels").median().alias("kernels"),
+        *[(pl.col(r).median() * us).alias(r.replace("_ns", "_us")) for r in ROLE_COLUMNS],
+    ]
+    # Grouped by a number per call (group_numbers), not by the two text keys: one median over the sweep's 500 k
+    # calls held +40 MB by the keys, the whole aggregation +65 MB, the analysis' peak. Lazily, a few aggregations
+    # at a time: only the columns a pass reads are touched (a column of one value, kept once in the call table, is
+    # not spread out per call), and one pass's are held (sweep: +20-25 MB for the same 0.1 s).
+    keys, number = group_numbers(c, ("shape", "backend"))
+    rows = c.lazy().drop("shape", "backend").with_columns(number)
+    del number
+    agg = keys
+    for at in range(0, len(aggs), _AGGS_AT_ONCE):
+        agg = agg.join(rows.group_by("_g").agg(aggs[at : at + _AGGS_AT_ONCE]).collect(), on="_g", how="left")
+    del rows
+    agg = agg.drop("_g")
     agg = agg.join(shape_work(agg["shape"].unique().to_list()), on="shape", how="left")
     # the best of the competitors: a same-program twin a hair faster is not "the best" (verdicts)
     verdicts = shape_verdicts(agg, samples if samples is not None else call_samples(c, time), same_program)
@@ -97,6 +103,10 @@ def summarize(
     return (
         agg.join(_rounds(c, time), on=["shape", "backend"], how="left").select(SUMMARY_COLUMNS).pipe(in_context_order)
     )
+
+
+# aggregations per pass over the calls (summarize): each pass holds the columns it reads
+_AGGS_AT_ONCE = 6
 
 
 def in_context_order(summary: pl.DataFrame) -> pl.DataFrame:
@@ -118,11 +128,15 @@ def in_context_order(summary: pl.DataFrame) -> pl.DataFrame:
 def _rounds(c: pl.DataFrame, time: str = "gpu_span_ns") -> pl.DataFrame:
     """Round wins and direction consistency, where calls carry arms and iterations."""
     # an iteration number held by one call only is no round of two arms (the filter below): left out first, as
-    # grouping a million calls by (shape, backend, iter) costs a second where every call has its own number
+    # grouping a million calls by (shape, backend, iter) costs a second where every call has its own number.
+    # The numbers held twice or more are found in order, not hashed: a hash of 500 k distinct numbers (the sweep,
+    # where every call has its own) held ~30 MB, the analysis' peak, to find none
+    held = c.select(pl.col("iter").drop_nulls().sort()).to_series()
+    twice = held.filter(held == held.shift(1)).unique()
+    del held
     per = (
         c.select("shape", "backend", "iter", time)
-        .filter(pl.col("iter").is_not_null())
-        .filter(pl.col("iter").is_duplicated())
+        .filter(pl.col("iter").is_in(twice.implode()))
         .group_by("shape", "backend", "iter")
         .agg(pl.col(time).min().alias("gpu_span_ns"))
     )

@@ -38,6 +38,7 @@ class Window:
     hi: int
     op_ids: pl.Series | None
     launch_rows: pl.Series | None
+    rows: pl.DataFrame | None = None  # the window's ranges, where it is handed its own (else the caller slices them)
 
 
 def cuts(ranges: pl.DataFrame, launch_starts: pl.Series, per_window: int) -> list[int]:

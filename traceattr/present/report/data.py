@@ -8,6 +8,7 @@ silently. Statistics (medians, boxes, ratios) always use every call.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,9 +24,13 @@ from traceattr.analysis.verdicts import SameProgram, same_label
 from traceattr.attribution.calltime import subtrees
 from traceattr.attribution.engine import Attribution
 from traceattr.core.errors import NoDataError
+from traceattr.core.keys import group_numbers
 from traceattr.present.formats import us_from_ns
 
 GROUP = ("shape", "backend")
+# each (shape, backend) as one number (core.keys.group_numbers): the windows over the calls (the median call, the
+# points evenly in time, the boxes) group by it, not by the two text keys
+_KEY = "_group"
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,9 @@ def collect(
             f"{why} launched GPU work; the report compares calls, which are NVTX ranges with GPU work"
             + (hint if att.mode == "innermost" else ""),
         )
+    # what the report reads of each call (the medians' parts, the points, the boxes, the timeline's choice): the
+    # call table's other columns stay out of every frame made below (its filters copied them, 37 columns)
+    c = c.select(*(d for d in _DRAWN if d != "is_median"), *PART_COLUMNS, "series")
     named = pl.col("backend").is_not_null() & pl.col("shape").is_not_null()
     labels = c.select("backend", "shape", "series")  # a filter of the whole call table would copy every column
     read = labels.filter(named)
@@ -137,11 +145,11 @@ def collect(
     )
     # the same fill as summarize(): a call whose name says no backend/shape is its own series
     c = c.with_columns(pl.col("shape").fill_null(pl.col("series")), pl.col("backend").fill_null(pl.col("series")))
-    c = _mark_medians(c)
+    c = _mark_medians(c.drop("series").with_columns(group_numbers(c, GROUP, _KEY)[1]))
     peak, source = analysis.peak_bytes_per_s, analysis.peak_source
     # in the summary's own order (summary.in_context_order), as the terminal and summary.csv
     full = analysis.summary.join(_median_call_parts(c), on=list(GROUP), how="left", maintain_order="left")
-    c = c.select(_DRAWN)  # what the figures and the timeline read of each call (the filters below copy it)
+    c = c.select(*_DRAWN, _KEY)  # what the figures and the timeline read of each call (the filters below copy it)
     # why nothing can be compared is a finding (the decision section says it); sampling notes are not
     notes: dict[str, list[str]] = {"decision": [analysis.note]} if analysis.note else {}
 
@@ -173,7 +181,7 @@ def collect(
             f"listing {table.height:,} of {full.height:,} backend and shape pairs, those with the most GPU time"
         )
 
-    strip = c.filter(_evenly_in_time(limits.strip_points) | _extreme())
+    strip = c.filter(_evenly_in_time(limits.strip_points, _KEY) | _extreme(_KEY)).drop(_KEY)
     if strip.height < c.height:
         notes.setdefault("distributions", []).append(
             f"showing {strip.height:,} of {c.height:,} calls as points: at most {limits.strip_points:,} per backend "
@@ -183,7 +191,7 @@ def collect(
     if timeline_notes:
         notes["timeline"] = timeline_notes
     return ReportData(
-        calls=c,
+        calls=c.drop(_KEY),
         summary=summary,
         table=table,
         totals=totals,
@@ -217,14 +225,15 @@ def _median_call_parts(c: pl.DataFrame) -> pl.DataFrame:
 
 def _mark_medians(c: pl.DataFrame) -> pl.DataFrame:
     """``is_median``: the call whose span is the (lower) median of its shape and backend."""
-    rank = pl.col("gpu_span_ns").rank("ordinal").over(GROUP)
-    return c.with_columns((rank == (pl.len().over(GROUP) + 1) // 2).alias("is_median"))
+    rank = pl.col("gpu_span_ns").rank("ordinal").over(_KEY)
+    return c.with_columns((rank == (pl.len().over(_KEY) + 1) // 2).alias("is_median"))
 
 
-def _evenly_in_time(k: int) -> pl.Expr:
-    """True for at most *k* calls per (shape, backend), evenly spaced in time (rows in time order)."""
-    n = pl.len().over(GROUP)
-    r = pl.int_range(pl.len()).over(GROUP)  # position in time: calls() is sorted by gpu_start_ns
+def _evenly_in_time(k: int, by: str | Sequence[str] = GROUP) -> pl.Expr:
+    """True for at most *k* calls per (shape, backend) (*by*: the columns that tell them), evenly spaced in time
+    (rows in time order)."""
+    n = pl.len().over(by)
+    r = pl.int_range(pl.len()).over(by)  # position in time: calls() is sorted by gpu_start_ns
     kk = pl.min_horizontal(n, pl.lit(k))
     # row r is kept when it is the row nearest to one of the kk evenly spaced positions
     j = (r * (kk - 1) / pl.max_horizontal(n - 1, pl.lit(1)) + 0.5).floor()
@@ -232,27 +241,33 @@ def _evenly_in_time(k: int) -> pl.Expr:
     return (n <= k) | (back == r)
 
 
-def _extreme() -> pl.Expr:
+def _extreme(by: str | Sequence[str] = GROUP) -> pl.Expr:
     span = pl.col("gpu_span_ns")
-    return (span == span.min().over(GROUP)) | (span == span.max().over(GROUP))
+    return (span == span.min().over(by)) | (span == span.max().over(by))
 
 
 # -- distributions --------------------------------------------------------------------------
 def _boxes(c: pl.DataFrame) -> pl.DataFrame:
     """Tukey boxes of the call span (µs) per (shape, backend): quartiles and 1.5·IQR whiskers."""
     t = pl.col("t_us")
-    q = c.with_columns((pl.col("gpu_span_ns") / 1e3).alias("t_us")).with_columns(
-        t.quantile(0.25, "linear").over(GROUP).alias("q1"), t.quantile(0.75, "linear").over(GROUP).alias("q3")
+    q = c.select(*GROUP, _KEY, (pl.col("gpu_span_ns") / 1e3).alias("t_us")).with_columns(
+        t.quantile(0.25, "linear").over(_KEY).alias("q1"), t.quantile(0.75, "linear").over(_KEY).alias("q3")
     )
     iqr = pl.col("q3") - pl.col("q1")
-    return q.group_by(GROUP, maintain_order=True).agg(
-        pl.len().alias("n"),
-        pl.col("q1").first(),
-        t.median().alias("median"),
-        pl.col("q3").first(),
-        t.mean().alias("mean"),
-        t.filter(t >= pl.col("q1") - 1.5 * iqr).min().alias("lowerfence"),
-        t.filter(t <= pl.col("q3") + 1.5 * iqr).max().alias("upperfence"),
+    # by the number, in the order first seen: the same groups, in the same order, as by (shape, backend)
+    return (
+        q.group_by(_KEY, maintain_order=True)
+        .agg(
+            *[pl.col(k).first() for k in GROUP],
+            pl.len().alias("n"),
+            pl.col("q1").first(),
+            t.median().alias("median"),
+            pl.col("q3").first(),
+            t.mean().alias("mean"),
+            t.filter(t >= pl.col("q1") - 1.5 * iqr).min().alias("lowerfence"),
+            t.filter(t <= pl.col("q3") + 1.5 * iqr).max().alias("upperfence"),
+        )
+        .drop(_KEY)
     )
 
 
@@ -299,8 +314,15 @@ def _timeline(
         )
     else:
         counts = again.op_counts()
-    c = c.join(counts, on="call_id", how="left").with_columns(pl.col("_ops").fill_null(0)).sort("gpu_start_ns")
-    compare_shapes = set(comparable_shapes(c))
+    # each call's op count beside it, the calls as they are (in time order, as calls() leaves them): a join of the
+    # calls, then a sort, copied every column they hold twice (nested trace: +10 MB at report's peak)
+    ops = c.select("call_id").join(counts, on="call_id", how="left", maintain_order="left")["_ops"]
+    c = c.with_columns(ops.fill_null(0))
+    if not c["gpu_start_ns"].is_sorted():
+        c = c.sort("gpu_start_ns")
+    # from the summary's rows, one per (shape, backend) of these shapes: the same shapes as the calls', found
+    # without a window over every call's text keys
+    compare_shapes = set(comparable_shapes(summary))
     chosen, per_call, notes = _choose_calls(c, compare_shapes, limits)
     if again is None:
         picked = sub.join(chosen.select("call_id"), on="call_id", how="semi")
@@ -345,9 +367,9 @@ def _choose_calls(c: pl.DataFrame, compare_shapes: set[str], limits: Limits) -> 
     median_bars = medians["_ops"].clip(upper_bound=per_call).sum() + twice["_ops"].clip(upper_bound=per_call).sum()
     if median_bars > limits.timeline_bars:
         per_call = max(1, limits.timeline_bars // max(1, medians.height + twice.height))
-    per_group = max(1, limits.timeline_calls // c.select(GROUP).n_unique())
+    per_group = max(1, limits.timeline_calls // c[_KEY].n_unique())
     while True:
-        others = _evenly_in_time(per_group) if per_group > 1 else pl.lit(False)
+        others = _evenly_in_time(per_group, _KEY) if per_group > 1 else pl.lit(False)
         chosen = c.filter(pl.col("is_median") | others)
         bars = chosen["_ops"].clip(upper_bound=per_call).sum() + twice["_ops"].clip(upper_bound=per_call).sum()
         if per_group == 1 or (bars <= limits.timeline_bars and chosen.height <= limits.timeline_calls):
@@ -358,7 +380,7 @@ def _choose_calls(c: pl.DataFrame, compare_shapes: set[str], limits: Limits) -> 
             f"the picker offers {chosen.height:,} of {c.height:,} calls: the median call of each backend and shape, "
             f"plus others evenly spaced by time (limits: {limits.timeline_calls:,} calls, {limits.timeline_bars:,} bars)"
         )
-    return chosen, per_call, notes
+    return chosen.drop(_KEY), per_call, notes
 
 
 def _timeline_rows(
