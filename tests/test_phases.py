@@ -510,3 +510,6 @@ def test_the_shipped_h100_round_reads_its_phases(capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out
     errors = [float(e) for e in re.findall(r"\| ([+-]\d+\.\d\d)% \|$", out, re.M)]
     assert len(errors) == 4 and max(map(abs, errors)) < 2.0, out[-2000:]
+    # the short row's reduce arm against its own grid with one tile a split (peel=0 kernel, H100)
+    assert re.search(r"merge=reduce\] q1_ctx8k\S*: empty floor .* grid_tile floor 10\.\d\d µs .* fixed-cost bound: "
+                     r"16\.\d\d µs = 1\.4\d× the grid_tile floor", out), out[-2000:]  # fmt: skip
