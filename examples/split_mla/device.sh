@@ -12,6 +12,10 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . -e examples/split_
 export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton-cache PYTHONPATH="$PWD/bench_old:$PYTHONPATH" COLUMNS=160
 OPTS="${OPTS:-}"
 log() { tee -a "$OUT/log"; }
+receipt_rows() {  # a round's receipt table into the log (the terminal's tables are boxes), else its output's tail
+  local r; r=$(grep -o 'receipts: [^ ]*receipt\.md' "$1" | tail -1 | cut -d' ' -f2)
+  if [ -n "$r" ] && [ -f "$r" ]; then grep -h '^|' "$r" | log; else tail -3 "$1" | log; fi
+}
 T0=$(date +%s)
 (date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)") 2>&1 | log
@@ -32,12 +36,14 @@ fi
 for m in ${OVERHEAD_MERGES-reduce inkernel}; do
   timeout "${OVERHEAD_S:-60}" traceattr round --rows examples/split_mla/overhead_rows.txt \
     --baseline "split-mla[merge=$m,plain$OPTS]" --candidate "split-mla[merge=$m$OPTS]" --captures 2 \
-    --max-iters "${OVERHEAD_ITERS:-40}" --out-root /tmp/oh 2>&1 | grep -A7 '^| row' | log
+    --max-iters "${OVERHEAD_ITERS:-40}" --out-root /tmp/oh >"/tmp/round.oh.$m.log" 2>&1
+  receipt_rows "/tmp/round.oh.$m.log"
 done
 echo "overhead rounds done at $(( $(date +%s) - T0 )) s" | log
 timeout "${ROUND_S:-100}" traceattr round --rows examples/split_mla/rows.txt \
   --baseline "split-mla[merge=reduce$OPTS]" --candidate "split-mla[merge=inkernel$OPTS]" --captures 2 \
-  --iters "${ROUND_MIN_ITERS:-20}" --max-iters "${ROUND_ITERS:-60}" --out-root /tmp/rr 2>&1 | grep -A10 '^| row' | log
+  --iters "${ROUND_MIN_ITERS:-20}" --max-iters "${ROUND_ITERS:-60}" --out-root /tmp/rr >/tmp/round.rr.log 2>&1
+receipt_rows /tmp/round.rr.log
 echo "round done at $(( $(date +%s) - T0 )) s" | log
 # the rounds' stamps and kernel tables (no traces): their phases can be read again anywhere (PHASES_MD=0: only there)
 (cd /tmp && tar -cJf "$OUT/rounds.tar.xz" --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='report.html' rr oh)
