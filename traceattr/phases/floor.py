@@ -5,8 +5,8 @@ after its shape's timed loop, each rep behind the L2 flush and alone in a range
 ``traceattr:floor arm=… probe=… shape=… rep=N``: ``empty`` (an empty kernel with the
 real grid: launch + exit), ``one_tile`` (the kernel on one tile of KV, with its
 merge: the smallest call it can make) and ``grid_tile`` (the call's own grid and merge,
-each program on one tile: what the call costs whatever its context length). A rep's time is the sum of nsys's durations of
-the kernels in its range: host launch time never counts, nor the gaps between a
+each program on one tile: what the call costs whatever its context length). A rep's
+time is the sum of nsys's durations of the kernels in its range: host launch time never counts, nor the gaps between a
 probe's kernels (no hold runs before a probe, so those gaps are the host's: on the
 H200 a Python launch left the GPU idle ~20 µs between split and reduce kernel).
 
@@ -82,7 +82,7 @@ class FixedCost:
     shape: str
     call_ns: float
     floor_ns: float
-    probe: str = "one_tile"
+    probe: str  # the floor's probe (FIXED_COST_PROBES)
     factor: float = FIXED_COST_FACTOR
 
     @property

@@ -207,11 +207,21 @@ class SplitMLACall:
         )  # fmt: skip
 
     def run(self) -> Any:
-        inkernel = self.merge == "inkernel"
-        self.launch_split(self.shape.ctx, self.chunk, self.splits, inkernel)
-        if not inkernel:
-            self.launch_reduce(self.splits)
+        self._launch(self.shape.ctx, self.chunk, self.splits)
         return self.out
+
+    def _launch(self, kv_len: int, chunk: int, splits: int) -> None:
+        """The split kernel over *kv_len* tokens in *splits* of *chunk*, then the merge of the arm."""
+        inkernel = self.merge == "inkernel"
+        self.launch_split(kv_len, chunk, splits, inkernel)
+        if not inkernel:
+            self.launch_reduce(splits)
+
+    def _launch_plain(self, kv_len: int, chunk: int, splits: int) -> None:
+        """A floor probe: :meth:`_launch` without stamps (they would land in the call's rows)."""
+        was, self.stamps = self.stamps, False
+        self._launch(kv_len, chunk, splits)
+        self.stamps = was
 
     def launch_reduce(self, splits: int) -> None:
         s = self.shape
@@ -230,22 +240,11 @@ class SplitMLACall:
 
     def run_one_tile(self) -> None:
         """The kernel on one tile: one split of one tile (plain, same merge path), the smallest geometry."""
-        was = self.stamps
-        self.stamps = False
-        self.launch_split(min(self.block_n, self.shape.ctx), self.block_n, 1, self.merge == "inkernel")
-        if self.merge != "inkernel":
-            self.launch_reduce(1)
-        self.stamps = was
+        self._launch_plain(min(self.block_n, self.shape.ctx), self.block_n, 1)
 
     def run_grid_tile(self) -> None:
         """The call's fixed cost: its grid and merge, each split cut to its first tile (plain)."""
-        was = self.stamps
-        self.stamps = False
-        self.launch_split(min(self.splits * self.block_n, self.shape.ctx), self.block_n, self.splits,
-                          self.merge == "inkernel")  # fmt: skip
-        if self.merge != "inkernel":
-            self.launch_reduce(self.splits)
-        self.stamps = was
+        self._launch_plain(min(self.splits * self.block_n, self.shape.ctx), self.block_n, self.splits)
 
     def output_rows(self, out: Any) -> Any:
         return out

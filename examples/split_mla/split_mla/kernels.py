@@ -21,7 +21,7 @@ block table.
 
 Stamps (``STAMPS``): ``%globaltimer`` (GPU nanoseconds, the clock CUPTI stamps
 kernels with) read through inline PTX, one row per program, columns in the order of
-``SPLIT_BOUNDARIES`` / ``REDUCE_BOUNDARIES`` and the SM id last (docs/phases.md has the
+``split_boundaries(peel)`` / ``REDUCE_BOUNDARIES`` and the SM id last (docs/phases.md has the
 layout). A stamp "after" a load takes a reduction of the loaded values as an operand,
 so it cannot be issued before the data arrived; a stamp after stores follows a CTA
 barrier. Each stamp is stored where it is taken, at a row address recomputed from the
