@@ -85,6 +85,28 @@ def test_one_trace_attribute_imports_neither_pydantic_nor_the_many_reports_machi
     assert out.split("\n")[:2] == ["[]", "True"], out
 
 
+@pytest.mark.slow
+def test_report_attributes_before_numpy_is_imported(tmp_path) -> None:
+    """numpy (~10 MB resident) and the analysis come after report's attribution, whose windows are its peak: the
+    probe stops report where the attribution starts and looks."""
+    trace = Path(__file__).parent.parent / "examples" / "traces" / "h200_mla_sweep.sqlite"
+    code = (
+        "import contextlib, io, sys\n"
+        "import traceattr.analysis.calls as calls\n"
+        "def stop(*args, **kwargs):\n"
+        "    print(sorted(m for m in ('numpy', 'scipy', 'plotly', 'traceattr.analysis.pipeline') if m in sys.modules))\n"
+        "    raise SystemExit(0)\n"
+        "calls.calls_to_read_again = stop\n"
+        f"sys.argv = ['traceattr', 'report', {str(trace)!r}, '-o', {str(tmp_path / 'r.html')!r}]\n"
+        "from traceattr.cli import _main\n"
+        "with contextlib.redirect_stderr(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    _main(None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
+    assert out.strip() == "[]", out
+    assert not (tmp_path / "r.html").exists()
+
+
 def _allocator_settings(**env: str) -> list[str]:
     """The jemalloc and pool settings polars sees in a `traceattr` process (after polars adds its own)."""
     probe = (

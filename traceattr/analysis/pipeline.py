@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from traceattr.analysis.bases import BASES
 from traceattr.analysis.calls import calls as call_table
 from traceattr.analysis.calls import comparable, grouping_note
 from traceattr.analysis.crossover import sample_crossings
@@ -61,17 +62,6 @@ def analyse(
     )  # fmt: skip
 
 
-# --time: what a call's time is, the column of the call table it reads, and the words that say so
-BASES: dict[str, tuple[str, str]] = {
-    "span": ("gpu_span_ns", "GPU span per call (first op start to last op end)"),
-    "work": ("work_span_ns", "GPU span per call of its ops other than flush-role ones"),
-    "attention": ("attention_span_ns", "GPU span per call of its attention and reduce kernels"),
-    "events": (
-        "event_ns",
-        "CUDA-event time per call (start event to stop event: the runner's, or the trace's own "
-        "cudaEventRecord pairs inside each call)",
-    ),
-}
 OTHER_WORK = 0.01  # a share of the calls' span in flush-role ops or nested ranges above this is said
 
 

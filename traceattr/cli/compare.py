@@ -21,15 +21,17 @@ from traceattr.attribution.engine import RangeFilter
 from traceattr.attribution.roles import RoleRules
 from traceattr.backends.arms import same_program
 from traceattr.cli import app
-from traceattr.cli.decide import Basis, FailOnOpt, TimeOpt, check_fail_on, gate
+from traceattr.cli.decide import FailOnOpt, check_fail_on, gate
 from traceattr.cli.many import attribute_many, exit_status
 from traceattr.cli.options import (
     NOTHING_TO_COMPARE,
+    Basis,
     DaskOpt,
     DomainOpt,
     GroupOpt,
     MatchOpt,
     RulesOpt,
+    TimeOpt,
     TracesArg,
     WideOpt,
     WorkersOpt,
@@ -39,6 +41,7 @@ from traceattr.cli.options import (
     check_selected,
 )
 from traceattr.core import runfolder
+from traceattr.core.cpus import usable_cpus
 from traceattr.core.errors import NoDataError, TraceattrError
 from traceattr.core.output import ResultSet, check_file_target, check_out_folder, csv_text, write_text
 from traceattr.core.records import runner_events
@@ -143,13 +146,15 @@ def compare_command(
         # and compare shows no op, so no launch configuration is read
         held = [load_trace(resolve_trace(trace), launch_config=False)]
         step(attributing(held[0]))
-        # the attribution reduced to its calls as it is made: compare reads no range or op beyond them. One window
-        # at a time: compare's peak is the windows' end, where two windows side by side hold a second window's
-        # scratch over the calls made (2 cores, nested trace, 3 runs each: 242-250 -> 220-227 MB, nsys stats 235;
-        # +0.2-0.3 s of 1.1-1.4; the sweep's peak is elsewhere and stays). report peaks after its windows: not so.
+        # the attribution reduced to its calls as it is made: compare reads no range or op beyond them. On 2 cores
+        # one window at a time: compare's peak is the windows' end, where two windows side by side hold a second
+        # window's scratch over the calls made (nested trace, 3 runs each: 242-250 -> 220-227 MB, nsys stats 235;
+        # +0.2-0.3 s of 1.1-1.4). With more cores the second window's thread is a core of its own: one at a time
+        # made compare 1.55x (nested) and 1.70x (sweep) attribute's wall on a 16-core host (benchmarks/README.md)
         att, calls = reduced_calls(
-            held.pop(), rules=role_rules, select=RangeFilter(domain, match), group=group, threads=1
-        )
+            held.pop(), rules=role_rules, select=RangeFilter(domain, match), group=group,
+            threads=1 if usable_cpus() <= 2 else None,
+        )  # fmt: skip
         check_selected(att, domain, match)
         step("analyse the calls")
         # a profile run folder: add the CUDA-event cross-check

@@ -4,7 +4,6 @@ with its exit status), each defined once."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import Enum
 from typing import Annotated, Any
 
 import typer
@@ -13,7 +12,6 @@ from rich.text import Text
 
 from traceattr.analysis.decision import Decision
 from traceattr.analysis.fail_on import CONDITIONS, DIFF_CONDITIONS, failures, parse_conditions
-from traceattr.analysis.pipeline import BASES
 from traceattr.present.names import printable
 
 # The answer was written, and the decision meets a --fail-on condition: a status of its own, so CI tells it from
@@ -30,17 +28,6 @@ def fail_on_option(conditions: Mapping[str, str]) -> Any:
 
 FailOnOpt = fail_on_option(CONDITIONS)
 DiffFailOnOpt = fail_on_option(DIFF_CONDITIONS)
-
-Basis = Enum("Basis", {b: b for b in BASES}, type=str)  # type: ignore[misc]
-TimeOpt = Annotated[
-    Basis,  # type: ignore[valid-type]
-    typer.Option(
-        "--time",
-        help="What a call's time is, for every verdict, rule, fit and roofline: "
-        + "; ".join(f"{k}: {words[1]}" for k, words in BASES.items())
-        + " (a traceattr run folder). A note says when calls hold flush-role kernels or nested ranges.",
-    ),
-]
 
 
 def check_fail_on(texts: list[str]) -> None:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Optional, TypeVar, get_type_hints
 
 import typer
 
+from traceattr.analysis.bases import BASES
 from traceattr.attribution.engine import MODES, Attributing, Attribution
 from traceattr.cli.table_options import TableFormat as TableFormat
 from traceattr.cli.table_options import WideOpt as WideOpt
@@ -28,6 +29,17 @@ from traceattr.trace.validate import MAX_MEMORY_BANDWIDTH, MIN_MEMORY_BANDWIDTH
 NOTHING_TO_COMPARE = 2
 
 ModeChoice = Enum("ModeChoice", {m: m for m in MODES}, type=str)  # type: ignore[misc]
+
+Basis = Enum("Basis", {b: b for b in BASES}, type=str)  # type: ignore[misc]
+TimeOpt = Annotated[
+    Basis,  # type: ignore[valid-type]
+    typer.Option(
+        "--time",
+        help="What a call's time is, for every verdict, rule, fit and roofline: "
+        + "; ".join(f"{k}: {words[1]}" for k, words in BASES.items())
+        + " (a traceattr run folder). A note says when calls hold flush-role kernels or nested ranges.",
+    ),
+]
 
 TraceArg = Annotated[Path, typer.Argument(help="nsys export (.sqlite), report (.nsys-rep) or traceattr run folder.")]
 TracesArg = Annotated[

@@ -15,14 +15,15 @@ from traceattr.attribution.engine import RangeFilter, attribute
 from traceattr.attribution.roles import RoleRules
 from traceattr.backends.arms import same_program
 from traceattr.cli import app
-from traceattr.cli.decide import Basis, TimeOpt
 from traceattr.cli.options import (
+    Basis,
     DomainOpt,
     GroupOpt,
     MatchOpt,
     ModeChoice,
     ModeOpt,
     RulesOpt,
+    TimeOpt,
     TraceArg,
     check_group,
     check_regex,
@@ -99,10 +100,7 @@ def report_command(
     target = _target(trace, out)
     events = runner_events(trace)
     check_file_target(target, (trace, path), ours=_is_report)
-    from traceattr.present.phases import load
     from traceattr.present.steps import attributing, steps  # on stderr, a terminal only: seconds per step
-
-    phases = load(trace)  # a run folder's in-kernel stamps: the page's "Inside the kernel" (docs/phases.md)
 
     with steps() as step:
         step(f"read {path}")
@@ -123,8 +121,12 @@ def report_command(
         else:
             att, calls = reduced_calls(held.pop(), mode.value, role_rules, select, group, keep=TIMELINE_COLUMNS,
                                        ops=True)  # fmt: skip
-        # the report (plotly, ~25 MB, comes once its analysis is made: present.report._build)
+        # the analysis (numpy and the phases' modules) and the report (plotly, ~25 MB, once its analysis is made:
+        # present.report._build) are imported once the attribution is done: none of it stands under its peak
+        from traceattr.present.phases import load
         from traceattr.present.report import write_report
+
+        phases = load(trace)  # a run folder's in-kernel stamps: the page's "Inside the kernel" (docs/phases.md)
 
         info = write_report(
             att, target, title=title, run=_run_info(trace), group=group, events=events, same_program=same_program,
@@ -221,6 +223,8 @@ def _sweep_report(given: Path, record_file: Path, out: Path | None, title: str |
 
 def _decode_receipt(trace: Path) -> Path | None:
     """The ``traceattr.decode/1`` receipt *trace* names: the file itself, or the one such file in the folder."""
+    if trace.is_file() and trace.suffix != ".json":
+        return None  # an export or a report, told without importing the decode job (numpy: ~10 MB resident)
     from traceattr.jobs.decode import SCHEMA as DECODE
 
     def is_decode(path: Path) -> bool:
@@ -232,7 +236,7 @@ def _decode_receipt(trace: Path) -> Path | None:
         return f'"schema": "{DECODE}"'.encode() in head
 
     if trace.is_file():
-        return trace if trace.suffix == ".json" and is_decode(trace) else None
+        return trace if is_decode(trace) else None
     if not trace.is_dir() or sweep_file(trace) is not None:
         return None
     found = sorted(p for p in trace.glob("*.json") if is_decode(p))

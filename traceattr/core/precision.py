@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where used: every command imports CONFIDENCE (the protocol record),
+    import numpy as np  # and numpy's ~10 MB resident would stand under report's attribution peak
 
 CONFIDENCE = 0.95
 
@@ -23,6 +25,7 @@ def median_interval(values: Sequence[float] | np.ndarray, confidence: float = CO
     assumed, and it is cheap enough to ask after every few calls. (NaN, NaN)
     for fewer samples than such an interval needs.
     """
+    import numpy as np
     from scipy import (
         stats,  # here, not at the top: compare and report import this module, and scipy.stats takes seconds
     )
@@ -43,6 +46,8 @@ def median_noise(values: Sequence[float] | np.ndarray, confidence: float = CONFI
     The runner's ``max_noise`` stops adding calls once every arm's median is
     this precise (nvbench stops on noise the same way).
     """
+    import numpy as np
+
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]  # the same samples as the interval's
     low, high = median_interval(v, confidence)
