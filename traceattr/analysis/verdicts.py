@@ -46,7 +46,7 @@ VERDICT_SCHEMA = {
 
 
 def call_samples(calls: pl.DataFrame, time: str = "gpu_span_ns") -> Samples:
-    """Per-call times (ns; column *time*, the chosen basis: :data:`traceattr.analysis.pipeline.BASES`) of each
+    """Per-call times (ns; column *time*, the chosen basis: :data:`traceattr.analysis.bases.BASES`) of each
     (shape, backend) of *calls* (shape and backend filled).
 
     Only shapes measured with two or more backends: the others are never compared.

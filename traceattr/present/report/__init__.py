@@ -133,7 +133,7 @@ class _Options:
     group: str | None
     events: list[dict[str, Any]] | None
     same_program: SameProgram
-    basis: str = "span"  # what a call's time is (analysis.pipeline.BASES)
+    basis: str = "span"  # what a call's time is (analysis.bases.BASES)
     phases: PhaseReport | None = None  # a stamped run folder's (docs/phases.md)
     round_phases: RoundPhases | None = None  # a round's: its first capture's figures, which phase moved
     calls: pl.DataFrame | None = None  # the call table, where made already
