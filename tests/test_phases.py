@@ -410,6 +410,11 @@ def test_compare_and_report_of_a_stamped_run_folder(
             assert line.split(":")[0] in screen
     rc, out, err = cli(capsys, "compare", stamped_run, "--format", "json")
     assert rc == 0 and isinstance(json.loads(out), list)  # stdout stays one table; phases go to --out
+    # the page too: report reads a run folder's stamps before its attribution, an export's never
+    rc, _, err = cli(capsys, "report", stamped_run, "-o", tmp_path / "run.html")
+    assert rc == 0, err
+    page = (tmp_path / "run.html").read_text()
+    assert 'id="fig-phases"' in page and report.alignment.describe() in page
 
 
 @pytest.mark.slow

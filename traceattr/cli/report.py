@@ -102,6 +102,15 @@ def report_command(
     check_file_target(target, (trace, path), ours=_is_report)
     from traceattr.present.steps import attributing, steps  # on stderr, a terminal only: seconds per step
 
+    # a run folder's in-kernel stamps: the page's "Inside the kernel" (docs/phases.md), read (and refused when
+    # broken) before the work. An export outside a run folder has none, and is not made to import the phases'
+    # modules (numpy) under its attribution's peak.
+    phases = None
+    if trace.is_dir() or trace.name == runfolder.TRACE:
+        from traceattr.present.phases import load
+
+        phases = load(trace)
+
     with steps() as step:
         step(f"read {path}")
         select = RangeFilter(domain, match)
@@ -121,12 +130,9 @@ def report_command(
         else:
             att, calls = reduced_calls(held.pop(), mode.value, role_rules, select, group, keep=TIMELINE_COLUMNS,
                                        ops=True)  # fmt: skip
-        # the analysis (numpy and the phases' modules) and the report (plotly, ~25 MB, once its analysis is made:
-        # present.report._build) are imported once the attribution is done: none of it stands under its peak
-        from traceattr.present.phases import load
+        # the analysis (numpy) and the report (plotly, ~25 MB, once its analysis is made: present.report._build)
+        # are imported once the attribution is done: none of it stands under its peak
         from traceattr.present.report import write_report
-
-        phases = load(trace)  # a run folder's in-kernel stamps: the page's "Inside the kernel" (docs/phases.md)
 
         info = write_report(
             att, target, title=title, run=_run_info(trace), group=group, events=events, same_program=same_program,
