@@ -21,7 +21,7 @@ from traceattr.present.columns import MIN_WIDTH, Column, dropped_line, fitted_ta
 NUMBER = re.compile(r"(?<![\w.,])\d[\d,]*(?:\.\d+)?(?![\w])")
 SHORTENED = re.compile(r"\S*…")
 DIGIT = re.compile(r"\d")
-PLAN_FOLDER = re.compile(r"→ (/\S+)")  # a round plan's folder, as its first line names it
+PLAN_FOLDER = re.compile(r"(?:→|folder) (/\S+)")  # a round's or a sweep's plan folder, as its first line names it
 
 
 def numbers(text: str) -> set[str]:
