@@ -428,6 +428,29 @@ def test_ctrl_c_leaves_a_whole_set(tmp_path: Path, delay: float, expected_sets: 
     _no_partials(tmp_path)
 
 
+def test_an_error_raised_over_a_ctrl_c_is_the_ctrl_c(tmp_path: Path) -> None:
+    """CPython's Condition.wait, cut by a Ctrl-C before it takes its lock back, raises RuntimeError over the
+    KeyboardInterrupt (the read's futures, in CI): that is still the Ctrl-C, exit 130 and one line."""
+    code = (
+        "import sys\n"
+        f"sys.argv = ['traceattr', 'attribute', {str(OTHER)!r}, '--out', {str(tmp_path / 'res')!r}]\n"
+        "from traceattr.trace import sqlite_source\n"
+        "def read_all(self, queries):\n"
+        "    try:\n"
+        "        raise KeyboardInterrupt\n"
+        "    except KeyboardInterrupt:\n"
+        "        raise RuntimeError('cannot release un-acquired lock')\n"
+        "sqlite_source.SqliteSource.read_all = read_all\n"
+        "from traceattr.cli import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip().splitlines() == ["traceattr: interrupted"], done.stderr
+    assert not (tmp_path / "res").exists()
+    _no_partials(tmp_path)
+
+
 def test_second_interrupt_during_cleanup_still_cleans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from traceattr.core import output
 

@@ -220,6 +220,20 @@ def _interrupted() -> None:
     sys.exit(stopping.exit_status())
 
 
+def _raised_while_stopping(err: BaseException) -> bool:
+    """Whether *err* was raised while a Ctrl-C (or a stop signal) was being handled: it is that stop. CPython's
+    ``threading.Condition.wait``, cut by the KeyboardInterrupt before it takes its lock back, raises "cannot release
+    un-acquired lock" from its ``with`` block over it (a read waiting on its threads' futures, in CI)."""
+    seen: set[int] = set()
+    cause = err.__context__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__context__
+    return False
+
+
 def main(argv: list[str] | None = None) -> None:
     if not _AS_PROGRAM:
         _main(argv)
@@ -303,6 +317,8 @@ def _run(argv: list[str] | None) -> None:
         print(f"traceattr: error: {_one_line(str(err))}", file=sys.stderr)
         sys.exit(2)
     except BaseException as err:  # a library's panic (pyo3's PanicException is no Exception)
+        if _raised_while_stopping(err):
+            _interrupted()
         limit = process.limit_reached(err)
         if limit is None:
             raise
