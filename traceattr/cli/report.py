@@ -103,10 +103,10 @@ def report_command(
     from traceattr.present.steps import attributing, steps  # on stderr, a terminal only: seconds per step
 
     # a run folder's in-kernel stamps: the page's "Inside the kernel" (docs/phases.md), read (and refused when
-    # broken) before the work. An export outside a run folder has none, and is not made to import the phases'
-    # modules (numpy) under its attribution's peak.
+    # broken) before the work. A trace without them is not made to import the phases' modules (numpy) under its
+    # attribution's peak.
     phases = None
-    if trace.is_dir() or trace.name == runfolder.TRACE:
+    if runfolder.has_stamps(trace):
         from traceattr.present.phases import load
 
         phases = load(trace)

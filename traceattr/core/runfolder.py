@@ -28,6 +28,9 @@ FIT = "fit"
 RECEIPT = "receipt"  # receipt.md, receipt.csv, receipt.json (ReceiptRecord)
 SENSITIVITY = "sensitivity"  # the back-to-back capture's run folder
 PHASES = "phases"  # phases.md of a round with stamps; phases.csv of compare/diff --out (docs/phases.md)
+# a run folder's in-kernel stamps (traceattr.phases.layout): stamps/index.json and the arrays it lists
+STAMPS_DIR = "stamps"
+STAMPS_INDEX = "index.json"
 
 
 def capture_folder(index: int) -> str:
@@ -38,6 +41,16 @@ def capture_folder(index: int) -> str:
 # many traces at once (traceattr.jobs.many, the nsys recipe): one row per trace; per range/series across traces
 TRACES = "traces"
 ACROSS_TRACES = "across_traces"
+
+
+def stamp_folder(path: Path) -> Path:
+    """The run folder of *path*: itself, or the folder of its trace.sqlite."""
+    return path.parent if path.is_file() and path.name == TRACE else path
+
+
+def has_stamps(path: Path) -> bool:
+    """Whether *path* (a run folder, or its trace) holds stamps."""
+    return (stamp_folder(path) / STAMPS_DIR / STAMPS_INDEX).is_file()
 
 
 def round_folder_of(path: Path) -> Path | None:

@@ -18,8 +18,8 @@ import numpy as np
 import polars as pl
 
 from traceattr.core.precision import median_interval
-from traceattr.core.runfolder import SENSITIVITY
-from traceattr.phases.report import PhaseReport, Roofline, has_stamps, natural, phase_report
+from traceattr.core.runfolder import SENSITIVITY, has_stamps
+from traceattr.phases.report import PhaseReport, Roofline, natural, phase_report
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,8 @@ import numpy as np
 import polars as pl
 
 from traceattr.core.errors import TraceattrError
+from traceattr.core.runfolder import STAMPS_DIR, STAMPS_INDEX
 
-STAMPS_DIR = "stamps"
-INDEX = "index.json"
 LAYOUT_VERSION = 1
 
 
@@ -58,7 +57,7 @@ class StampFile:
 
 def read_index(folder: Path) -> tuple[StampFile, ...]:
     """The stamp files of run folder *folder* (none when it holds no stamps)."""
-    index = folder / STAMPS_DIR / INDEX
+    index = folder / STAMPS_DIR / STAMPS_INDEX
     if not index.is_file():
         return ()
     try:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import polars as pl
 
-from traceattr.core.runfolder import KERNELS, TRACE
+from traceattr.core.runfolder import KERNELS, stamp_folder
 from traceattr.phases.align import Alignment, fit, windows
 from traceattr.phases.attribute import RUN, MedianCall, call_phases, call_spans, cta_phases, median_calls, per_sm
 from traceattr.phases.floor import FixedCost, Floor, fixed_cost, floors
-from traceattr.phases.layout import INDEX, STAMPS_DIR, StampError, read_stamps
+from traceattr.phases.layout import StampError, read_stamps
 
 # a run folder's roofline, as compare computes it: given ``shape, median_us`` rows of calls in that folder, the same
 # rows with ``bound`` (memory | compute) and ``roofline`` (the share of that bound reached; null where unknown).
@@ -55,16 +55,6 @@ class PhaseReport:
 def natural(name: str) -> tuple[tuple[int, str], ...]:
     """A shape name's sort key with its numbers as numbers: q1_ctx8k before q1_ctx32k."""
     return tuple((int(p), "") if p.isdigit() else (-1, p) for p in re.split(r"(\d+)", name) if p)
-
-
-def has_stamps(path: Path) -> bool:
-    """Whether *path* (a run folder, or its trace) holds stamps."""
-    return (stamp_folder(path) / STAMPS_DIR / INDEX).is_file()
-
-
-def stamp_folder(path: Path) -> Path:
-    """The run folder of *path*: itself, or the folder of its trace.sqlite."""
-    return path.parent if path.is_file() and path.name == TRACE else path
 
 
 def phase_report(folder: Path, roofline: Roofline | None = None) -> PhaseReport | None:

@@ -22,10 +22,10 @@ from rich.text import Text
 from traceattr.analysis.roofline import bound_columns, device_compute_peak, peak_bandwidth, shape_work
 from traceattr.analysis.rounds import Receipt
 from traceattr.core.records import read_runner
-from traceattr.core.runfolder import TRACE
+from traceattr.core.runfolder import TRACE, has_stamps
 from traceattr.phases.attribute import MedianCall
 from traceattr.phases.compare import DiffPhases, PhaseComparison, PhaseDelta, RoundPhases, diff_phases, round_phases
-from traceattr.phases.report import PhaseReport, Roofline, RowBound, has_stamps, phase_report
+from traceattr.phases.report import PhaseReport, Roofline, RowBound, phase_report
 from traceattr.present import formats
 from traceattr.present.columns import Column, dropped_line, fitted_table, print_wrapped
 from traceattr.present.names import printable

@@ -26,9 +26,8 @@ import nvtx
 import torch
 
 from traceattr.core.callnames import DOMAIN
+from traceattr.core.runfolder import STAMPS_DIR, STAMPS_INDEX
 
-STAMPS_DIR = "stamps"
-INDEX = "index.json"
 FLOOR = "floor"
 FLOOR_REPS = 50
 
@@ -61,7 +60,7 @@ class StampLog:
             np.save(out / name, torch.stack([c for _, c in calls]).cpu().numpy())
             index.append({"file": name, "arm": key[0], "shape": key[1], "iters": [i for i, _ in calls],
                           **self.headers[key]})  # fmt: skip
-        (out / INDEX).write_text(json.dumps(index, indent=1) + "\n", encoding="utf-8")
+        (out / STAMPS_INDEX).write_text(json.dumps(index, indent=1) + "\n", encoding="utf-8")
         return index
 
 
