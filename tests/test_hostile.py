@@ -451,6 +451,31 @@ def test_an_error_raised_over_a_ctrl_c_is_the_ctrl_c(tmp_path: Path) -> None:
     _no_partials(tmp_path)
 
 
+def test_a_stop_swallowed_by_a_callback_still_stops(tmp_path: Path) -> None:
+    """A SIGHUP landing where its exception cannot propagate (polars' Rust, a __del__) is reported as unraisable and
+    the code goes on to fail on what was left (compare in CI: a TypeError): still the stop, exit 129 and one line."""
+    code = (
+        "import os, signal, sys, time\n"
+        f"sys.argv = ['traceattr', 'attribute', {str(OTHER)!r}, '--out', {str(tmp_path / 'res')!r}]\n"
+        "from traceattr.trace import sqlite_source\n"
+        "class Callback:\n"
+        "    def __del__(self):\n"
+        "        os.kill(os.getpid(), signal.SIGHUP)\n"
+        "        time.sleep(0.5)\n"
+        "def read_all(self, queries):\n"
+        "    Callback()\n"
+        "    raise TypeError('what the callback left')\n"
+        "sqlite_source.SqliteSource.read_all = read_all\n"
+        "from traceattr.cli import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 128 + signal.SIGHUP, done.stderr
+    assert done.stderr.strip().splitlines() == ["traceattr: stopped by SIGHUP"], done.stderr
+    assert not (tmp_path / "res").exists()
+    _no_partials(tmp_path)
+
+
 def test_second_interrupt_during_cleanup_still_cleans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from traceattr.core import output
 

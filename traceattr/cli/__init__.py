@@ -221,9 +221,13 @@ def _interrupted() -> None:
 
 
 def _raised_while_stopping(err: BaseException) -> bool:
-    """Whether *err* was raised while a Ctrl-C (or a stop signal) was being handled: it is that stop. CPython's
-    ``threading.Condition.wait``, cut by the KeyboardInterrupt before it takes its lock back, raises "cannot release
-    un-acquired lock" from its ``with`` block over it (a read waiting on its threads' futures, in CI)."""
+    """Whether *err* was raised while a Ctrl-C (or a stop signal) was being handled, or after a stop signal was
+    received: it is that stop. CPython's ``threading.Condition.wait``, cut by the KeyboardInterrupt before it takes
+    its lock back, raises "cannot release un-acquired lock" from its ``with`` block over it (a read waiting on its
+    threads' futures, in CI); a SIGHUP landing in polars' Rust is swallowed there, and polars then fails on a
+    TypeError of its own (compare, in CI)."""
+    if stopping.requested():
+        return True
     seen: set[int] = set()
     cause = err.__context__
     while cause is not None and id(cause) not in seen:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -40,9 +41,28 @@ def install() -> None:
 
     (``nohup`` ignores SIGHUP on purpose.) Ctrl-C keeps Python's own KeyboardInterrupt.
     """
+    global _unraisable
     for signum in STOP_SIGNALS:
         if signum != signal.SIGINT and signal.getsignal(signum) is signal.SIG_DFL:
             signal.signal(signum, _raise_stop)
+    if sys.unraisablehook is not _stop_kept_quiet:
+        _unraisable, sys.unraisablehook = sys.unraisablehook, _stop_kept_quiet
+
+
+def requested() -> bool:
+    """Whether a stop signal (SIGTERM, SIGHUP) was received: the command is stopping, whatever it raises next."""
+    return bool(_received)
+
+
+_unraisable = sys.unraisablehook
+
+
+def _stop_kept_quiet(unraisable: sys.UnraisableHookArgs) -> None:
+    """A :class:`Stopped` raised where it cannot propagate (a C callback such as polars' Rust, a ``__del__``)
+    is reported as unraisable and the code goes on, to fail on what the callback left: the stop is recorded
+    (:func:`requested`), so no traceback is printed for it; the command's next error is read as the stop."""
+    if not isinstance(unraisable.exc_value, Stopped):
+        _unraisable(unraisable)
 
 
 def exit_status(default: int = 130) -> int:
