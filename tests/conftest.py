@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import lzma
 import os
 import shutil
@@ -12,8 +13,11 @@ import pytest
 
 from tests.helpers import DATA, FIXTURES
 
-# the stand-in reports' Arrow exports (traceattr.trace.nsys.export_cache) go here, not into the user's cache
-os.environ.setdefault("TRACEATTR_EXPORT_CACHE", tempfile.mkdtemp(prefix="traceattr-tests-export-cache-"))
+# the stand-in reports' Arrow exports (traceattr.trace.nsys.export_cache) go here, not into the user's cache, and
+# go with the session (test processes started by this one inherit the variable and share the folder)
+if "TRACEATTR_EXPORT_CACHE" not in os.environ:
+    os.environ["TRACEATTR_EXPORT_CACHE"] = tempfile.mkdtemp(prefix="traceattr-tests-export-cache-")
+    atexit.register(shutil.rmtree, os.environ["TRACEATTR_EXPORT_CACHE"], ignore_errors=True)
 
 
 def _export_xz(name: str) -> Path:
