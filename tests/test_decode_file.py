@@ -175,7 +175,7 @@ def test_a_file_receipt_says_its_source_reads_back_and_draws(tmp_path: Path) -> 
     log.unlink()  # the receipt holds its steps: reading it back needs no log
     back = result_from_json(doc)
     assert result_markdown(back) == md
-    fig = page_figures(decode_page(back, "file"))["fig-trajectory"]
+    fig = page_figures(decode_page(back, "file").decode())["fig-trajectory"]
     assert {t["mode"] for t in fig["data"]} == {"markers"}  # ragged batches are not a curve in ctx
     assert next(t["x"] for t in fig["data"]) == [9000, 131072, 200000]  # by key ctx (max)
 

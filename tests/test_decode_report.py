@@ -58,7 +58,7 @@ def test_the_q8_grow_page_opens_on_the_answer(tmp_path: Path) -> None:
 
 def test_the_trajectory_figure_marks_the_choices() -> None:
     doc = json.loads((DECODE / "q8_grow.json").read_text(encoding="utf-8"))
-    fig = page_figures(decode_page(result_from_json(doc), "t"))["fig-trajectory"]
+    fig = page_figures(decode_page(result_from_json(doc), "t").decode())["fig-trajectory"]
     by = {t["meta"]: t for t in fig["data"]}
     assert list(by) == ["fa3", "flashmla", "dispatch"]
     steps = doc["per_step"]  # a grow trajectory: already by ctx
@@ -77,7 +77,7 @@ def test_the_trajectory_figure_marks_the_choices() -> None:
 @pytest.mark.parametrize("receipt", RECEIPTS, ids=[p.stem for p in RECEIPTS])
 def test_every_shipped_receipt_renders(receipt: Path) -> None:
     doc = json.loads(receipt.read_text(encoding="utf-8"))
-    page = decode_page(result_from_json(doc), receipt.stem)
+    page = decode_page(result_from_json(doc), receipt.stem).decode()
     body = _body(page)
     total = doc["summary"]["totals_us"]["dispatch"]["value"]
     assert body.index(f"Dispatcher {total:,.1f} µs") < body.index('id="trajectory"')

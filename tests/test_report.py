@@ -134,6 +134,26 @@ def test_self_contained(example_html: str) -> None:
     assert "Content-Security-Policy" in ours and "connect-src 'none'" in ours
 
 
+def test_plotly_js_is_plotlys_bundle_inlined_as_is(example_html: str) -> None:
+    from plotly.offline import get_plotlyjs
+
+    from traceattr.present.report.html import plotly_js
+
+    bundle = plotly_js()
+    assert bundle == get_plotlyjs().encode("utf-8")  # the bytes of the text plotly's own pages inline
+    assert bundle.decode("utf-8") in example_html  # whole, its characters beyond Latin-1 among them
+    assert max(bundle.decode("utf-8")) > "\xff"  # why the page is assembled as bytes (html.plotly_js)
+
+
+@pytest.mark.parametrize("end", [b"</script>", b"</SCRIPT ", b"</Script\n"])
+def test_a_bundle_that_would_end_its_script_is_refused(end: bytes) -> None:
+    from traceattr.present.report.html import Section, page
+
+    with pytest.raises(ValueError, match="cannot be inlined"):
+        page("t", "", [Section("s", "S", "i", "<p>b</p>")], b"var a = 1;" + end + b"alert(1)")
+    assert page("t", "", [Section("s", "S", "i", "<p>b</p>")], b"").count(b"</script>") == 2  # ours only
+
+
 @pytest.mark.slow
 def test_single_ctx_trace_has_no_context_section(exports: dict[str, Path]) -> None:
     page = build_report(traceattr.open(exports["h200_torch_tiny"]).attribute())

@@ -98,7 +98,7 @@ def test_the_regret_table_is_the_dispatch_tables(eager_page: str) -> None:
 @pytest.mark.slow
 def test_a_fresh_search_reads_as_itself(tmp_path: Path) -> None:
     record = run_sweep(sweep_plan(tmp_path), FakeSweep(linear_time, low_clock=((1, 8000),)))
-    page = sweep_page(record, "fresh")
+    page = sweep_page(record, "fresh").decode()
     text = _text(page)
     assert sweep_text(record.header, record.result) in text
     assert "earlier traceattr" not in text  # its answer is what its points say
@@ -138,7 +138,7 @@ def test_sweep_folder_cli_and_errors(tmp_path: Path) -> None:
 def test_hostile_arm_labels_stay_text(tmp_path: Path) -> None:
     evil = "fa3<script>alert(1)</script>"
     record = SweepRecord.from_json(json.loads(EAGER.read_text(encoding="utf-8").replace('"fa3"', json.dumps(evil))))
-    page = sweep_page(record, "hostile")
+    page = sweep_page(record, "hostile").decode()
     assert "<script>alert" not in without_plotlyjs(page).lower()
     assert "fa3&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert any("fa3&lt;script&gt;" in s for s in json_strings(page_figures(page)["fig-sweep"]))

@@ -213,8 +213,13 @@ def _write_json(frame: pl.DataFrame, out: BinaryIO) -> None:
 
 def write_text(path: Path, text: str) -> Path:
     """*text* to *path* atomically (a temp file beside it, renamed when complete); readable by all."""
+    return write_bytes(path, text.encode("utf-8", errors=FILE_ERRORS))  # a non-UTF-8 file name's bytes as \\udcNN
+
+
+def write_bytes(path: Path, data: bytes) -> Path:
+    """*data* to *path* as :func:`write_text` writes text."""
     with _atomic_file(path) as file:
-        file.write(text.encode("utf-8", errors=FILE_ERRORS))  # a non-UTF-8 file name's bytes as \\udcNN
+        file.write(data)
     return path
 
 

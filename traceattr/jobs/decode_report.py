@@ -25,18 +25,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
 
 from traceattr.attribution.engine import Attribution, RangeFilter, attribute
 from traceattr.core.errors import TraceattrError
-from traceattr.core.output import write_text
+from traceattr.core.output import write_bytes
 from traceattr.core.shapes import fmt_ctx
 from traceattr.jobs.decode import DISPATCHER, DecodeResult, contender_memory_mib
 from traceattr.jobs.decode_summary import Interval, TrajectorySummary
 from traceattr.present.formats import segment_span
 from traceattr.present.report.data import TimelineView, calls_timeline
 from traceattr.present.report.figures_timeline import picker_html, timeline_figure
-from traceattr.present.report.html import Section, facts_html, page, run_html
+from traceattr.present.report.html import Section, facts_html, page, plotly_js, run_html
 from traceattr.present.report.style import backend_colors, esc, figure_html, new_figure
 from traceattr.runtime.table import DispatchTable, parse_table
 from traceattr.trace.loader import load_trace
@@ -51,11 +50,11 @@ TIMELINE_STEPS = 6  # steps offered in the timeline: the ends, the switches, the
 
 def write_decode_report(result: DecodeResult, path: Path, title: str, trace: Path | None = None) -> Path:
     """Write the page of *result* to *path* atomically (*trace*: the run's nsys export, for the timeline)."""
-    return write_text(path, decode_page(result, title, trace))
+    return write_bytes(path, decode_page(result, title, trace))
 
 
-def decode_page(result: DecodeResult, title: str, trace: Path | None = None) -> str:
-    """The page of a decode receipt (module doc) as one HTML document."""
+def decode_page(result: DecodeResult, title: str, trace: Path | None = None) -> bytes:
+    """The page of a decode receipt (module doc) as one HTML document (UTF-8)."""
     c, s = result.config, result.summary
     sections = [
         answer_section(result),
@@ -79,7 +78,7 @@ def decode_page(result: DecodeResult, title: str, trace: Path | None = None) -> 
         config_section(result),
     ]
     subtitle = f"{_trajectory_text(result)} · {len(s.ctx)} steps · {c.iters} iterations · {_device_name(result)}"
-    return page(title, f'<p class="subtitle">{html.escape(subtitle)}</p>', sections, get_plotlyjs())
+    return page(title, f'<p class="subtitle">{html.escape(subtitle)}</p>', sections, plotly_js())
 
 
 def _device_name(r: DecodeResult) -> str:

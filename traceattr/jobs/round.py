@@ -362,11 +362,11 @@ def write_round_report(
 
         found = next(iter(capture_folders(receipt, folder)), None)
         if found is None:  # the traces are gone: the receipt and its evidence still make a page
-            from traceattr.core.output import write_text
+            from traceattr.core.output import write_bytes
             from traceattr.present.report.round import receipt_only_page
 
             page = receipt_only_page(receipt, title or f"traceattr round {folder.name}", phases)
-            return write_text(target or folder / runfolder.REPORT, page)
+            return write_bytes(target or folder / runfolder.REPORT, page)
         att = attribute(load_trace(found / runfolder.TRACE))
         runner = read_runner(found)
         run, events = read_run(found), None if runner is None else list(runner.events)

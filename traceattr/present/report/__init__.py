@@ -30,7 +30,7 @@ from traceattr.analysis.calls import CallsAgain
 from traceattr.analysis.rounds import Receipt
 from traceattr.analysis.verdicts import SameProgram, same_label
 from traceattr.attribution.engine import Attribution
-from traceattr.core.output import write_text
+from traceattr.core.output import write_bytes
 from traceattr.core.records import RunRecord
 from traceattr.phases.compare import RoundPhases
 from traceattr.phases.report import PhaseReport
@@ -57,7 +57,7 @@ class ReportInfo:
 
 @dataclass(frozen=True)
 class _Built:
-    html: str
+    document: bytes  # html.page's
     sections: list[str]
     notes: list[str]
 
@@ -84,7 +84,7 @@ def build_report(
     stamped run folder's phases (:func:`traceattr.present.phases.load`), *round_phases* a round's."""
     options = _Options(title, run, peak_bytes_per_s, limits, receipt, group, events, same_program, basis,
                        phases, round_phases)  # fmt: skip
-    return _build(att, options, step).html
+    return _build(att, options, step).document.decode()
 
 
 def write_report(
@@ -117,7 +117,7 @@ def write_report(
                        phases, round_phases, calls, again)  # fmt: skip
     built = _build(att, options, step)
     step(f"write {Path(path).name}")
-    path = write_text(Path(path), built.html)
+    path = write_bytes(Path(path), built.document)
     return ReportInfo(path=path, size_bytes=path.stat().st_size, figures=built.sections, notes=built.notes)
 
 
@@ -145,10 +145,8 @@ def _build(att: Attribution, o: _Options, step: Step = no_step) -> _Built:
     d = collect(att, o.peak_bytes_per_s, o.limits, group=o.group, events=o.events, same_program=o.same_program,
                 basis=o.basis, calls=o.calls, again=o.again)  # fmt: skip
     # plotly (~10 MB) and the figures imported once the analysis' scratch is freed, not held beside it
-    from plotly.offline import get_plotlyjs
-
     from traceattr.present.report.figures_phases import phases_section
-    from traceattr.present.report.html import Section, facts_html, notes_html, page, run_html
+    from traceattr.present.report.html import Section, facts_html, notes_html, page, plotly_js, run_html
     from traceattr.present.report.round import round_page, with_round_decision
     from traceattr.present.report.style import backend_colors
 
@@ -178,7 +176,7 @@ def _build(att: Attribution, o: _Options, step: Step = no_step) -> _Built:
     else:
         sections.append(Section("run", "Run details", "What was measured, where, and with which tool.", folded))
         header = f'<p class="subtitle">{html_text.escape(_subtitle(att, d))}</p>'
-    return _Built(page(title, header, sections, get_plotlyjs()), [s.id for s in sections], notes)
+    return _Built(page(title, header, sections, plotly_js()), [s.id for s in sections], notes)
 
 
 def _subtitle(att: Attribution, d: ReportData) -> str:

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import html
 import json
+import pkgutil
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from traceattr.core.encoding import FILE_ERRORS
 
 CSP = (
     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
@@ -148,9 +152,23 @@ def notes_html(notes: Sequence[str]) -> str:
     return "".join(f'<div class="note">{html.escape(n)}</div>' for n in notes)
 
 
-def page(title: str, header: str, sections: Sequence[Section], plotly_js: str) -> str:
-    """The whole document. *header* is trusted HTML; plotly.js goes in once, before every figure."""
-    if "</script" in plotly_js.lower():  # would end the inline script early
+def plotly_js() -> bytes:
+    """plotly.js as plotly ships it (the file ``plotly.offline.get_plotlyjs`` reads), UTF-8 bytes. Not that
+    function's text: 24 characters beyond Latin-1 make Python store its 4.8 M characters 2 bytes each, and the
+    page built around it as well (a report's peak, nested benchmark trace: +30 MB of text for a 5 MB file)."""
+    bundle = pkgutil.get_data("plotly", "package_data/plotly.min.js")
+    if bundle is None:  # a loader that cannot read package files (a zip import without data)
+        raise FileNotFoundError("plotly's package_data/plotly.min.js cannot be read")
+    return bundle
+
+
+_SCRIPT_END = re.compile(rb"</script", re.IGNORECASE)
+
+
+def page(title: str, header: str, sections: Sequence[Section], plotly_js: bytes) -> bytes:
+    """The whole document, UTF-8. *header* is trusted HTML; plotly.js (:func:`plotly_js`; empty: a page without
+    figures) goes in once, before every figure, as the bytes it is: the document is never one text."""
+    if _SCRIPT_END.search(plotly_js):  # would end the inline script early
         raise ValueError("plotly.js bundle contains '</script': cannot be inlined")
     nav = "".join(f'<a href="#{s.id}">{html.escape(s.title)}</a>' for s in sections)
     body = "".join(
@@ -158,13 +176,21 @@ def page(title: str, header: str, sections: Sequence[Section], plotly_js: str) -
         f"{notes_html(s.notes)}{s.body}</section>"
         for s in sections
     )
-    return (
+    head = (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{html.escape(title)}</title><style>{CSS}</style>"
-        f'<script type="text/javascript">{plotly_js}</script></head>\n'
+        '<script type="text/javascript">'
+    )
+    rest = (
+        "</script></head>\n"
         f"<body><header><h1>{html.escape(title)}</h1><nav>{nav}</nav>{header}</header>\n"
         f"{body}\n<script>{JS}</script></body></html>\n"
     )
+    return b"".join((_utf8(head), plotly_js, _utf8(rest)))
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", errors=FILE_ERRORS)  # a non-UTF-8 file name's bytes as \\udcNN, as every file

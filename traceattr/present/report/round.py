@@ -31,7 +31,7 @@ from traceattr.present.phases import moved_rows, row_labels
 from traceattr.present.receipt import cause_text, led, protocol_text, totals_text
 from traceattr.present.report.data import ReportData, crossings_at
 from traceattr.present.report.figures_phases import moved_html, phases_section, round_phases_section
-from traceattr.present.report.html import Section, page, run_html
+from traceattr.present.report.html import Section, page, plotly_js, run_html
 from traceattr.present.report.table import receipt_table
 
 FIRST_CAPTURE = (
@@ -110,7 +110,7 @@ NO_TRACES = (
 )
 
 
-def receipt_only_page(receipt: Receipt, title: str, phases: RoundPhases | None = None) -> str:
+def receipt_only_page(receipt: Receipt, title: str, phases: RoundPhases | None = None) -> bytes:
     """The page of a round whose captures' traces are gone: the receipt, its evidence (and its phases, when the
     captures' stamps are left), the header folded."""
     header = run_html(receipt.header).replace("<details open>", "<details>")
@@ -124,10 +124,8 @@ def receipt_only_page(receipt: Receipt, title: str, phases: RoundPhases | None =
         Section("metadata", "Round metadata", "The receipt's header (protocol, gates, arms), folded.", header),
     ]
     if not inside:
-        return page(title, "", sections, "")  # no figure: no plotly.js
-    from plotly.offline import get_plotlyjs
-
-    return page(title, "", sections, get_plotlyjs())
+        return page(title, "", sections, b"")  # no figure: no plotly.js
+    return page(title, "", sections, plotly_js())
 
 
 def first_capture_phases(phases: RoundPhases, receipt: Receipt) -> Section:

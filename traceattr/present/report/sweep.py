@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
 
 from traceattr.analysis.dispatch_table import FamilyTable, dispatch_table, lookup
 from traceattr.analysis.stats import SAME_WITHIN
 from traceattr.analysis.sweep_points import dispatch_frames, replay, time_falls
-from traceattr.core.output import write_text
+from traceattr.core.output import write_bytes
 from traceattr.core.records import SweepPoint, SweepRecord
 from traceattr.core.shapes import fmt_ctx
 from traceattr.present.dispatch import regret_text, segments_text
@@ -39,7 +38,7 @@ from traceattr.present.formats import (
     times_with_interval,
     us,
 )
-from traceattr.present.report.html import Section, facts_html, notes_html, page, run_html
+from traceattr.present.report.html import Section, facts_html, notes_html, page, plotly_js, run_html
 from traceattr.present.report.style import backend_colors, esc, figure_html, new_figure
 
 BRACKET_FILL, BAND_FILL, CROSSINGS_FILL = "rgba(26,127,55,0.12)", "rgba(120,120,120,0.18)", "rgba(230,120,0,0.16)"
@@ -48,11 +47,11 @@ TIE_COLOR, REFUSED_COLOR = "#9a7d00", "#cf222e"
 
 def write_sweep_report(record: SweepRecord, path: Path, title: str) -> Path:
     """Write the page of *record* to *path* atomically; the path written."""
-    return write_text(path, sweep_page(record, title))
+    return write_bytes(path, sweep_page(record, title))
 
 
-def sweep_page(record: SweepRecord, title: str) -> str:
-    """The page of a sweep (see the module doc) as one HTML document."""
+def sweep_page(record: SweepRecord, title: str) -> bytes:
+    """The page of a sweep (see the module doc) as one HTML document (UTF-8)."""
     h = record.header
     below, above = _sides(record)
     sections = [
@@ -76,7 +75,7 @@ def sweep_page(record: SweepRecord, title: str) -> str:
     seconds = record.seconds
     subtitle = (f"{h['family']} · {mode} · {below} vs {above} · {ctx_span(lo, hi)} · {len(record.steps)} steps, "
                 f"{decimals(seconds, 0)} s of capture")  # fmt: skip
-    return page(title, f'<p class="subtitle">{html.escape(subtitle)}</p>', sections, get_plotlyjs())
+    return page(title, f'<p class="subtitle">{html.escape(subtitle)}</p>', sections, plotly_js())
 
 
 def _shown(record: SweepRecord) -> Mapping[str, Any] | None:
