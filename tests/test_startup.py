@@ -136,6 +136,7 @@ def test_the_program_sets_the_allocator_polars_uses() -> None:
     conf, threads, sink_bytes = _allocator_settings()
     assert _last(conf, "narenas") == "1"
     assert _last(conf, "muzzy_decay_ms") == "0", conf  # after polars' own muzzy_decay_ms, so it wins
+    assert _last(conf, "dirty_decay_ms") == "100", conf  # and its dirty_decay_ms (500)
     assert 1 <= int(threads) <= 4
     assert int(sink_bytes) == 256 << 10  # writes below 1 MiB: small page-cache folios (cli.__init__)
 

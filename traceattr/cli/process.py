@@ -195,9 +195,14 @@ def start() -> None:
     # polars lets freed pages turn "muzzy" (MADV_FREE) after 0.5 s and keeps them so for 1 s more (1.28:
     # for ever), all the while counted in the resident set; at 0 they are given back when they would turn
     # muzzy (2 cores, 3 runs each: nested 287 -> 267 MB, sweep 648 -> 627 MB, the same wall time).
-    # dirty_decay_ms:0 would give back 10 MB more on the nested trace (in windows; 22 MB in one pass), but
-    # refaulting the pages costs +0.4-0.6 s of system time there. A value the user set stays as it is.
-    os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1,muzzy_decay_ms:0")
+    # dirty_decay_ms:100: freed pages stay "dirty" (reused as they are, resident) 0.1 s, not polars' 0.5 s.
+    # report imports its analysis and figures, and allocates outside jemalloc (Python, numpy), just as its
+    # attribution's windows have freed their scratch: with 0.5 s that scratch was still resident under them
+    # (2 cores, nested trace, paired: report 234-251 -> 225-232 MB, nsys stats 235; sweep 566-573 ->
+    # 535-544 MB; attribute and compare 0-20 MB lower; walls and CPU time within run-to-run noise). At 0
+    # every freed page is refaulted when reused: +0.4-0.6 s of system time on the nested trace. A value the
+    # user set stays as it is.
+    os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1,muzzy_decay_ms:0,dirty_decay_ms:100")
     # polars' pool: one thread per CPU by default, and its streaming sinks hold buffers per thread. On the
     # 16-core H200 host (benchmarks/README.md) 4 threads against 16: `attribute --out` on the nested trace
     # 307-329 MB against 535-537 MB at the same wall time; on the 1.25 M-kernel sweep 872-892 against 962-973
