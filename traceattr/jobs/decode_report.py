@@ -34,7 +34,7 @@ from traceattr.jobs.decode import DISPATCHER, DecodeResult, contender_memory_mib
 from traceattr.jobs.decode_summary import Interval, TrajectorySummary
 from traceattr.present.formats import segment_span
 from traceattr.present.report.data import TimelineView, calls_timeline
-from traceattr.present.report.figures_timeline import picker_html, timeline_figure
+from traceattr.present.report.figures_timeline import picker_html, timeline_spec
 from traceattr.present.report.html import Section, facts_html, page, plotly_js, run_html
 from traceattr.present.report.style import backend_colors, esc, figure_html, new_figure
 from traceattr.runtime.table import DispatchTable, parse_table
@@ -286,7 +286,7 @@ def timeline_section(r: DecodeResult, trace: Path | None) -> Section:
     except TraceattrError as err:
         return Section("timeline", title, "Not drawn.", "", notes=(f"{err}",))
     data = calls_timeline(att, views, total)
-    body = picker_html(data, "fig-timeline") + figure_html(timeline_figure(data), "fig-timeline")
+    body = picker_html(data, "fig-timeline") + figure_html(timeline_spec(data), "fig-timeline")
     return Section("timeline", title, f"{intro} From {trace.name}.", body)
 
 

@@ -248,7 +248,7 @@ def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
     from traceattr.present.report.decision import decision_html, has_decision
     from traceattr.present.report.figures_compare import attribution_figure, distributions_figure
     from traceattr.present.report.figures_decision import context_figure, context_notes
-    from traceattr.present.report.figures_timeline import picker_html, timeline_figure
+    from traceattr.present.report.figures_timeline import picker_html, timeline_spec
     from traceattr.present.report.html import Section
     from traceattr.present.report.style import figure_html
     from traceattr.present.report.table import numbers_table
@@ -307,7 +307,7 @@ def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
             "NVTX lane shows the GPU projection of the call's range and the ranges nested in it. Pick a shape to "
             "see its backends' median calls side by side, or any single call. Hover a bar for the full kernel "
             "name, grid, block and duration.",
-            picker_html(d.timeline, "fig-timeline") + figure_html(timeline_figure(d.timeline), "fig-timeline"),
+            picker_html(d.timeline, "fig-timeline") + figure_html(timeline_spec(d.timeline), "fig-timeline"),
             tuple(d.notes.get("timeline", ())),
         ),
     ]

@@ -9,6 +9,7 @@ a name would be markup rather than text.
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from typing import Any
 
 import plotly.graph_objects as go
@@ -87,8 +88,12 @@ def new_figure(height: int, **layout: Any) -> go.Figure:
     return go.Figure(layout={"template": TEMPLATE, "height": height, **layout})
 
 
-def figure_html(fig: go.Figure, div_id: str) -> str:
-    """The figure as a ``<div>`` and its ``Plotly.newPlot`` script; plotly.js is embedded once by the page."""
+def figure_html(fig: go.Figure | Mapping[str, Any], div_id: str) -> str:
+    """The figure as a ``<div>`` and its ``Plotly.newPlot`` script; plotly.js is embedded once by the page. A
+    figure given as plotly's dict (``{"data": [...], "layout": {...}}``, e.g. figures_timeline.timeline_spec) is
+    written as it is, unchecked."""
+    checked = isinstance(fig, go.Figure)
+    height = fig.layout.height if checked else fig["layout"].get("height")
     return pio.to_html(
         fig,
         include_plotlyjs=False,
@@ -97,5 +102,6 @@ def figure_html(fig: go.Figure, div_id: str) -> str:
         div_id=div_id,
         config=PLOT_CONFIG,
         default_width="100%",
-        default_height=f"{fig.layout.height or 450}px",
+        default_height=f"{height or 450}px",
+        validate=checked,
     )
