@@ -221,16 +221,20 @@ def test_flashmla_timeline_views(flashmla_att: Attribution) -> None:
     assert "other" in {t.name for t in fig.data if t.meta == v}
 
 
-def test_the_page_draws_the_timeline_plotly_checks(flashmla_att: Attribution) -> None:
-    """The page writes the timeline's dict unchecked (timeline_spec): the same figure plotly's check gives."""
+@pytest.mark.parametrize("figure", ["timeline", "distributions"])
+def test_the_page_draws_the_figure_plotly_checks(flashmla_att: Attribution, figure: str) -> None:
+    """The page writes these figures' dicts unchecked (timeline_spec, distributions_spec): the same figure
+    plotly's check gives."""
     import plotly.graph_objects as go
 
+    from traceattr.present.report.figures_compare import distributions_spec
     from traceattr.present.report.figures_timeline import timeline_spec
     from traceattr.present.report.style import figure_html
 
-    spec = timeline_spec(collect(flashmla_att).timeline)
+    d = collect(flashmla_att)
+    spec = timeline_spec(d.timeline) if figure == "timeline" else distributions_spec(d, backend_colors(d.backends))
     fast, checked = figure_html(spec, "t"), figure_html(go.Figure(spec), "t")  # go.Figure raises on a bad property
-    assert page_figures(fast) == page_figures(checked) and len(page_figures(fast)["t"]["data"]) > 4
+    assert page_figures(fast) == page_figures(checked) and len(page_figures(fast)["t"]["data"]) >= 4
     div = fast.split("Plotly.newPlot(")[0]
     assert div == checked.split("Plotly.newPlot(")[0] and f"height:{spec['layout']['height']}px" in div
 

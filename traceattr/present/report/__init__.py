@@ -246,7 +246,7 @@ def _peak_note(d: ReportData) -> str:
 
 def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
     from traceattr.present.report.decision import decision_html, has_decision
-    from traceattr.present.report.figures_compare import attribution_figure, distributions_figure
+    from traceattr.present.report.figures_compare import attribution_figure, distributions_spec
     from traceattr.present.report.figures_decision import context_figure, context_notes
     from traceattr.present.report.figures_timeline import picker_html, timeline_spec
     from traceattr.present.report.html import Section
@@ -297,7 +297,7 @@ def _sections(d: ReportData, colors: dict[str, str]) -> list[Section]:
             "Every call's span as a point, spread left to right in time order inside its backend's box (Tukey: "
             "quartiles, whiskers at 1.5 IQR, dashed line the mean); each shape has its own scale, so noise and "
             "outliers show.",
-            figure_html(distributions_figure(d, colors), "fig-distributions"),
+            figure_html(distributions_spec(d, colors), "fig-distributions"),
             tuple(d.notes.get("distributions", ())),
         ),
         Section(
