@@ -52,6 +52,11 @@ codecs.register_error(TERMINAL_ERRORS, _terminal)
 codecs.register_error(FILE_ERRORS, _file)
 
 
+def file_bytes(text: str) -> bytes:
+    """*text* as every file traceattr writes holds it: UTF-8, a non-UTF-8 file name's bytes as ``\\udcNN``."""
+    return text.encode("utf-8", errors=FILE_ERRORS)
+
+
 def table_text(text: str) -> str:
     """*text* fit for a table column (polars holds UTF-8 only): a non-UTF-8 file name's bytes as ``\\xNN``,
     as the terminal shows them. The manifest beside the table keeps the exact name (``\\udcNN`` in JSON)."""

@@ -31,7 +31,7 @@ from typing import Any, BinaryIO, Literal, get_args
 import polars as pl
 
 from traceattr.core import runfolder
-from traceattr.core.encoding import FILE_ERRORS, table_text
+from traceattr.core.encoding import file_bytes, table_text
 from traceattr.core.errors import TraceattrError
 from traceattr.core.stopping import deferred as interrupts_deferred
 
@@ -213,7 +213,7 @@ def _write_json(frame: pl.DataFrame, out: BinaryIO) -> None:
 
 def write_text(path: Path, text: str) -> Path:
     """*text* to *path* atomically (a temp file beside it, renamed when complete); readable by all."""
-    return write_bytes(path, text.encode("utf-8", errors=FILE_ERRORS))  # a non-UTF-8 file name's bytes as \\udcNN
+    return write_bytes(path, file_bytes(text))
 
 
 def write_bytes(path: Path, data: bytes) -> Path:

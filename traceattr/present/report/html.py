@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from traceattr.core.encoding import FILE_ERRORS
+from traceattr.core.encoding import file_bytes
 
 CSP = (
     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
@@ -189,8 +189,4 @@ def page(title: str, header: str, sections: Sequence[Section], plotly_js: bytes)
         f"<body><header><h1>{html.escape(title)}</h1><nav>{nav}</nav>{header}</header>\n"
         f"{body}\n<script>{JS}</script></body></html>\n"
     )
-    return b"".join((_utf8(head), plotly_js, _utf8(rest)))
-
-
-def _utf8(text: str) -> bytes:
-    return text.encode("utf-8", errors=FILE_ERRORS)  # a non-UTF-8 file name's bytes as \\udcNN, as every file
+    return b"".join((file_bytes(head), plotly_js, file_bytes(rest)))
