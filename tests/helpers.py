@@ -457,8 +457,7 @@ def json_strings(value: object) -> list[str]:
 def without_plotlyjs(page: str) -> str:
     """The page minus the embedded plotly.js bundle (its licence comments name web sites); a figure's own
     ``<div>`` (style.figure_html) as it is."""
-    start = page.find("/**\n* plotly.js v")
-    if start < 0 and "<html" not in page:
+    if "<html" not in page:
         return page
     start = page.index("/**\n* plotly.js v")
     end = page.index("</script>", start)
